@@ -1,0 +1,49 @@
+# hookmesh — every target installs what it needs; `make demo` and `make test` are the two entry points.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PROTOS := $(wildcard protos/hookmesh/v1/*.proto)
+GEN_DIR := src
+
+.PHONY: all demo test lint proto proto-check bench clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# Regenerate src/hookmesh/v1 from protos/ (messages, .pyi stubs and gRPC stubs).
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=$(GEN_DIR) --pyi_out=$(GEN_DIR) \
+		--grpc_python_out=$(GEN_DIR) $(PROTOS)
+
+# Fail when the committed generated code is not what `make proto` produces.
+proto-check: $(STAMP)
+	@tmp=$$(mktemp -d) && \
+	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=$$tmp --pyi_out=$$tmp \
+		--grpc_python_out=$$tmp $(PROTOS) && \
+	diff -r -x __init__.py -x __pycache__ $$tmp/hookmesh/v1 $(GEN_DIR)/hookmesh/v1 \
+		|| { echo "generated code is stale: run 'make proto' and commit"; rm -rf $$tmp; exit 1; }; \
+	rm -rf $$tmp; echo "generated code is current"
+
+lint: $(STAMP)
+	$(BIN)/buf lint
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+test: $(STAMP) proto-check lint
+	$(BIN)/pytest -q
+
+demo: $(STAMP)
+	$(BIN)/python -m hookmesh.demo
+
+bench: $(STAMP)
+	$(BIN)/python bench/middleware_overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,109 @@
+"""Errors with a stable reason, and their mapping to the gRPC rich error model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+DOMAIN = "hookmesh.dev"
+"""`ErrorInfo.domain` of every hookmesh error."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One problem with one field of a request."""
+
+    field: str
+    """Path of the field, proto style: ``messages[0].agentic.blocks[2].tool_result``."""
+    description: str
+    """What is wrong, and what would be right."""
+
+
+class HookmeshError(Exception):
+    """An error with a stable UPPER_SNAKE reason that clients may branch on."""
+
+    reason: str = "INTERNAL"
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+    def __init__(self, message: str, *, metadata: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata = metadata or {}
+
+
+class SchemaError(HookmeshError, ValueError):
+    """Input that does not satisfy the hookmesh schema; lists every violation found."""
+
+    reason = "INVALID_SCHEMA"
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, violations: list[FieldViolation]) -> None:
+        if not violations:
+            raise ValueError("SchemaError needs at least one violation")
+        first = violations[0]
+        more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+        super().__init__(
+            f"{first.field}: {first.description}{more}",
+            metadata={"field": first.field, "violationCount": str(len(violations))},
+        )
+        self.violations = violations
+
+    @classmethod
+    def single(cls, field: str, description: str) -> SchemaError:
+        """One violation."""
+        return cls([FieldViolation(field, description)])
+
+
+def to_status(error: HookmeshError) -> status_pb2.Status:
+    """The `google.rpc.Status` for `error`: one ErrorInfo, plus BadRequest for schema errors."""
+    info = any_pb2.Any()
+    info.Pack(
+        error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=error.metadata)
+    )
+    details = [info]
+    if isinstance(error, SchemaError):
+        bad = any_pb2.Any()
+        bad.Pack(
+            error_details_pb2.BadRequest(
+                field_violations=[
+                    error_details_pb2.BadRequest.FieldViolation(
+                        field=v.field, description=v.description
+                    )
+                    for v in error.violations
+                ]
+            )
+        )
+        details.append(bad)
+    return status_pb2.Status(
+        code=getattr(code_pb2, error.code.name), message=error.message, details=details
+    )
+
+
+def to_grpc_status(error: HookmeshError) -> grpc.Status:
+    """The status to pass to `context.abort_with_status`."""
+    return rpc_status.to_status(to_status(error))
+
+
+def reason_of(status: status_pb2.Status) -> str:
+    """The ErrorInfo reason in `status`, or '' when it carries none."""
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info.reason
+    return ""
+
+
+def field_violations_of(status: status_pb2.Status) -> list[FieldViolation]:
+    """The BadRequest field violations in `status` (empty when there are none)."""
+    out: list[FieldViolation] = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            out.extend(FieldViolation(v.field, v.description) for v in bad.field_violations)
+    return out

@@ -1,0 +1,303 @@
+"""Agent events: what a reply streams to its caller, as one tagged union."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from hookmesh.schema._blocks import MediaBlock, ToolResultState, _Model
+from hookmesh.schema._messages import ToolCall, Usage
+
+FinishReason = Literal[
+    "completed",
+    "interrupted",
+    "exceed_max_iters",
+    "error",
+    "awaiting_confirmation",
+    "awaiting_external_execution",
+]
+"""Why a reply ended; the two `awaiting_*` reasons are pauses that `resume` continues."""
+
+
+class _Event(_Model):
+    reply_id: str
+    """The reply this event belongs to."""
+
+
+class ReplyStartEvent(_Event):
+    """The reply began."""
+
+    type: Literal["reply_start"] = "reply_start"
+    session_id: str = ""
+    """The session; empty for a session-less agent."""
+    agent_name: str = ""
+    """Name of the replying agent."""
+
+
+class ReplyError(_Model):
+    """Why a reply failed, in a form clients can branch on."""
+
+    reason: str
+    """Stable UPPER_SNAKE reason, e.g. ``MODEL_ERROR`` or ``MIDDLEWARE_FAILED``."""
+    message: str = ""
+    """Human-readable description, free of secrets."""
+    source: str = ""
+    """What failed: ``model``, ``tool:<name>``, ``middleware:<key>`` or ``agent``."""
+    metadata: dict[str, str] = Field(default_factory=dict)
+    """Variable parts of the message, lowerCamel keys."""
+
+
+class ReplyEndEvent(_Event):
+    """The reply ended; always the last event of a reply."""
+
+    type: Literal["reply_end"] = "reply_end"
+    finish_reason: FinishReason
+    """Why it ended."""
+    error: ReplyError | None = None
+    """Set when `finish_reason` is ``error``."""
+    session_id: str = ""
+    """The session; empty for a session-less agent."""
+
+
+class ModelCallStartEvent(_Event):
+    """A model call began."""
+
+    type: Literal["model_call_start"] = "model_call_start"
+    model_name: str = ""
+    """The model being called."""
+
+
+class ModelCallEndEvent(_Event):
+    """A model call ended."""
+
+    type: Literal["model_call_end"] = "model_call_end"
+    model_name: str = ""
+    """The model that was called."""
+    usage: Usage | None = None
+    """Tokens used, when the model reported them."""
+    stop_reason: str = ""
+    """The model's stop reason as reported (``stop``, ``tool_calls``, ``length``...)."""
+    response_id: str = ""
+    """The provider's response id, when sent."""
+
+
+class TextBlockStartEvent(_Event):
+    """A text block began."""
+
+    type: Literal["text_block_start"] = "text_block_start"
+    block_id: str
+    """Shared by the block's start, deltas and end."""
+
+
+class TextBlockDeltaEvent(_Event):
+    """More text of the open text block."""
+
+    type: Literal["text_block_delta"] = "text_block_delta"
+    block_id: str
+    """The block this extends."""
+    delta: str
+    """Text to append."""
+
+
+class TextBlockEndEvent(_Event):
+    """The text block is complete."""
+
+    type: Literal["text_block_end"] = "text_block_end"
+    block_id: str
+    """The block that ended."""
+
+
+class ReasoningBlockStartEvent(_Event):
+    """A reasoning block began."""
+
+    type: Literal["reasoning_block_start"] = "reasoning_block_start"
+    block_id: str
+    """Shared by the block's start, deltas and end."""
+
+
+class ReasoningBlockDeltaEvent(_Event):
+    """More reasoning text."""
+
+    type: Literal["reasoning_block_delta"] = "reasoning_block_delta"
+    block_id: str
+    """The block this extends."""
+    delta: str
+    """Reasoning text to append."""
+
+
+class ReasoningBlockEndEvent(_Event):
+    """The reasoning block is complete."""
+
+    type: Literal["reasoning_block_end"] = "reasoning_block_end"
+    block_id: str
+    """The block that ended."""
+
+
+class ToolCallStartEvent(_Event):
+    """The model began a tool call."""
+
+    type: Literal["tool_call_start"] = "tool_call_start"
+    call_id: str
+    """The call's id."""
+    name: str
+    """Tool name."""
+
+
+class ToolCallDeltaEvent(_Event):
+    """A fragment of a tool call's JSON arguments."""
+
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+    call_id: str
+    """The call this fragment belongs to."""
+    delta: str
+    """JSON text to append."""
+
+
+class ToolCallEndEvent(_Event):
+    """A tool call's arguments are complete."""
+
+    type: Literal["tool_call_end"] = "tool_call_end"
+    call_id: str
+    """The call that ended."""
+
+
+class ToolResultStartEvent(_Event):
+    """A tool began producing its result."""
+
+    type: Literal["tool_result_start"] = "tool_result_start"
+    call_id: str
+    """The call being answered."""
+    name: str = ""
+    """Tool name."""
+
+
+class ToolResultDeltaEvent(_Event):
+    """Part of a tool's result: text, or one media item (never both)."""
+
+    type: Literal["tool_result_delta"] = "tool_result_delta"
+    call_id: str
+    """The call being answered."""
+    text: str = ""
+    """Text to append to the result."""
+    media: MediaBlock | None = None
+    """A media item of the result; when set, `text` is empty."""
+
+    @model_validator(mode="after")
+    def _one_part(self) -> ToolResultDeltaEvent:
+        if self.media is not None and self.text:
+            raise ValueError("a tool_result_delta carries text or media, not both")
+        return self
+
+
+class ToolResultEndEvent(_Event):
+    """The tool result is complete."""
+
+    type: Literal["tool_result_end"] = "tool_result_end"
+    call_id: str
+    """The call that was answered."""
+    state: ToolResultState = "success"
+    """How the call ended."""
+
+
+class DataBlockStartEvent(_Event):
+    """A binary data block (e.g. synthesised audio) began."""
+
+    type: Literal["data_block_start"] = "data_block_start"
+    block_id: str
+    """Shared by the block's start, deltas and end."""
+    media_type: str
+    """IANA media type with parameters, e.g. ``audio/pcm;rate=22050;channels=1``."""
+    name: str = ""
+    """Display name."""
+
+
+class DataBlockDeltaEvent(_Event):
+    """More bytes of the open data block."""
+
+    type: Literal["data_block_delta"] = "data_block_delta"
+    block_id: str
+    """The block this extends."""
+    data: bytes
+    """Bytes to append."""
+
+
+class DataBlockEndEvent(_Event):
+    """The data block is complete."""
+
+    type: Literal["data_block_end"] = "data_block_end"
+    block_id: str
+    """The block that ended."""
+
+
+class HintBlockEvent(_Event):
+    """A middleware injected a hint into the context."""
+
+    type: Literal["hint_block"] = "hint_block"
+    block_id: str
+    """Id of the hint block in the context."""
+    text: str
+    """The hint."""
+    source: str = ""
+    """Who produced it."""
+
+
+class RequireUserConfirmEvent(_Event):
+    """The reply paused: these calls need the user's confirmation."""
+
+    type: Literal["require_user_confirm"] = "require_user_confirm"
+    tool_calls: list[ToolCall]
+    """The calls awaiting confirmation."""
+
+
+class RequireExternalExecutionEvent(_Event):
+    """The reply paused: the caller must run these calls and resume with their results."""
+
+    type: Literal["require_external_execution"] = "require_external_execution"
+    tool_calls: list[ToolCall]
+    """The calls to execute."""
+
+
+class CustomEvent(_Event):
+    """An application- or middleware-defined event."""
+
+    type: Literal["custom"] = "custom"
+    name: str
+    """Event name, namespaced by its producer (e.g. ``tts.warning``)."""
+    value: Any = None
+    """Any JSON value; numbers travel as doubles in protobuf."""
+
+
+AgentEvent = Annotated[
+    ReplyStartEvent
+    | ReplyEndEvent
+    | ModelCallStartEvent
+    | ModelCallEndEvent
+    | TextBlockStartEvent
+    | TextBlockDeltaEvent
+    | TextBlockEndEvent
+    | ReasoningBlockStartEvent
+    | ReasoningBlockDeltaEvent
+    | ReasoningBlockEndEvent
+    | ToolCallStartEvent
+    | ToolCallDeltaEvent
+    | ToolCallEndEvent
+    | ToolResultStartEvent
+    | ToolResultDeltaEvent
+    | ToolResultEndEvent
+    | DataBlockStartEvent
+    | DataBlockDeltaEvent
+    | DataBlockEndEvent
+    | HintBlockEvent
+    | RequireUserConfirmEvent
+    | RequireExternalExecutionEvent
+    | CustomEvent,
+    Field(discriminator="type"),
+]
+"""Any agent event, tagged by `type` (the proto `AgentEvent.event` arm name)."""
+
+EVENT_TYPES: tuple[str, ...] = tuple(
+    cls.model_fields["type"].default
+    for cls in AgentEvent.__origin__.__args__  # type: ignore[attr-defined]
+)
+"""Every event tag, in proto field order."""

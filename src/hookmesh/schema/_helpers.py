@@ -1,0 +1,263 @@
+"""Kind-aware helpers: one algorithm over flat and agentic messages.
+
+Middlewares ask these questions instead of looking at fields, so each is written once and
+serves both kinds. The answers differ per kind: an agentic message has no tool role, so a
+tool result is a `tool_result` block inside a user message (possibly next to user text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from hookmesh.schema._blocks import (
+    HintBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolOutputBlock,
+    ToolResultBlock,
+    ToolResultState,
+)
+from hookmesh.schema._messages import AgenticMessage, FlatMessage, Message, MessageKind, ToolCall
+
+HINT_METADATA_KEY = "hookmesh.hint"
+"""Metadata key marking a flat message as a middleware hint (its value is the source)."""
+
+_CHARS_PER_TOKEN = 4
+_MESSAGE_OVERHEAD_TOKENS = 4
+_MEDIA_TOKENS = 256
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """A tool result read from a message of either kind."""
+
+    call_id: str
+    name: str
+    output: list[ToolOutputBlock] = field(default_factory=list)
+    state: ToolResultState = "success"
+
+    @property
+    def text(self) -> str:
+        """The text of the output, text blocks joined by newlines."""
+        return "\n".join(b.text for b in self.output if b.type == "text")
+
+
+def is_system(msg: Message) -> bool:
+    """A system (instructions) message."""
+    return msg.role == "system"
+
+
+def is_assistant(msg: Message) -> bool:
+    """A model message."""
+    return msg.role == "assistant"
+
+
+def is_user(msg: Message) -> bool:
+    """A user turn with content of its own (not only tool results, not a hint)."""
+    if msg.role != "user":
+        return False
+    if msg.kind == "flat":
+        return not is_hint(msg)
+    return any(b.type not in ("tool_result", "hint") for b in msg.blocks)
+
+
+def is_tool_result(msg: Message) -> bool:
+    """A message carrying at least one tool result (flat: role tool)."""
+    if msg.kind == "flat":
+        return msg.role == "tool"
+    return msg.role == "user" and any(b.type == "tool_result" for b in msg.blocks)
+
+
+def is_hint(msg: Message) -> bool:
+    """A middleware hint message (see `make_hint`)."""
+    if msg.kind == "flat":
+        return msg.metadata is not None and HINT_METADATA_KEY in msg.metadata
+    return bool(msg.blocks) and all(b.type == "hint" for b in msg.blocks)
+
+
+def text_of(msg: Message) -> str:
+    """The message's text (flat: content and text parts; agentic: text blocks), newline-joined.
+
+    Reasoning, tool calls and tool results are not text; hints are.
+    """
+    if msg.kind == "flat":
+        texts = [msg.content] if msg.content else []
+        texts.extend(p.text for p in msg.parts if p.type == "text")
+        return "\n".join(texts)
+    return "\n".join(b.text for b in msg.blocks if b.type in ("text", "hint"))
+
+
+def reasoning_of(msg: Message) -> str:
+    """The message's reasoning text ('' when none)."""
+    if msg.kind == "flat":
+        return msg.reasoning_content
+    return "".join(b.text for b in msg.blocks if b.type == "reasoning")
+
+
+def tool_calls(msg: Message) -> list[ToolCall]:
+    """The tool calls an assistant message makes, in order (empty for other messages)."""
+    if msg.kind == "flat":
+        return list(msg.tool_calls)
+    return [
+        ToolCall(id=b.call_id, name=b.name, arguments=b.arguments)
+        for b in msg.blocks
+        if b.type == "tool_call"
+    ]
+
+
+def tool_results(msg: Message) -> list[ToolResult]:
+    """The tool results a message carries, in order (empty for other messages)."""
+    if msg.kind == "flat":
+        if msg.role != "tool":
+            return []
+        output: list[ToolOutputBlock] = [TextBlock(text=msg.content)] if msg.content else []
+        output.extend(msg.parts)
+        return [ToolResult(msg.tool_call_id, msg.tool_name, output, msg.tool_result_state)]
+    return [
+        ToolResult(b.call_id, b.name, list(b.output), b.state)
+        for b in msg.blocks
+        if b.type == "tool_result"
+    ]
+
+
+def _output(output: str | Sequence[ToolOutputBlock]) -> list[ToolOutputBlock]:
+    if isinstance(output, str):
+        return [TextBlock(text=output)] if output else []
+    return list(output)
+
+
+def make_tool_result(
+    kind: MessageKind,
+    call_id: str,
+    name: str,
+    output: str | Sequence[ToolOutputBlock],
+    state: ToolResultState = "success",
+    *,
+    id: str = "",
+) -> Message:
+    """A message answering one tool call: flat role tool, or agentic user + tool_result."""
+    blocks = _output(output)
+    if kind == "flat":
+        content = ""
+        if blocks and blocks[0].type == "text":
+            content = blocks.pop(0).text  # type: ignore[union-attr]
+        return FlatMessage(
+            id=id,
+            role="tool",
+            content=content,
+            parts=blocks,
+            tool_call_id=call_id,
+            tool_name=name,
+            tool_result_state=state,
+        )
+    return AgenticMessage(
+        id=id,
+        role="user",
+        blocks=[ToolResultBlock(call_id=call_id, name=name, output=blocks, state=state)],
+    )
+
+
+def make_text(kind: MessageKind, role: str, text: str, *, id: str = "", name: str = "") -> Message:
+    """A text message of `role` (system, user or assistant) in the given kind."""
+    if kind == "flat":
+        return FlatMessage(id=id, role=role, content=text, name=name)  # type: ignore[arg-type]
+    return AgenticMessage(id=id, role=role, blocks=[TextBlock(text=text)], name=name)  # type: ignore[arg-type]
+
+
+def make_user_text(kind: MessageKind, text: str, *, id: str = "") -> Message:
+    """A user text message in the given kind."""
+    return make_text(kind, "user", text, id=id)
+
+
+def make_assistant(
+    kind: MessageKind,
+    text: str = "",
+    calls: Iterable[ToolCall] = (),
+    *,
+    reasoning: str = "",
+    id: str = "",
+    name: str = "",
+) -> Message:
+    """An assistant message with optional reasoning, text and tool calls, in that order."""
+    calls = list(calls)
+    if kind == "flat":
+        return FlatMessage(
+            id=id,
+            role="assistant",
+            content=text,
+            tool_calls=calls,
+            reasoning_content=reasoning,
+            name=name,
+        )
+    blocks: list = []
+    if reasoning:
+        blocks.append(ReasoningBlock(text=reasoning))
+    if text:
+        blocks.append(TextBlock(text=text))
+    blocks.extend(ToolCallBlock(call_id=c.id, name=c.name, arguments=c.arguments) for c in calls)
+    return AgenticMessage(id=id, role="assistant", blocks=blocks, name=name)
+
+
+def make_hint(kind: MessageKind, text: str, source: str, *, id: str) -> Message:
+    """A hint for the model from `source`, as its own user-role message with id `id`.
+
+    Agentic: one hint block (id `id`); flat: user text tagged in metadata. Either way the
+    middleware removes it later by message id.
+    """
+    if kind == "flat":
+        return FlatMessage(id=id, role="user", content=text, metadata={HINT_METADATA_KEY: source})
+    return AgenticMessage(id=id, role="user", blocks=[HintBlock(text=text, source=source, id=id)])
+
+
+def unanswered_tool_calls(messages: Sequence[Message]) -> list[ToolCall]:
+    """Tool calls (in order) that no later message answers."""
+    answered: set[str] = set()
+    pending: list[ToolCall] = []
+    for msg in reversed(messages):
+        for result in tool_results(msg):
+            answered.add(result.call_id)
+        if msg.role == "assistant":
+            pending.extend(c for c in reversed(tool_calls(msg)) if c.id not in answered)
+    pending.reverse()
+    return pending
+
+
+def estimate_tokens(messages: Message | Iterable[Message]) -> int:
+    """A cheap token estimate: characters / 4, plus a fixed cost per message and media item."""
+    if isinstance(messages, FlatMessage | AgenticMessage):
+        messages = (messages,)
+    total = 0
+    for msg in messages:
+        chars = 0
+        media = 0
+        if msg.kind == "flat":
+            chars += len(msg.content) + len(msg.reasoning_content)
+            chars += sum(len(c.name) + len(c.arguments) for c in msg.tool_calls)
+            for p in msg.parts:
+                if p.type == "text":
+                    chars += len(p.text)
+                else:
+                    media += 1
+        else:
+            for b in msg.blocks:
+                if b.type in ("text", "reasoning", "hint"):
+                    chars += len(b.text)  # type: ignore[union-attr]
+                elif b.type == "tool_call":
+                    chars += len(b.name) + len(b.arguments)
+                elif b.type == "tool_result":
+                    for o in b.output:
+                        if o.type == "text":
+                            chars += len(o.text)
+                        else:
+                            media += 1
+                else:
+                    media += 1
+        total += _MESSAGE_OVERHEAD_TOKENS + chars // _CHARS_PER_TOKEN + media * _MEDIA_TOKENS
+    return total
+
+
+def copy_message(msg: Message) -> Message:
+    """A deep copy: changes to the copy never reach the original."""
+    return msg.model_copy(deep=True)
