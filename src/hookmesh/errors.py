@@ -28,6 +28,8 @@ class HookmeshError(Exception):
 
     reason: str = "INTERNAL"
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    source: str = "agent"
+    """What failed, for reply_end errors: ``agent``, ``model``, ``tool:<name>``..."""
 
     def __init__(self, message: str, *, metadata: dict[str, str] | None = None) -> None:
         super().__init__(message)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from hookmesh.schema._blocks import (
     ContentBlock,
+    HintBlock,
     ReasoningBlock,
     TextBlock,
     ToolCallBlock,
@@ -15,7 +17,7 @@ from hookmesh.schema._blocks import (
 from hookmesh.schema._messages import AgenticMessage, FlatMessage, Message, MessageKind, ToolCall
 
 
-def _common(msg: Message) -> dict:
+def _common(msg: Message) -> dict[str, Any]:
     return {
         "id": msg.id,
         "metadata": msg.metadata,
@@ -27,20 +29,20 @@ def _common(msg: Message) -> dict:
 
 def _leading_text(blocks: list[ToolOutputBlock]) -> tuple[str, list[ToolOutputBlock]]:
     """Split off a leading text block as flat `content`; the rest become `parts`."""
-    if blocks and blocks[0].type == "text":
-        return blocks[0].text, blocks[1:]  # type: ignore[union-attr]
+    if blocks and isinstance(blocks[0], TextBlock):
+        return blocks[0].text, blocks[1:]
     return "", blocks
 
 
 def flat_to_agentic(msg: FlatMessage) -> AgenticMessage:
     """One flat message as one agentic message (tool → user message with a tool_result)."""
-    text: list[ContentBlock] = [TextBlock(text=msg.content)] if msg.content else []
+    text: list[TextBlock] = [TextBlock(text=msg.content)] if msg.content else []
     common = _common(msg)
     if msg.role == "tool":
         result = ToolResultBlock(
             call_id=msg.tool_call_id,
             name=msg.tool_name,
-            output=[*text, *msg.parts],  # type: ignore[list-item]
+            output=[*text, *msg.parts],
             state=msg.tool_result_state,
         )
         return AgenticMessage(role="user", blocks=[result], **common)
@@ -68,8 +70,7 @@ def agentic_to_flat(msg: AgenticMessage) -> list[FlatMessage]:
     reasoning: list[str] = []
     calls: list[ToolCall] = []
     for block in msg.blocks:
-        t = block.type
-        if t == "tool_result":
+        if isinstance(block, ToolResultBlock):
             content, parts = _leading_text(list(block.output))
             out.append(
                 FlatMessage(
@@ -82,14 +83,14 @@ def agentic_to_flat(msg: AgenticMessage) -> list[FlatMessage]:
                     **common,
                 )
             )
-        elif t == "tool_call":
+        elif isinstance(block, ToolCallBlock):
             calls.append(ToolCall(id=block.call_id, name=block.name, arguments=block.arguments))
-        elif t == "reasoning":
+        elif isinstance(block, ReasoningBlock):
             reasoning.append(block.text)
-        elif t == "hint":
+        elif isinstance(block, HintBlock):
             rest.append(TextBlock(text=block.text))
         else:
-            rest.append(block)  # type: ignore[arg-type]
+            rest.append(block)
     if rest or reasoning or calls or not out:
         content, parts = _leading_text(rest)
         out.append(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -297,7 +297,6 @@ AgentEvent = Annotated[
 """Any agent event, tagged by `type` (the proto `AgentEvent.event` arm name)."""
 
 EVENT_TYPES: tuple[str, ...] = tuple(
-    cls.model_fields["type"].default
-    for cls in AgentEvent.__origin__.__args__  # type: ignore[attr-defined]
+    cls.model_fields["type"].default for cls in get_args(get_args(AgentEvent)[0])
 )
 """Every event tag, in proto field order."""

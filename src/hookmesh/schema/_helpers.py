@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from hookmesh.schema._blocks import (
+    ContentBlock,
     HintBlock,
     ReasoningBlock,
     TextBlock,
@@ -19,7 +20,14 @@ from hookmesh.schema._blocks import (
     ToolResultBlock,
     ToolResultState,
 )
-from hookmesh.schema._messages import AgenticMessage, FlatMessage, Message, MessageKind, ToolCall
+from hookmesh.schema._messages import (
+    AgenticMessage,
+    AgenticRole,
+    FlatMessage,
+    Message,
+    MessageKind,
+    ToolCall,
+)
 
 HINT_METADATA_KEY = "hookmesh.hint"
 """Metadata key marking a flat message as a middleware hint (its value is the source)."""
@@ -141,8 +149,9 @@ def make_tool_result(
     blocks = _output(output)
     if kind == "flat":
         content = ""
-        if blocks and blocks[0].type == "text":
-            content = blocks.pop(0).text  # type: ignore[union-attr]
+        if blocks and isinstance(first := blocks[0], TextBlock):
+            content = first.text
+            del blocks[0]
         return FlatMessage(
             id=id,
             role="tool",
@@ -159,11 +168,13 @@ def make_tool_result(
     )
 
 
-def make_text(kind: MessageKind, role: str, text: str, *, id: str = "", name: str = "") -> Message:
+def make_text(
+    kind: MessageKind, role: AgenticRole, text: str, *, id: str = "", name: str = ""
+) -> Message:
     """A text message of `role` (system, user or assistant) in the given kind."""
     if kind == "flat":
-        return FlatMessage(id=id, role=role, content=text, name=name)  # type: ignore[arg-type]
-    return AgenticMessage(id=id, role=role, blocks=[TextBlock(text=text)], name=name)  # type: ignore[arg-type]
+        return FlatMessage(id=id, role=role, content=text, name=name)
+    return AgenticMessage(id=id, role=role, blocks=[TextBlock(text=text)], name=name)
 
 
 def make_user_text(kind: MessageKind, text: str, *, id: str = "") -> Message:
@@ -191,7 +202,7 @@ def make_assistant(
             reasoning_content=reasoning,
             name=name,
         )
-    blocks: list = []
+    blocks: list[ContentBlock] = []
     if reasoning:
         blocks.append(ReasoningBlock(text=reasoning))
     if text:
@@ -242,8 +253,8 @@ def estimate_tokens(messages: Message | Iterable[Message]) -> int:
                     media += 1
         else:
             for b in msg.blocks:
-                if b.type in ("text", "reasoning", "hint"):
-                    chars += len(b.text)  # type: ignore[union-attr]
+                if isinstance(b, TextBlock | ReasoningBlock | HintBlock):
+                    chars += len(b.text)
                 elif b.type == "tool_call":
                     chars += len(b.name) + len(b.arguments)
                 elif b.type == "tool_result":

@@ -7,44 +7,71 @@ that both encodings share live in `_validate`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 from google.protobuf import json_format, struct_pb2
 
 from hookmesh.errors import FieldViolation, SchemaError
 from hookmesh.schema import _blocks as b
 from hookmesh.schema import _events as e
-from hookmesh.schema._messages import AgenticMessage, FlatMessage, Message, ToolCall, Usage
+from hookmesh.schema._messages import (
+    AgenticMessage,
+    AgenticRole,
+    FlatMessage,
+    FlatRole,
+    Message,
+    ToolCall,
+    Usage,
+)
 from hookmesh.v1 import content_pb2 as _content_pb2
 from hookmesh.v1 import event_pb2 as _event_pb2
 from hookmesh.v1 import message_pb2 as _message_pb2
 
-_ROLE_TO_PB = {
+_T = TypeVar("_T")
+
+_Media = b.ImageBlock | b.AudioBlock | b.VideoBlock | b.DocumentBlock
+_Output = b.TextBlock | _Media
+_MEDIA_TYPES = (b.ImageBlock, b.AudioBlock, b.VideoBlock, b.DocumentBlock)
+_OUTPUT_TYPES = (b.TextBlock, *_MEDIA_TYPES)
+
+_AGENTIC_ROLE_TO_PB: dict[AgenticRole, _message_pb2.Role] = {
+    "system": _message_pb2.ROLE_SYSTEM,
+    "user": _message_pb2.ROLE_USER,
+    "assistant": _message_pb2.ROLE_ASSISTANT,
+}
+_ROLE_TO_PB: dict[FlatRole, _message_pb2.Role] = {
     "system": _message_pb2.ROLE_SYSTEM,
     "user": _message_pb2.ROLE_USER,
     "assistant": _message_pb2.ROLE_ASSISTANT,
     "tool": _message_pb2.ROLE_TOOL,
 }
-_ROLE_FROM_PB = {v: k for k, v in _ROLE_TO_PB.items()}
+_AGENTIC_ROLE_FROM_PB: dict[int, AgenticRole] = {v: k for k, v in _AGENTIC_ROLE_TO_PB.items()}
+_ROLE_FROM_PB: dict[int, FlatRole] = {v: k for k, v in _ROLE_TO_PB.items()}
 
-_STATE_TO_PB = {
+_STATE_TO_PB: dict[b.ToolResultState, _content_pb2.ToolResultState] = {
     "success": _content_pb2.TOOL_RESULT_STATE_SUCCESS,
     "error": _content_pb2.TOOL_RESULT_STATE_ERROR,
     "interrupted": _content_pb2.TOOL_RESULT_STATE_INTERRUPTED,
     "denied": _content_pb2.TOOL_RESULT_STATE_DENIED,
 }
-_STATE_FROM_PB = {v: k for k, v in _STATE_TO_PB.items()}
+_STATE_FROM_PB: dict[int, b.ToolResultState] = {v: k for k, v in _STATE_TO_PB.items()}
 _STATE_FROM_PB[_content_pb2.TOOL_RESULT_STATE_UNSPECIFIED] = "success"
 
-_FINISH_TO_PB = {
-    name: _event_pb2.FinishReason.Value(f"FINISH_REASON_{name.upper()}")
-    for name in get_args(e.FinishReason)
+_FINISH_TO_PB: dict[e.FinishReason, _event_pb2.FinishReason] = {
+    "completed": _event_pb2.FINISH_REASON_COMPLETED,
+    "interrupted": _event_pb2.FINISH_REASON_INTERRUPTED,
+    "exceed_max_iters": _event_pb2.FINISH_REASON_EXCEED_MAX_ITERS,
+    "error": _event_pb2.FINISH_REASON_ERROR,
+    "awaiting_confirmation": _event_pb2.FINISH_REASON_AWAITING_CONFIRMATION,
+    "awaiting_external_execution": _event_pb2.FINISH_REASON_AWAITING_EXTERNAL_EXECUTION,
 }
-_FINISH_FROM_PB = {v: k for k, v in _FINISH_TO_PB.items()}
+_FINISH_FROM_PB: dict[int, e.FinishReason] = {v: k for k, v in _FINISH_TO_PB.items()}
 
-_MEDIA_CLASSES: dict[str, type[b._MediaBlock]] = {
+_MEDIA_CLASSES: dict[
+    str, type[b.ImageBlock] | type[b.AudioBlock] | type[b.VideoBlock] | type[b.DocumentBlock]
+] = {
     "image": b.ImageBlock,
     "audio": b.AudioBlock,
     "video": b.VideoBlock,
@@ -52,7 +79,7 @@ _MEDIA_CLASSES: dict[str, type[b._MediaBlock]] = {
 }
 
 
-def _enum(table: dict[int, str], value: int, path: str, what: str) -> str:
+def _enum(table: Mapping[int, _T], value: int, path: str, what: str) -> _T:
     try:
         return table[value]
     except KeyError:
@@ -93,9 +120,7 @@ def media_to_proto(block: b._MediaBlock) -> _content_pb2.MediaBlock:
     return pb
 
 
-def media_from_proto(
-    pb: _content_pb2.MediaBlock, arm: str, block_id: str, path: str
-) -> b._MediaBlock:
+def media_from_proto(pb: _content_pb2.MediaBlock, arm: str, block_id: str, path: str) -> _Media:
     """Decode a media block held in the ContentBlock arm `arm`."""
     source: b.InlineSource | b.UrlSource
     which = pb.source.WhichOneof("source")
@@ -117,22 +142,21 @@ def media_from_proto(
 
 def block_to_proto(block: b.ContentBlock) -> _content_pb2.ContentBlock:
     """Encode any content block."""
-    t = block.type
-    if t == "text":
+    if isinstance(block, b.TextBlock):
         return _content_pb2.ContentBlock(id=block.id, text=_content_pb2.TextBlock(text=block.text))
-    if t == "reasoning":
+    if isinstance(block, b.ReasoningBlock):
         return _content_pb2.ContentBlock(
             id=block.id,
             reasoning=_content_pb2.ReasoningBlock(text=block.text, signature=block.signature),
         )
-    if t == "tool_call":
+    if isinstance(block, b.ToolCallBlock):
         return _content_pb2.ContentBlock(
             id=block.id,
             tool_call=_content_pb2.ToolCallBlock(
                 call_id=block.call_id, name=block.name, arguments=block.arguments
             ),
         )
-    if t == "tool_result":
+    if isinstance(block, b.ToolResultBlock):
         return _content_pb2.ContentBlock(
             id=block.id,
             tool_result=_content_pb2.ToolResultBlock(
@@ -142,11 +166,11 @@ def block_to_proto(block: b.ContentBlock) -> _content_pb2.ContentBlock:
                 state=_STATE_TO_PB[block.state],
             ),
         )
-    if t == "hint":
+    if isinstance(block, b.HintBlock):
         return _content_pb2.ContentBlock(
             id=block.id, hint=_content_pb2.HintBlock(text=block.text, source=block.source)
         )
-    return _content_pb2.ContentBlock(id=block.id, **{t: media_to_proto(block)})
+    return _content_pb2.ContentBlock(id=block.id, **{block.type: media_to_proto(block)})
 
 
 def block_from_proto(pb: _content_pb2.ContentBlock, path: str = "block") -> b.ContentBlock:
@@ -175,17 +199,15 @@ def block_from_proto(pb: _content_pb2.ContentBlock, path: str = "block") -> b.Co
     return media_from_proto(getattr(pb, arm), arm, pb.id, f"{path}.{arm}")
 
 
-def _output_from_proto(
-    pbs: Iterable[_content_pb2.ContentBlock], path: str
-) -> list[b.TextBlock | b.ImageBlock | b.AudioBlock | b.VideoBlock | b.DocumentBlock]:
-    out = []
+def _output_from_proto(pbs: Iterable[_content_pb2.ContentBlock], path: str) -> list[_Output]:
+    out: list[_Output] = []
     for i, pb in enumerate(pbs):
         block = block_from_proto(pb, f"{path}[{i}]")
-        if block.type not in ("text", "image", "audio", "video", "document"):
+        if not isinstance(block, _OUTPUT_TYPES):
             raise SchemaError.single(
                 f"{path}[{i}].{block.type}", "only text and media blocks are allowed here"
             )
-        out.append(block)  # type: ignore[arg-type]
+        out.append(block)
     return out
 
 
@@ -220,27 +242,41 @@ def _tool_call_from_proto(pb: _message_pb2.ToolCall) -> ToolCall:
     return ToolCall(id=pb.id, name=pb.name, arguments=pb.arguments)
 
 
+def _flat_to_proto(msg: FlatMessage) -> _message_pb2.FlatMessage:
+    body = _message_pb2.FlatMessage(
+        role=_ROLE_TO_PB[msg.role],
+        content=msg.content,
+        parts=[block_to_proto(p) for p in msg.parts],
+        tool_calls=[_tool_call_to_proto(c) for c in msg.tool_calls],
+        tool_call_id=msg.tool_call_id,
+        tool_name=msg.tool_name,
+        reasoning_content=msg.reasoning_content,
+        name=msg.name,
+        tool_result_state=_STATE_TO_PB[msg.tool_result_state],
+    )
+    if msg.usage is not None:
+        body.usage.CopyFrom(_usage_to_proto(msg.usage))
+    return body
+
+
+def _agentic_to_proto(msg: AgenticMessage) -> _message_pb2.AgenticMessage:
+    body = _message_pb2.AgenticMessage(
+        role=_AGENTIC_ROLE_TO_PB[msg.role],
+        blocks=[block_to_proto(x) for x in msg.blocks],
+        name=msg.name,
+    )
+    if msg.usage is not None:
+        body.usage.CopyFrom(_usage_to_proto(msg.usage))
+    return body
+
+
 def message_to_proto(msg: Message) -> _message_pb2.Message:
     """Encode a message of either kind."""
     pb = _message_pb2.Message(id=msg.id)
-    if msg.kind == "flat":
-        body = pb.flat
-        body.role = _ROLE_TO_PB[msg.role]
-        body.content = msg.content
-        body.parts.extend(block_to_proto(p) for p in msg.parts)
-        body.tool_calls.extend(_tool_call_to_proto(c) for c in msg.tool_calls)
-        body.tool_call_id = msg.tool_call_id
-        body.tool_name = msg.tool_name
-        body.reasoning_content = msg.reasoning_content
-        body.tool_result_state = _STATE_TO_PB[msg.tool_result_state]
+    if isinstance(msg, FlatMessage):
+        pb.flat.CopyFrom(_flat_to_proto(msg))
     else:
-        body = pb.agentic  # type: ignore[assignment]
-        body.role = _ROLE_TO_PB[msg.role]
-        body.blocks.extend(block_to_proto(x) for x in msg.blocks)  # type: ignore[attr-defined]
-    body.SetInParent()
-    body.name = msg.name
-    if msg.usage is not None:
-        body.usage.CopyFrom(_usage_to_proto(msg.usage))
+        pb.agentic.CopyFrom(_agentic_to_proto(msg))
     if msg.metadata is not None:
         pb.metadata.CopyFrom(_struct(msg.metadata))
     if msg.create_time is not None:
@@ -260,9 +296,8 @@ def message_from_proto(pb: _message_pb2.Message, path: str = "message") -> Messa
     }
     if arm == "flat":
         f = pb.flat
-        role = _enum(_ROLE_FROM_PB, f.role, f"{path}.flat.role", "role")
         return FlatMessage(
-            role=role,  # type: ignore[arg-type]
+            role=_enum(_ROLE_FROM_PB, f.role, f"{path}.flat.role", "role"),
             content=f.content,
             parts=_output_from_proto(f.parts, f"{path}.flat.parts"),
             tool_calls=[_tool_call_from_proto(c) for c in f.tool_calls],
@@ -278,14 +313,13 @@ def message_from_proto(pb: _message_pb2.Message, path: str = "message") -> Messa
         )
     if arm == "agentic":
         a = pb.agentic
-        role = _enum(_ROLE_FROM_PB, a.role, f"{path}.agentic.role", "role")
-        if role == "tool":
+        if a.role == _message_pb2.ROLE_TOOL:
             raise SchemaError.single(
                 f"{path}.agentic.role",
                 "agentic messages have no tool role: put tool_result blocks in a user message",
             )
         return AgenticMessage(
-            role=role,  # type: ignore[arg-type]
+            role=_enum(_AGENTIC_ROLE_FROM_PB, a.role, f"{path}.agentic.role", "role"),
             blocks=[
                 block_from_proto(x, f"{path}.agentic.blocks[{i}]") for i, x in enumerate(a.blocks)
             ],
@@ -359,7 +393,7 @@ def _reply_end_from_proto(
         reply_id=reply_id,
         finish_reason=_enum(
             _FINISH_FROM_PB, pb.finish_reason, f"{path}.finish_reason", "finish reason"
-        ),  # type: ignore[arg-type]
+        ),
         error=error,
         session_id=pb.session_id,
     )
@@ -396,9 +430,14 @@ def _tool_result_delta_from_proto(
     pb: _event_pb2.ToolResultDeltaEvent, reply_id: str, path: str
 ) -> e.ToolResultDeltaEvent:
     if pb.WhichOneof("delta") == "media":
-        media = _output_from_proto([pb.media], f"{path}.media")[0]
-        if media.type == "text":
-            raise SchemaError.single(f"{path}.media", "set `text` for text; `media` is for media")
+        media = block_from_proto(pb.media, f"{path}.media")
+        if not isinstance(media, _MEDIA_TYPES):
+            raise SchemaError.single(
+                f"{path}.media.{media.type}",
+                "set `text` for text; `media` holds an image, audio, video or document block"
+                if media.type == "text"
+                else "only media blocks are allowed here",
+            )
         return e.ToolResultDeltaEvent(reply_id=reply_id, call_id=pb.call_id, media=media)
     return e.ToolResultDeltaEvent(reply_id=reply_id, call_id=pb.call_id, text=pb.text)
 
@@ -413,7 +452,7 @@ def _tool_result_end_from_proto(
     return e.ToolResultEndEvent(
         reply_id=reply_id,
         call_id=pb.call_id,
-        state=_enum(_STATE_FROM_PB, pb.state, f"{path}.state", "tool result state"),  # type: ignore[arg-type]
+        state=_enum(_STATE_FROM_PB, pb.state, f"{path}.state", "tool result state"),
     )
 
 
@@ -475,15 +514,26 @@ _EVENT_DECODERS: dict[str, Callable[[Any, str, str], Any]] = {
     "require_external_execution": _calls_from_proto(e.RequireExternalExecutionEvent),
     "custom": _custom_from_proto,
 }
+
+
+def _scalar_to_proto(pb_cls: type[Any], fields: tuple[str, ...]) -> Callable[[Any], Any]:
+    def encode(ev: Any) -> Any:
+        return pb_cls(**{f: getattr(ev, f) for f in fields})
+
+    return encode
+
+
+def _scalar_from_proto(cls: type[Any], fields: tuple[str, ...]) -> Callable[[Any, str, str], Any]:
+    def decode(pb: Any, reply_id: str, unused_path: str) -> Any:
+        return cls(reply_id=reply_id, **{f: getattr(pb, f) for f in fields})
+
+    return decode
+
+
 for _arm, _fields in _SCALAR_FIELDS.items():
     if _arm not in _EVENT_ENCODERS:
-        _pb_cls, _cls = _EVENT_PB_CLASSES[_arm], _EVENT_CLASSES[_arm]
-        _EVENT_ENCODERS[_arm] = lambda ev, _pb_cls=_pb_cls, _fields=_fields: _pb_cls(
-            **{f: getattr(ev, f) for f in _fields}
-        )
-        _EVENT_DECODERS[_arm] = lambda pb, reply_id, path, _cls=_cls, _fields=_fields: _cls(
-            reply_id=reply_id, **{f: getattr(pb, f) for f in _fields}
-        )
+        _EVENT_ENCODERS[_arm] = _scalar_to_proto(_EVENT_PB_CLASSES[_arm], _fields)
+        _EVENT_DECODERS[_arm] = _scalar_from_proto(_EVENT_CLASSES[_arm], _fields)
 
 
 def event_to_proto(ev: e.AgentEvent) -> _event_pb2.AgentEvent:
@@ -496,4 +546,5 @@ def event_from_proto(pb: _event_pb2.AgentEvent, path: str = "event") -> e.AgentE
     arm = pb.WhichOneof("event")
     if arm is None:
         raise SchemaError.single(path, "an event needs one of its `event` arms set")
-    return _EVENT_DECODERS[arm](getattr(pb, arm), pb.reply_id, f"{path}.{arm}")  # type: ignore[no-any-return]
+    event: e.AgentEvent = _EVENT_DECODERS[arm](getattr(pb, arm), pb.reply_id, f"{path}.{arm}")
+    return event

@@ -5,7 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from hookmesh.errors import FieldViolation, SchemaError
-from hookmesh.schema._blocks import InlineSource, UrlSource
+from hookmesh.schema._blocks import (
+    AudioBlock,
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    InlineSource,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UrlSource,
+    VideoBlock,
+)
 from hookmesh.schema._messages import AgenticMessage, FlatMessage, Message
 
 _MEDIA = frozenset({"image", "audio", "video", "document"})
@@ -29,19 +40,18 @@ def _source(source: InlineSource | UrlSource, path: str) -> list[FieldViolation]
     return []
 
 
-def _blocks(blocks: Iterable, path: str) -> list[FieldViolation]:
+def _blocks(blocks: Iterable[ContentBlock], path: str) -> list[FieldViolation]:
     out: list[FieldViolation] = []
     for i, block in enumerate(blocks):
         p = f"{path}[{i}].{block.type}"
-        t = block.type
-        if t in _MEDIA:
+        if isinstance(block, ImageBlock | AudioBlock | VideoBlock | DocumentBlock):
             out.extend(_source(block.source, p))
-        elif t == "tool_call":
+        elif isinstance(block, ToolCallBlock):
             if not block.call_id:
                 out.append(FieldViolation(f"{p}.call_id", "a tool call needs a call_id"))
             if not block.name:
                 out.append(FieldViolation(f"{p}.name", "a tool call needs a tool name"))
-        elif t == "tool_result":
+        elif isinstance(block, ToolResultBlock):
             if not block.call_id:
                 out.append(
                     FieldViolation(f"{p}.call_id", "a tool result needs the call_id it answers")
@@ -52,6 +62,15 @@ def _blocks(blocks: Iterable, path: str) -> list[FieldViolation]:
 
 def _flat(msg: FlatMessage, path: str) -> list[FieldViolation]:
     out = _blocks(msg.parts, f"{path}.parts")
+    if msg.role == "system":
+        # NOTE: as in the agentic kind, so that conversion maps valid messages to valid ones.
+        out.extend(
+            FieldViolation(
+                f"{path}.parts[{i}].{p.type}", f"a system message cannot hold a {p.type} part"
+            )
+            for i, p in enumerate(msg.parts)
+            if not isinstance(p, TextBlock)
+        )
     if msg.role == "tool":
         if not msg.tool_call_id:
             out.append(

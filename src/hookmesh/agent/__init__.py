@@ -1,0 +1,22 @@
+"""The agent: one class running the ReAct loop, its state, tools and chat models."""
+
+from hookmesh.agent._agent import DEFAULT_MAX_ITERS, Agent, AgentBusyError, new_id
+from hookmesh.agent._state import AgentState, Confirmation, ExternalResult, PendingReply, Resume
+from hookmesh.agent.tools import Tool, ToolArgumentError, Toolkit, external_tool, tool
+
+__all__ = [
+    "DEFAULT_MAX_ITERS",
+    "Agent",
+    "AgentBusyError",
+    "AgentState",
+    "Confirmation",
+    "ExternalResult",
+    "PendingReply",
+    "Resume",
+    "Tool",
+    "ToolArgumentError",
+    "Toolkit",
+    "external_tool",
+    "new_id",
+    "tool",
+]

@@ -1,0 +1,655 @@
+"""The Agent: one class running a fixed ReAct loop, customised only through middlewares."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from hookmesh.agent._state import AgentState, PendingReply, Resume
+from hookmesh.agent._stream import OutputCollector, StreamOutcome, response_events
+from hookmesh.agent.models import ChatModel, ModelResult
+from hookmesh.agent.tools import Tool, ToolArgumentError, Toolkit
+from hookmesh.errors import FieldViolation, HookmeshError, SchemaError
+from hookmesh.middleware._base import ALLOW, ASK, HOOKS, Middleware, PermissionDecision
+from hookmesh.middleware._chain import build_await_chain, build_event_chain, core_step, culprit
+from hookmesh.schema import (
+    AgentEvent,
+    FinishReason,
+    Message,
+    MessageKind,
+    ModelCallEndEvent,
+    ModelCallStartEvent,
+    ReplyEndEvent,
+    ReplyError,
+    ReplyStartEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
+    ToolCall,
+    ToolOutputBlock,
+    ToolResultDeltaEvent,
+    ToolResultEndEvent,
+    ToolResultStartEvent,
+    ToolResultState,
+    check_messages,
+    make_assistant,
+    make_text,
+    make_tool_result,
+    make_user_text,
+    to_kind,
+    tool_calls,
+    tool_results,
+    unanswered_tool_calls,
+)
+
+log = logging.getLogger("hookmesh.agent")
+
+DEFAULT_MAX_ITERS = 20
+
+
+class AgentBusyError(HookmeshError):
+    """The agent is already replying, or has a paused reply that must be resumed first."""
+
+    reason = "AGENT_BUSY"
+
+
+def new_id() -> str:
+    """A fresh random id (32 hex characters)."""
+    return uuid.uuid4().hex
+
+
+class _Run:
+    """Per-reply bookkeeping, created once per reply and dropped when it ends."""
+
+    __slots__ = (
+        "blocks",
+        "end",
+        "final",
+        "interrupted",
+        "message",
+        "paused",
+        "reply_id",
+        "direct_call_id",
+        "system",
+        "task",
+    )
+
+    def __init__(self, reply_id: str) -> None:
+        self.reply_id = reply_id
+        self.blocks = 0
+        self.end: ReplyEndEvent | None = None
+        self.final: Message | None = None
+        self.interrupted = False
+        self.message: Message | None = None
+        self.paused = False
+        self.direct_call_id = ""
+        self.system: Message | None = None
+        self.task = asyncio.current_task()
+
+    def block_id(self) -> str:
+        self.blocks += 1
+        return f"{self.reply_id}-{self.blocks}"
+
+
+class Agent:
+    """A ReAct agent: reply → (compress context → reasoning → model call → acting)* → end.
+
+    Everything beyond that loop is a middleware. Hooks are bucketed once, here: each hook
+    gets its own pre-built chain, and a hook no middleware implements calls the core
+    directly. One agent runs one reply at a time; share middlewares, not agents.
+
+    Args:
+        model: The chat model.
+        name: The agent's name (in reply_start and traces).
+        system_prompt: Base system prompt; `on_system_prompt` middlewares transform it.
+        tools: Tools the model may call (middlewares may add more via `list_tools`).
+        middlewares: Index 0 is the outermost layer of every onion hook.
+        kind: ``flat`` or ``agentic``: the kind of every message in the context.
+        max_iters: Most reasoning steps per reply before it ends with exceed_max_iters.
+        state: State to continue from (e.g. restored from JSON); a fresh one by default.
+        session_id: Reported in reply_start / reply_end.
+    """
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        name: str = "agent",
+        system_prompt: str = "",
+        tools: Sequence[Tool] = (),
+        middlewares: Sequence[Middleware] = (),
+        kind: MessageKind = "flat",
+        max_iters: int = DEFAULT_MAX_ITERS,
+        state: AgentState | None = None,
+        session_id: str = "",
+    ) -> None:
+        if kind not in ("flat", "agentic"):
+            raise ValueError(f"kind must be 'flat' or 'agentic', not {kind!r}")
+        if max_iters < 1:
+            raise ValueError("max_iters must be at least 1")
+        self.model = model
+        self.name = name
+        self.system_prompt = system_prompt
+        self.kind: MessageKind = kind
+        self.max_iters = max_iters
+        self.state = state or AgentState()
+        self.session_id = session_id
+        self.middlewares = list(middlewares)
+        self.toolkit = Toolkit(tools)
+        for mw in self.middlewares:
+            for t in mw.list_tools():
+                self.toolkit.add(t)
+        by_hook = {h: [mw for mw in self.middlewares if mw.implements(h)] for h in HOOKS}
+        self._reply_chain = build_event_chain(self, by_hook["on_reply"], "on_reply", self._core_reply)
+        self._reasoning_chain = build_event_chain(
+            self, by_hook["on_reasoning"], "on_reasoning", self._core_reasoning
+        )
+        self._model_chain = build_await_chain(
+            self, by_hook["on_model_call"], "on_model_call", self._core_model_call
+        )
+        self._acting_chain = build_event_chain(self, by_hook["on_acting"], "on_acting", self._core_acting)
+        self._permission_chain = build_await_chain(
+            self, by_hook["on_check_permission"], "on_check_permission", self._core_permission
+        )
+        self._compress_chain = (
+            build_await_chain(self, by_hook["on_compress_context"], "on_compress_context", _no_compress)
+            if by_hook["on_compress_context"]
+            else None
+        )
+        self._prompt_middlewares = by_hook["on_system_prompt"]
+        self._after_middlewares = by_hook["after_agent"]
+        self._run: _Run | None = None
+        self.reply_id = ""
+        """The current (or last) reply's id; middlewares key their state by it."""
+        self.final_message: Message | None = None
+        """The last completed reply's final message."""
+        self.last_finish_reason: FinishReason | None = None
+        """How the last reply ended (also set when its consumer went away)."""
+
+    # --- public API ------------------------------------------------------------------------
+
+    def reply(self, inputs: str | Message | Sequence[Message] = ()) -> AsyncIterator[AgentEvent]:
+        """Answer `inputs` (text, or messages of either kind), streaming events.
+
+        The stream always ends with reply_end. Raises `SchemaError` for malformed inputs and
+        `AgentBusyError` when a reply is running or paused.
+        """
+        self._check_idle()
+        if self.state.pending is not None:
+            raise AgentBusyError("a reply is paused: resume it before starting another")
+        if isinstance(inputs, str):
+            messages: list[Message] = [make_user_text(self.kind, inputs)]
+        elif isinstance(inputs, Sequence):
+            check_messages(inputs, "inputs")
+            messages = to_kind(inputs, self.kind)
+        else:
+            check_messages([inputs], "inputs")
+            messages = to_kind([inputs], self.kind)
+        return self._drive(new_id(), {"inputs": messages, "resume": None})
+
+    def resume(self, resume: Resume) -> AsyncIterator[AgentEvent]:
+        """Continue the paused reply with confirmations or external results."""
+        self._check_idle()
+        pending = self.state.pending
+        if pending is None:
+            raise AgentBusyError("there is no paused reply to resume")
+        _check_resume(pending, resume)
+        return self._drive(pending.reply_id, {"inputs": [], "resume": resume})
+
+    def interrupt(self) -> bool:
+        """Stop the running reply; it ends with reply_end interrupted. False if none runs."""
+        run = self._run
+        if run is None or run.task is None or run.interrupted:
+            return False
+        run.interrupted = True
+        run.task.cancel("hookmesh interrupt")
+        return True
+
+    # --- driver ----------------------------------------------------------------------------
+
+    def _check_idle(self) -> None:
+        if self._run is not None:
+            raise AgentBusyError("the agent is already replying")
+
+    async def _drive(self, reply_id: str, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+        run = self._run = _Run(reply_id)
+        self.reply_id = reply_id
+        self.last_finish_reason = None
+        try:
+            async for event in self._reply_chain(kwargs):
+                if event.type == "reply_end":
+                    self.last_finish_reason = event.finish_reason
+                yield event
+            if self.last_finish_reason is None:
+                end = run.end or self._end("completed")
+                self.last_finish_reason = end.finish_reason
+                yield end
+        except asyncio.CancelledError:
+            if not run.interrupted or run.task is None:
+                raise
+            run.task.uncancel()
+            self._abandon(run)
+            self.last_finish_reason = "interrupted"
+            yield self._end("interrupted")
+        except Exception as exc:
+            self.last_finish_reason = "error"
+            yield self._error_end(exc)
+        finally:
+            if self.last_finish_reason is None:
+                self.last_finish_reason = "interrupted"
+            if not run.paused:
+                self._abandon(run)
+            self._run = None
+
+    def _abandon(self, run: _Run) -> None:
+        """Close a reply that will not resume: answer open tool calls, drop its state."""
+        for call in unanswered_tool_calls(self.state.context):
+            self._answer(call, "interrupted before it completed", "interrupted")
+        for by_reply in self.state.middle_context.values():
+            by_reply.pop(run.reply_id, None)
+
+    def _end(self, reason: FinishReason, error: ReplyError | None = None) -> ReplyEndEvent:
+        return ReplyEndEvent(
+            reply_id=self.reply_id, finish_reason=reason, error=error, session_id=self.session_id
+        )
+
+    def _error_end(self, exc: BaseException) -> ReplyEndEvent:
+        mw = culprit(exc)
+        if mw is not None:
+            key = mw.middleware_key()
+            error = ReplyError(
+                reason="MIDDLEWARE_FAILED",
+                message=f"middleware {key} failed: {exc}",
+                source=f"middleware:{key}",
+                metadata={"middleware": key, "errorType": type(exc).__name__},
+            )
+        elif isinstance(exc, HookmeshError):
+            error = ReplyError(
+                reason=exc.reason, message=exc.message, source=exc.source, metadata=exc.metadata
+            )
+        else:
+            error = ReplyError(
+                reason="AGENT_ERROR",
+                message=f"{type(exc).__name__}: {exc}",
+                source="agent",
+                metadata={"errorType": type(exc).__name__},
+            )
+        log.error("reply %s failed: %s", self.reply_id, error.message, exc_info=exc)
+        return self._end("error", error)
+
+    # --- core steps --------------------------------------------------------------------------
+
+    @core_step
+    async def _core_reply(self, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+        run = self._run
+        assert run is not None
+        yield ReplyStartEvent(reply_id=run.reply_id, session_id=self.session_id, agent_name=self.name)
+        try:
+            prompt = await self._system_prompt()
+            run.system = make_text(self.kind, "system", prompt) if prompt else None
+            resume: Resume | None = kwargs.get("resume")
+            first = 0
+            if resume is None:
+                for msg in kwargs["inputs"]:
+                    self._write(msg)
+            else:
+                pending = self.state.pending
+                assert pending is not None
+                first = pending.iteration + 1
+                async for event in self._continue(pending, resume):
+                    yield event
+            reason: FinishReason = "exceed_max_iters"
+            if not run.paused and not run.direct_call_id:
+                for iteration in range(first, self.max_iters):
+                    if self._compress_chain is not None:
+                        await self._compress_chain({})
+                    run.message = None
+                    async for event in self._reasoning_chain({"tool_choice": "auto"}):
+                        yield event
+                    calls = tool_calls(run.message) if run.message is not None else []
+                    if not calls:
+                        run.final = run.message
+                        reason = "completed"
+                        break
+                    async for event in self._act(calls, iteration):
+                        yield event
+                    if run.paused or run.direct_call_id:
+                        break
+            if run.paused:
+                yield run.end  # type: ignore[misc]
+                return
+            if run.direct_call_id:
+                self._finish_directly(run)
+                reason = "completed"
+            if reason == "completed":
+                await self._after_agent(run)
+            run.end = self._end(reason)
+            yield run.end
+        except Exception as exc:
+            run.end = self._error_end(exc)
+            yield run.end
+
+    async def _system_prompt(self) -> str:
+        prompt = self.system_prompt
+        for mw in self._prompt_middlewares:
+            try:
+                prompt = await mw.on_system_prompt(self, prompt)
+            except Exception as exc:
+                if mw.failure_mode != "fail_open":
+                    raise
+                log.warning("middleware %s failed in on_system_prompt: %s", mw.middleware_key(), exc)
+        return prompt
+
+    async def _after_agent(self, run: _Run) -> None:
+        final = run.final or make_assistant(self.kind, "")
+        self.final_message = final
+        for mw in self._after_middlewares:
+            try:
+                await mw.after_agent(self, final)
+            except Exception as exc:
+                if mw.failure_mode != "fail_open":
+                    raise
+                log.warning("middleware %s failed in after_agent: %s", mw.middleware_key(), exc)
+
+    @core_step
+    async def _core_reasoning(self, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+        run = self._run
+        assert run is not None
+        context = self.state.context
+        messages = [run.system, *context] if run.system is not None else list(context)
+        model = self.model
+        yield ModelCallStartEvent(reply_id=run.reply_id, model_name=model.model_name)
+        result = await self._model_chain(
+            {
+                "model": model,
+                "messages": messages,
+                "tools": self.toolkit.definitions(),
+                "tool_choice": kwargs.get("tool_choice", "auto"),
+            }
+        )
+        outcome = StreamOutcome()
+        async for event in response_events(
+            run.reply_id, result, self.kind, run.block_id, outcome, model.model_name
+        ):
+            yield event
+        response = outcome.response
+        assert response is not None
+        run.message = response.message
+        self._write(response.message)
+        yield ModelCallEndEvent(
+            reply_id=run.reply_id,
+            model_name=model.model_name,
+            usage=response.usage,
+            stop_reason=response.stop_reason,
+            response_id=response.response_id,
+        )
+
+    @core_step
+    async def _core_model_call(self, kwargs: dict[str, Any]) -> ModelResult:
+        model: ChatModel = kwargs["model"]
+        return await model(
+            kwargs["messages"], tools=kwargs["tools"], tool_choice=kwargs["tool_choice"], kind=self.kind
+        )
+
+    @core_step
+    async def _core_permission(self, kwargs: dict[str, Any]) -> PermissionDecision:
+        return ASK if kwargs["tool"].needs_confirmation else ALLOW
+
+    @core_step
+    async def _core_acting(self, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+        call: ToolCall = kwargs["tool_call"]
+        tool: Tool = kwargs["tool"]
+        reply_id = self.reply_id
+        yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
+        state: ToolResultState = "success"
+        try:
+            async for piece in tool.run(kwargs["arguments"]):
+                if isinstance(piece, str):
+                    yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece)
+                elif piece.type == "text":
+                    yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece.text)
+                else:
+                    yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, media=piece)
+        except Exception as exc:
+            state = "error"
+            log.info("tool %s (call %s) raised %s: %s", call.name, call.id, type(exc).__name__, exc)
+            yield ToolResultDeltaEvent(
+                reply_id=reply_id, call_id=call.id, text=f"Error: {type(exc).__name__}: {exc}"
+            )
+        yield ToolResultEndEvent(reply_id=reply_id, call_id=call.id, state=state)
+
+    # --- acting -------------------------------------------------------------------------------
+
+    def _write(self, msg: Message) -> None:
+        """Append to the context, stamping id and time (the only place context grows)."""
+        if not msg.id:
+            msg.id = new_id()
+        if msg.create_time is None:
+            msg.create_time = datetime.now(UTC)
+        self.state.context.append(msg)
+
+    def _answer(
+        self, call: ToolCall, output: str | list[ToolOutputBlock], state: ToolResultState
+    ) -> Message:
+        msg = make_tool_result(self.kind, call.id, call.name, output, state)
+        self._write(msg)
+        return msg
+
+    async def _answer_events(
+        self, call: ToolCall, output: str | list[ToolOutputBlock], state: ToolResultState
+    ) -> AsyncIterator[AgentEvent]:
+        """Answer a call that does not run (denied, invalid, unknown, external) with events."""
+        rid = self.reply_id
+        yield ToolResultStartEvent(reply_id=rid, call_id=call.id, name=call.name)
+        self._answer(call, output, state)
+        if isinstance(output, str):
+            yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, text=output)
+        else:
+            for block in output:
+                if block.type == "text":
+                    yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, text=block.text)
+                else:
+                    yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, media=block)
+        yield ToolResultEndEvent(reply_id=rid, call_id=call.id, state=state)
+
+    async def _act(self, calls: list[ToolCall], iteration: int) -> AsyncIterator[AgentEvent]:
+        """Check, run and answer one step's tool calls; pause if any need a person or caller."""
+        confirm: list[ToolCall] = []
+        external: list[ToolCall] = []
+        ready: list[tuple[ToolCall, Tool, dict[str, Any]]] = []
+        for call in calls:
+            tool = self.toolkit.get(call.name)
+            if tool is None:
+                names = ", ".join(t.name for t in self.toolkit) or "none"
+                async for event in self._answer_events(
+                    call, f"Error: there is no tool named {call.name!r} (tools: {names})", "error"
+                ):
+                    yield event
+                continue
+            try:
+                arguments = tool.parse_arguments(call.arguments)
+            except ToolArgumentError as exc:
+                async for event in self._answer_events(call, f"Error: {exc}", "error"):
+                    yield event
+                continue
+            decision = await self._permission_chain({"tool_call": call, "tool": tool})
+            if decision.behavior == "deny":
+                text = f"Permission denied{': ' + decision.reason if decision.reason else ''}"
+                async for event in self._answer_events(call, text, "denied"):
+                    yield event
+            elif decision.behavior == "ask":
+                confirm.append(call)
+            elif tool.external:
+                external.append(call)
+            else:
+                ready.append((call, tool, arguments))
+        async for event in self._execute(ready):
+            yield event
+        if confirm or external:
+            async for event in self._pause(iteration, confirm, external):
+                yield event
+
+    async def _pause(
+        self, iteration: int, confirm: list[ToolCall], external: list[ToolCall]
+    ) -> AsyncIterator[AgentEvent]:
+        run = self._run
+        assert run is not None
+        awaiting = "confirmation" if confirm else "external"
+        self.state.pending = PendingReply(
+            reply_id=run.reply_id,
+            iteration=iteration,
+            awaiting=awaiting,
+            confirm_calls=confirm,
+            external_calls=external,
+            direct_call_id=run.direct_call_id,
+        )
+        run.paused = True
+        if confirm:
+            yield RequireUserConfirmEvent(reply_id=run.reply_id, tool_calls=confirm)
+            run.end = self._end("awaiting_confirmation")
+        else:
+            yield RequireExternalExecutionEvent(reply_id=run.reply_id, tool_calls=external)
+            run.end = self._end("awaiting_external_execution")
+
+    async def _continue(self, pending: PendingReply, resume: Resume) -> AsyncIterator[AgentEvent]:
+        run = self._run
+        assert run is not None
+        self.state.pending = None
+        run.direct_call_id = pending.direct_call_id
+        external = list(pending.external_calls)
+        if pending.awaiting == "confirmation":
+            answers = {c.call_id: c for c in resume.confirmations}
+            ready: list[tuple[ToolCall, Tool, dict[str, Any]]] = []
+            for call in pending.confirm_calls:
+                answer = answers[call.id]
+                tool = self.toolkit.get(call.name)
+                if not answer.confirmed or tool is None:
+                    text = "The user denied this call" + (f": {answer.reason}" if answer.reason else "")
+                    async for event in self._answer_events(call, text, "denied"):
+                        yield event
+                elif tool.external:
+                    external.append(call)
+                else:
+                    ready.append((call, tool, tool.parse_arguments(call.arguments)))
+            async for event in self._execute(ready):
+                yield event
+            if external:
+                async for event in self._pause(pending.iteration, [], external):
+                    yield event
+                return
+        else:
+            results = {r.call_id: r for r in resume.external_results}
+            for call in external:
+                result = results[call.id]
+                async for event in self._answer_events(call, result.output, result.state):
+                    yield event
+                if self._returns_directly(call, result.state):
+                    run.direct_call_id = call.id
+
+    def _returns_directly(self, call: ToolCall, state: ToolResultState) -> bool:
+        tool = self.toolkit.get(call.name)
+        return tool is not None and tool.return_directly and state == "success"
+
+    def _finish_directly(self, run: _Run) -> None:
+        """End the reply with the return-directly tool's result as the final answer."""
+        text = ""
+        for msg in reversed(self.state.context):
+            found = [r for r in tool_results(msg) if r.call_id == run.direct_call_id]
+            if found:
+                text = found[0].text
+                break
+        run.final = make_assistant(self.kind, text, name=self.name)
+        self._write(run.final)
+
+    async def _execute(
+        self, ready: list[tuple[ToolCall, Tool, dict[str, Any]]]
+    ) -> AsyncIterator[AgentEvent]:
+        """Run allowed calls: consecutive concurrency-safe ones together, the rest in order."""
+        run = self._run
+        assert run is not None
+        i = 0
+        while i < len(ready):
+            j = i + 1
+            if ready[i][1].concurrency_safe:
+                while j < len(ready) and ready[j][1].concurrency_safe:
+                    j += 1
+            batch = ready[i:j]
+            collectors = {call.id: OutputCollector() for call, _, _ in batch}
+            stream = self._one(batch[0]) if len(batch) == 1 else self._together(batch)
+            async for event in stream:
+                if event.type in ("tool_result_delta", "tool_result_end"):
+                    collector = collectors.get(event.call_id)
+                    if collector is not None:
+                        collector.add(event)
+                yield event
+            for call, _, _ in batch:
+                collector = collectors[call.id]
+                self._answer(call, collector.finish(), collector.state)  # type: ignore[arg-type]
+                if self._returns_directly(call, collector.state):  # type: ignore[arg-type]
+                    run.direct_call_id = call.id
+            i = j
+
+    def _one(self, item: tuple[ToolCall, Tool, dict[str, Any]]) -> AsyncIterator[AgentEvent]:
+        call, tool, arguments = item
+        return self._acting_chain({"tool_call": call, "tool": tool, "arguments": arguments})
+
+    async def _together(
+        self, batch: list[tuple[ToolCall, Tool, dict[str, Any]]]
+    ) -> AsyncIterator[AgentEvent]:
+        queue: asyncio.Queue[AgentEvent | BaseException | None] = asyncio.Queue()
+
+        async def pump(item: tuple[ToolCall, Tool, dict[str, Any]]) -> None:
+            try:
+                async for event in self._one(item):
+                    queue.put_nowait(event)
+            except Exception as exc:
+                queue.put_nowait(exc)
+            finally:
+                queue.put_nowait(None)
+
+        tasks = [asyncio.create_task(pump(item)) for item in batch]
+        try:
+            running = len(tasks)
+            while running:
+                item = await queue.get()
+                if item is None:
+                    running -= 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _no_compress(unused_kwargs: dict[str, Any]) -> None:
+    """The core of context compression: nothing; middlewares do the work."""
+
+
+def _check_resume(pending: PendingReply, resume: Resume) -> None:
+    """Every awaited call answered exactly once, and nothing else."""
+    if pending.awaiting == "confirmation":
+        expected = {c.id for c in pending.confirm_calls}
+        given = [c.call_id for c in resume.confirmations]
+        field = "confirmations"
+    else:
+        expected = {c.id for c in pending.external_calls}
+        given = [r.call_id for r in resume.external_results]
+        field = "external_results"
+    violations = [
+        FieldViolation(f"{field}[{i}].call_id", f"call {cid!r} is not awaiting an answer")
+        for i, cid in enumerate(given)
+        if cid not in expected
+    ]
+    missing = expected - set(given)
+    if missing:
+        violations.append(
+            FieldViolation(field, f"answer every awaited call; missing: {', '.join(sorted(missing))}")
+        )
+    if violations:
+        raise SchemaError(violations)

@@ -1,0 +1,74 @@
+"""The agent's serialisable state: context, middleware state, and a paused reply."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hookmesh.schema import Message, ToolCall, ToolOutputBlock, ToolResultState
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PendingReply(_Model):
+    """A reply paused for the user's confirmation or for external tool results."""
+
+    reply_id: str
+    """The paused reply; resume continues it under the same id."""
+    iteration: int
+    """The reasoning step that made the calls (max_iters counts on from here)."""
+    awaiting: Literal["confirmation", "external"]
+    """What the reply waits for now."""
+    confirm_calls: list[ToolCall] = Field(default_factory=list)
+    """Calls waiting for confirmation."""
+    external_calls: list[ToolCall] = Field(default_factory=list)
+    """Calls the caller must execute (asked for after confirmations are settled)."""
+    direct_call_id: str = ""
+    """A return-directly tool already answered this call in this step; its result ends
+    the reply once the step completes."""
+
+
+class AgentState(_Model):
+    """Everything an agent needs to continue: JSON round-trips it, so a paused reply can
+    resume in another process (`model_dump_json` / `model_validate_json`)."""
+
+    context: list[Message] = Field(default_factory=list)
+    """The conversation, in the agent's message kind (no system prompt: it is rebuilt)."""
+    middle_context: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    """Middleware state: ``[middleware_key][reply_id] -> JSON object``."""
+    pending: PendingReply | None = None
+    """The paused reply, if any."""
+
+
+class Confirmation(_Model):
+    """The user's answer for one call awaiting confirmation."""
+
+    call_id: str
+    """The call answered."""
+    confirmed: bool
+    """Run it (True) or deny it (False)."""
+    reason: str = ""
+    """Why it was denied; shown to the model."""
+
+
+class ExternalResult(_Model):
+    """The caller's result for one externally executed call."""
+
+    call_id: str
+    """The call answered."""
+    output: str | list[ToolOutputBlock] = ""
+    """What the tool returned."""
+    state: ToolResultState = "success"
+    """How the call ended."""
+
+
+class Resume(_Model):
+    """What continues a paused reply."""
+
+    confirmations: list[Confirmation] = Field(default_factory=list)
+    """Answers for the calls awaiting confirmation."""
+    external_results: list[ExternalResult] = Field(default_factory=list)
+    """Results for the calls awaiting external execution."""

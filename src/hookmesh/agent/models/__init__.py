@@ -1,0 +1,27 @@
+"""Chat models: the interface, a scripted model, and an OpenAI-compatible HTTP model."""
+
+from hookmesh.agent.models._base import (
+    TOOL_CHOICE_MODES,
+    ChatModel,
+    ModelChunk,
+    ModelError,
+    ModelResponse,
+    ModelResult,
+    ToolCallDelta,
+    ToolChoice,
+)
+from hookmesh.agent.models._scripted import NO_TOOLS_TEXT, ScriptedChatModel, ScriptedTurn
+
+__all__ = [
+    "NO_TOOLS_TEXT",
+    "TOOL_CHOICE_MODES",
+    "ChatModel",
+    "ModelChunk",
+    "ModelError",
+    "ModelResponse",
+    "ModelResult",
+    "ScriptedChatModel",
+    "ScriptedTurn",
+    "ToolCallDelta",
+    "ToolChoice",
+]

@@ -1,0 +1,171 @@
+"""The middleware base class: the hooks around the agent's ReAct loop and their boundaries."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from hookmesh.schema import AgentEvent, Message
+
+if TYPE_CHECKING:
+    from hookmesh.agent._agent import Agent
+    from hookmesh.agent.models import ModelResult
+    from hookmesh.agent.tools import Tool
+
+FailureMode = Literal["fail_closed", "fail_open"]
+"""What a middleware's error does: end the reply (closed) or skip the middleware (open)."""
+
+EventHandler = Callable[..., AsyncIterator[AgentEvent]]
+"""`next_handler` of an event hook: call it (with optional kwarg overrides) and iterate."""
+ModelHandler = Callable[..., Awaitable["ModelResult"]]
+"""`next_handler` of on_model_call: await it for a response or a chunk stream."""
+PermissionHandler = Callable[..., Awaitable["PermissionDecision"]]
+"""`next_handler` of on_check_permission."""
+CompressHandler = Callable[..., Awaitable[None]]
+"""`next_handler` of on_compress_context."""
+
+ONION_HOOKS = (
+    "on_reply",
+    "on_reasoning",
+    "on_model_call",
+    "on_acting",
+    "on_check_permission",
+    "on_compress_context",
+)
+"""Hooks that wrap a step and receive `next_handler`."""
+HOOKS = (*ONION_HOOKS, "on_system_prompt", "after_agent")
+"""Every hook a middleware may implement."""
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionDecision:
+    """The outcome of a permission check for one tool call."""
+
+    behavior: Literal["allow", "deny", "ask"]
+    """``allow`` runs the call, ``deny`` answers it with a denied result, ``ask`` pauses the
+    reply for the user's confirmation."""
+    reason: str = ""
+    """Why; shown to the model for ``deny`` and to the user for ``ask``."""
+
+
+ALLOW = PermissionDecision("allow")
+ASK = PermissionDecision("ask")
+
+
+class Middleware:
+    """Base of every middleware. Override only the hooks you need.
+
+    Which hooks a middleware implements is read once, when an agent is built, by comparing
+    each method with this class's; the agent builds one pre-bucketed chain per hook. The
+    first middleware in the agent's list is the outermost layer of every onion hook.
+
+    Keep no per-reply state on the instance: one instance may serve many agents and
+    concurrent replies. Use `state(agent)`, which lives in
+    ``agent.state.middle_context[middleware_key()][reply_id]`` and so survives a pause for
+    human confirmation and a restart of the process.
+
+    Attributes:
+        failure_mode: ``fail_closed`` (default): an error in a hook ends the reply with a
+            reply_end error naming this middleware. ``fail_open``: the error is logged and
+            this middleware is skipped for that hook invocation; the reply goes on.
+    """
+
+    failure_mode: FailureMode = "fail_closed"
+
+    def middleware_key(self) -> str:
+        """Key of this middleware's slice of `middle_context`; defaults to the class name."""
+        return type(self).__name__
+
+    def list_tools(self) -> list[Tool]:
+        """Tools this middleware contributes to every agent it is attached to."""
+        return []
+
+    def implements(self, hook: str) -> bool:
+        """Whether this middleware overrides `hook`."""
+        return getattr(type(self), hook) is not getattr(Middleware, hook)
+
+    def state(self, agent: Agent) -> dict[str, Any]:
+        """This middleware's JSON-serialisable state for the agent's current reply."""
+        by_reply = agent.state.middle_context.setdefault(self.middleware_key(), {})
+        return by_reply.setdefault(agent.reply_id, {})
+
+    def _not_implemented(self, hook: str) -> RuntimeError:
+        return RuntimeError(f"{type(self).__name__} does not implement {hook}")
+
+    def on_reply(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+    ) -> AsyncIterator[AgentEvent]:
+        """Wrap a whole reply, from reply_start to reply_end.
+
+        kwargs: ``inputs`` (new messages, or empty on resume) and ``resume`` (the resume
+        payload, or None). Everything the reply does runs inside this hook, so it sees every
+        event, reply_start and reply_end included. Errors of inner hooks arrive as a
+        reply_end error event, not as exceptions. May be an async generator or a plain
+        function returning `next_handler(...)` (zero per-event cost).
+        """
+        raise self._not_implemented("on_reply")
+
+    def on_reasoning(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+    ) -> AsyncIterator[AgentEvent]:
+        """Wrap one reasoning step: building the prompt, the model call, and its events.
+
+        kwargs: ``tool_choice``. Context compression runs before this hook; tool execution
+        after it. Override ``tool_choice`` with ``next_handler(tool_choice="none")``.
+        """
+        raise self._not_implemented("on_reasoning")
+
+    async def on_model_call(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+    ) -> ModelResult:
+        """Wrap one model call; return a `ModelResponse` or an async iterator of chunks.
+
+        kwargs: ``model``, ``messages`` (system message first), ``tools``, ``tool_choice``.
+        Not calling `next_handler` short-circuits the model. A wrapper that needs the end of
+        a stream must wrap the iterator; returning `await next_handler()` passes it through
+        untouched.
+        """
+        raise self._not_implemented("on_model_call")
+
+    def on_acting(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+    ) -> AsyncIterator[AgentEvent]:
+        """Wrap one tool's pure execution; yields tool_result_start / delta / end events.
+
+        kwargs: ``tool_call`` (a `ToolCall`) and ``tool`` (the `Tool`). Argument parsing,
+        the permission check and the context write happen outside this hook: it sees only
+        calls that were allowed, and what it yields becomes the result in the context.
+        """
+        raise self._not_implemented("on_acting")
+
+    async def on_check_permission(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: PermissionHandler
+    ) -> PermissionDecision:
+        """Decide whether one tool call may run.
+
+        kwargs: ``tool_call`` and ``tool``. The core asks for confirmation when the tool is
+        marked ``needs_confirmation`` and allows it otherwise.
+        """
+        raise self._not_implemented("on_check_permission")
+
+    async def on_compress_context(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: CompressHandler
+    ) -> None:
+        """Shrink `agent.state.context` before a reasoning step; the core does nothing.
+
+        kwargs: none yet. Edit the context in place (keep the leading system messages).
+        """
+        raise self._not_implemented("on_compress_context")
+
+    async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
+        """Transform the system prompt; runs in list order once at the start of each reply."""
+        raise self._not_implemented("on_system_prompt")
+
+    async def after_agent(self, agent: Agent, final: Message) -> None:
+        """Run after a successful reply (final answer or return-directly tool), in list order.
+
+        Never runs after an error, an interrupt, exceeding max_iters or a pause. The first
+        error stops the rest and ends the reply with an error. Context changes are kept.
+        """
+        raise self._not_implemented("after_agent")

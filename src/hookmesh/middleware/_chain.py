@@ -1,0 +1,195 @@
+"""Pre-built onion chains: one per hook, assembled once when the agent is built."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from types import CodeType
+from typing import TYPE_CHECKING, Any
+
+from hookmesh.middleware._base import Middleware
+
+if TYPE_CHECKING:
+    from hookmesh.agent._agent import Agent
+
+log = logging.getLogger("hookmesh.middleware")
+
+EventCall = Callable[[dict[str, Any]], AsyncIterator[Any]]
+"""A built event chain: kwargs in, events out."""
+AwaitCall = Callable[[dict[str, Any]], Awaitable[Any]]
+"""A built awaitable chain: kwargs in, result out."""
+
+_CORE_CODES: set[CodeType] = set()
+
+
+def core_step(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark `func` as agent core, so errors raised below it are never blamed on a middleware."""
+    _CORE_CODES.add(func.__code__)
+    return func
+
+
+def culprit(exc: BaseException) -> Middleware | None:
+    """The middleware whose code raised `exc`, or None when the core (or a model/tool) did.
+
+    NOTE(hookmesh): this reads the traceback once, on the error path, instead of wrapping
+    every layer's stream (which would cost time on every event). The deepest frame that is
+    either a core step or runs with a Middleware as `self` decides.
+    """
+    found: Middleware | None = None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code in _CORE_CODES:
+            found = None
+        else:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, Middleware):
+                found = owner
+        tb = tb.tb_next
+    return found
+
+
+def _skip(mw: Middleware, hook: str, exc: BaseException) -> None:
+    log.warning(
+        "middleware %s failed in %s and is skipped (fail_open): %s",
+        mw.middleware_key(),
+        hook,
+        exc,
+        exc_info=exc,
+    )
+
+
+class _Guard:
+    """Records whether the downstream of a fail_open layer failed, so the layer can tell its
+    own errors (skip the middleware) from the downstream's (propagate)."""
+
+    __slots__ = ("failed", "stream")
+
+    def __init__(self) -> None:
+        self.failed = False
+        self.stream: AsyncIterator[Any] | None = None
+
+    async def watch(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        try:
+            async for item in stream:
+                yield item
+        except BaseException:
+            self.failed = True
+            raise
+
+
+def _event_layer(agent: Agent, mw: Middleware, hook: str, downstream: EventCall) -> EventCall:
+    method = getattr(mw, hook)
+
+    def layer(kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        def next_handler(**overrides: Any) -> AsyncIterator[Any]:
+            return downstream({**kwargs, **overrides} if overrides else kwargs)
+
+        return method(agent, kwargs, next_handler)  # type: ignore[no-any-return]
+
+    return layer
+
+
+def _open_event_layer(agent: Agent, mw: Middleware, hook: str, downstream: EventCall) -> EventCall:
+    method = getattr(mw, hook)
+
+    async def layer(kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        guard = _Guard()
+
+        def next_handler(**overrides: Any) -> AsyncIterator[Any]:
+            guard.stream = guard.watch(downstream({**kwargs, **overrides} if overrides else kwargs))
+            return guard.stream
+
+        try:
+            async for event in method(agent, kwargs, next_handler):
+                yield event
+        except Exception as exc:
+            if guard.failed:
+                raise
+            _skip(mw, hook, exc)
+            async for event in guard.stream or downstream(kwargs):
+                yield event
+
+    return layer
+
+
+def _await_layer(agent: Agent, mw: Middleware, hook: str, downstream: AwaitCall) -> AwaitCall:
+    method = getattr(mw, hook)
+
+    def layer(kwargs: dict[str, Any]) -> Awaitable[Any]:
+        def next_handler(**overrides: Any) -> Awaitable[Any]:
+            return downstream({**kwargs, **overrides} if overrides else kwargs)
+
+        return method(agent, kwargs, next_handler)  # type: ignore[no-any-return]
+
+    return layer
+
+
+def _open_await_layer(agent: Agent, mw: Middleware, hook: str, downstream: AwaitCall) -> AwaitCall:
+    method = getattr(mw, hook)
+
+    async def layer(kwargs: dict[str, Any]) -> Any:
+        guard = _Guard()
+        results: list[Any] = []
+
+        async def next_handler(**overrides: Any) -> Any:
+            try:
+                result = await downstream({**kwargs, **overrides} if overrides else kwargs)
+            except BaseException:
+                guard.failed = True
+                raise
+            if isinstance(result, AsyncIterator):
+                guard.stream = result = guard.watch(result)
+            results.append(result)
+            return result
+
+        try:
+            result = await method(agent, kwargs, next_handler)
+        except Exception as exc:
+            if guard.failed:
+                raise
+            _skip(mw, hook, exc)
+            return results[-1] if results else await downstream(kwargs)
+        if guard.stream is not None and result is not guard.stream:
+            return _open_stream(mw, hook, result, guard)
+        return result
+
+    return layer
+
+
+async def _open_stream(
+    mw: Middleware, hook: str, stream: AsyncIterator[Any], guard: _Guard
+) -> AsyncIterator[Any]:
+    """A fail_open middleware's wrapped chunk stream: if the wrapper fails, the rest of the
+    downstream stream continues unwrapped (chunks the wrapper held back are lost)."""
+    try:
+        async for item in stream:
+            yield item
+    except Exception as exc:
+        if guard.failed or guard.stream is None:
+            raise
+        _skip(mw, hook, exc)
+        async for item in guard.stream:
+            yield item
+
+
+def build_event_chain(
+    agent: Agent, middlewares: Sequence[Middleware], hook: str, core: EventCall
+) -> EventCall:
+    """The onion for an event hook; the core itself when no middleware implements `hook`."""
+    handler = core
+    for mw in reversed(middlewares):
+        make = _open_event_layer if mw.failure_mode == "fail_open" else _event_layer
+        handler = make(agent, mw, hook, handler)
+    return handler
+
+
+def build_await_chain(
+    agent: Agent, middlewares: Sequence[Middleware], hook: str, core: AwaitCall
+) -> AwaitCall:
+    """The onion for an awaitable hook; the core itself when no middleware implements it."""
+    handler = core
+    for mw in reversed(middlewares):
+        make = _open_await_layer if mw.failure_mode == "fail_open" else _await_layer
+        handler = make(agent, mw, hook, handler)
+    return handler

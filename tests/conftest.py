@@ -1,0 +1,28 @@
+"""Shared test setup: a clean hookmesh environment per test and the hypothesis profiles."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# NOTE: generated inputs are nested pydantic models; their build time varies with machine
+# load, so no per-example deadline (the per-test pytest timeout still holds).
+settings.register_profile(
+    "default",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Drop every HOOKMESH_* variable so no test sees the developer's configuration."""
+    for name in list(os.environ):
+        if name.startswith("HOOKMESH_"):
+            monkeypatch.delenv(name)
+    yield
