@@ -61,13 +61,19 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+_Step = tuple[ToolCall, Tool, dict[str, Any]] | tuple[ToolCall, str, ToolResultState]
+"""One call's action in a step: run it with parsed arguments, or answer it with text."""
+
+
 class _Run:
     """Per-reply bookkeeping, created once per reply and dropped when it ends."""
 
     __slots__ = (
         "blocks",
+        "cancelled",
         "end",
         "final",
+        "inside",
         "interrupted",
         "message",
         "paused",
@@ -80,6 +86,8 @@ class _Run:
     def __init__(self, reply_id: str) -> None:
         self.reply_id = reply_id
         self.blocks = 0
+        self.cancelled = False
+        self.inside = False
         self.end: ReplyEndEvent | None = None
         self.final: Message | None = None
         self.interrupted = False
@@ -200,12 +208,18 @@ class Agent:
         return self._drive(pending.reply_id, {"inputs": [], "resume": resume})
 
     def interrupt(self) -> bool:
-        """Stop the running reply; it ends with reply_end interrupted. False if none runs."""
+        """Stop the running reply; it ends with reply_end interrupted. False if none runs.
+
+        Safe from any task of the loop: the reply's task is cancelled only while it waits
+        inside the reply (a model or tool call), never while it runs the consumer's code.
+        """
         run = self._run
-        if run is None or run.task is None or run.interrupted:
+        if run is None or run.interrupted:
             return False
         run.interrupted = True
-        run.task.cancel("hookmesh interrupt")
+        if run.inside and run.task is not None and run.task is not asyncio.current_task():
+            run.cancelled = True
+            run.task.cancel("hookmesh interrupt")
         return True
 
     # --- driver ----------------------------------------------------------------------------
@@ -218,19 +232,31 @@ class Agent:
         run = self._run = _Run(reply_id)
         self.reply_id = reply_id
         self.last_finish_reason = None
+        stream = self._reply_chain(kwargs)
         try:
-            async for event in self._reply_chain(kwargs):
+            # NOTE(hookmesh): `inside` tells interrupt() whether the task is suspended in the
+            # reply's own code (safe to cancel) or in the consumer's (only flag it).
+            run.inside = True
+            async for event in stream:
+                run.inside = False
                 if event.type == "reply_end":
                     self.last_finish_reason = event.finish_reason
                 yield event
+                if run.interrupted:
+                    raise asyncio.CancelledError
+                run.inside = True
+            run.inside = False
             if self.last_finish_reason is None:
                 end = run.end or self._end("completed")
                 self.last_finish_reason = end.finish_reason
                 yield end
         except asyncio.CancelledError:
-            if not run.interrupted or run.task is None:
+            run.inside = False
+            if not run.interrupted:
                 raise
-            run.task.uncancel()
+            if run.cancelled and run.task is not None:
+                run.task.uncancel()
+            await _close(stream)
             self._abandon(run)
             self.last_finish_reason = "interrupted"
             yield self._end("interrupted")
@@ -456,37 +482,33 @@ class Agent:
         yield ToolResultEndEvent(reply_id=rid, call_id=call.id, state=state)
 
     async def _act(self, calls: list[ToolCall], iteration: int) -> AsyncIterator[AgentEvent]:
-        """Check, run and answer one step's tool calls; pause if any need a person or caller."""
+        """Check, run and answer one step's tool calls (results in call order); pause if any
+        need a person or the caller."""
         confirm: list[ToolCall] = []
         external: list[ToolCall] = []
-        ready: list[tuple[ToolCall, Tool, dict[str, Any]]] = []
+        steps: list[_Step] = []
         for call in calls:
             tool = self.toolkit.get(call.name)
             if tool is None:
                 names = ", ".join(t.name for t in self.toolkit) or "none"
-                async for event in self._answer_events(
-                    call, f"Error: there is no tool named {call.name!r} (tools: {names})", "error"
-                ):
-                    yield event
+                steps.append((call, f"Error: there is no tool named {call.name!r} (tools: {names})", "error"))
                 continue
             try:
                 arguments = tool.parse_arguments(call.arguments)
             except ToolArgumentError as exc:
-                async for event in self._answer_events(call, f"Error: {exc}", "error"):
-                    yield event
+                steps.append((call, f"Error: {exc}", "error"))
                 continue
             decision = await self._permission_chain({"tool_call": call, "tool": tool})
             if decision.behavior == "deny":
-                text = f"Permission denied{': ' + decision.reason if decision.reason else ''}"
-                async for event in self._answer_events(call, text, "denied"):
-                    yield event
+                reason = f": {decision.reason}" if decision.reason else ""
+                steps.append((call, f"Permission denied{reason}", "denied"))
             elif decision.behavior == "ask":
                 confirm.append(call)
             elif tool.external:
                 external.append(call)
             else:
-                ready.append((call, tool, arguments))
-        async for event in self._execute(ready):
+                steps.append((call, tool, arguments))
+        async for event in self._execute(steps):
             yield event
         if confirm or external:
             async for event in self._pause(iteration, confirm, external):
@@ -522,19 +544,18 @@ class Agent:
         external = list(pending.external_calls)
         if pending.awaiting == "confirmation":
             answers = {c.call_id: c for c in resume.confirmations}
-            ready: list[tuple[ToolCall, Tool, dict[str, Any]]] = []
+            steps: list[_Step] = []
             for call in pending.confirm_calls:
                 answer = answers[call.id]
                 tool = self.toolkit.get(call.name)
                 if not answer.confirmed or tool is None:
-                    text = "The user denied this call" + (f": {answer.reason}" if answer.reason else "")
-                    async for event in self._answer_events(call, text, "denied"):
-                        yield event
+                    reason = f": {answer.reason}" if answer.reason else ""
+                    steps.append((call, f"The user denied this call{reason}", "denied"))
                 elif tool.external:
                     external.append(call)
                 else:
-                    ready.append((call, tool, tool.parse_arguments(call.arguments)))
-            async for event in self._execute(ready):
+                    steps.append((call, tool, tool.parse_arguments(call.arguments)))
+            async for event in self._execute(steps):
                 yield event
             if external:
                 async for event in self._pause(pending.iteration, [], external):
@@ -564,20 +585,24 @@ class Agent:
         run.final = make_assistant(self.kind, text, name=self.name)
         self._write(run.final)
 
-    async def _execute(
-        self, ready: list[tuple[ToolCall, Tool, dict[str, Any]]]
-    ) -> AsyncIterator[AgentEvent]:
-        """Run allowed calls: consecutive concurrency-safe ones together, the rest in order."""
+    async def _execute(self, steps: list[_Step]) -> AsyncIterator[AgentEvent]:
+        """Answer or run calls in order; consecutive concurrency-safe runs go together."""
         run = self._run
         assert run is not None
         i = 0
-        while i < len(ready):
+        while i < len(steps):
+            call, what, how = steps[i]
+            if not isinstance(what, Tool):
+                async for event in self._answer_events(call, what, how):
+                    yield event
+                i += 1
+                continue
             j = i + 1
-            if ready[i][1].concurrency_safe:
-                while j < len(ready) and ready[j][1].concurrency_safe:
+            if what.concurrency_safe:
+                while j < len(steps) and isinstance(steps[j][1], Tool) and steps[j][1].concurrency_safe:
                     j += 1
-            batch = ready[i:j]
-            collectors = {call.id: OutputCollector() for call, _, _ in batch}
+            batch: list[tuple[ToolCall, Tool, dict[str, Any]]] = steps[i:j]  # type: ignore[assignment]
+            collectors = {c.id: OutputCollector() for c, _, _ in batch}
             stream = self._one(batch[0]) if len(batch) == 1 else self._together(batch)
             async for event in stream:
                 if event.type in ("tool_result_delta", "tool_result_end"):
@@ -585,11 +610,11 @@ class Agent:
                     if collector is not None:
                         collector.add(event)
                 yield event
-            for call, _, _ in batch:
-                collector = collectors[call.id]
-                self._answer(call, collector.finish(), collector.state)  # type: ignore[arg-type]
-                if self._returns_directly(call, collector.state):  # type: ignore[arg-type]
-                    run.direct_call_id = call.id
+            for c, _, _ in batch:
+                collector = collectors[c.id]
+                self._answer(c, collector.finish(), collector.state)  # type: ignore[arg-type]
+                if self._returns_directly(c, collector.state):  # type: ignore[arg-type]
+                    run.direct_call_id = c.id
             i = j
 
     def _one(self, item: tuple[ToolCall, Tool, dict[str, Any]]) -> AsyncIterator[AgentEvent]:
@@ -625,6 +650,12 @@ class Agent:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _close(stream: AsyncIterator[Any]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 async def _no_compress(unused_kwargs: dict[str, Any]) -> None:

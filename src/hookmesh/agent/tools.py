@@ -196,6 +196,7 @@ class Toolkit:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._definitions: list[dict[str, Any]] | None = None
         for t in tools:
             self.add(t)
 
@@ -204,7 +205,7 @@ class Toolkit:
         if t.name in self._tools:
             raise ValueError(f"two tools are named {t.name!r}")
         self._tools[t.name] = t
-        self._definitions: list[dict[str, Any]] | None = None
+        self._definitions = None
 
     def get(self, name: str) -> Tool | None:
         """The tool called `name`, or None."""

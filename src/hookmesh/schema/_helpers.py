@@ -68,7 +68,8 @@ def is_user(msg: Message) -> bool:
         return False
     if msg.kind == "flat":
         return not is_hint(msg)
-    return any(b.type not in ("tool_result", "hint") for b in msg.blocks)
+    # NOTE: an empty user message is a user turn in both kinds.
+    return not msg.blocks or any(b.type not in ("tool_result", "hint") for b in msg.blocks)
 
 
 def is_tool_result(msg: Message) -> bool:

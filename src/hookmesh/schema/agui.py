@@ -406,8 +406,8 @@ def _flat_to_agui(flat: FlatMessage, signature: str, has_reasoning: bool, path: 
         }
         if flat.tool_result_state != "success":
             errors = stash.get("toolErrors")
-            text = errors.get(flat.tool_call_id) if isinstance(errors, dict) else None
-            out["error"] = text if isinstance(text, str) else _STATE_ERRORS[flat.tool_result_state]
+            kept = errors.get(flat.tool_call_id) if isinstance(errors, dict) else None
+            out["error"] = kept if isinstance(kept, str) else _STATE_ERRORS[flat.tool_result_state]
         return [out]
     if flat.role == "user":
         return [
