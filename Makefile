@@ -4,10 +4,11 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LLM_STAMP := $(VENV)/.llm-installed
 PROTOS := $(wildcard protos/hookmesh/v1/*.proto)
 GEN_DIR := src
 
-.PHONY: all demo test lint proto proto-check bench clean
+.PHONY: all demo test lint proto proto-check bench llm clean
 
 all: test
 
@@ -16,6 +17,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# llama.cpp's OpenAI-compatible server and a small model, for the real-server adapter test.
+$(LLM_STAMP): $(STAMP) scripts/install-llm.sh
+	scripts/install-llm.sh $(BIN)/python
+	touch $(LLM_STAMP)
+
+llm: $(LLM_STAMP)
 
 # Regenerate src/hookmesh/v1 from protos/ (messages, .pyi stubs and gRPC stubs).
 proto: $(STAMP)
@@ -36,7 +44,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(STAMP) proto-check lint
+test: $(STAMP) $(LLM_STAMP) proto-check lint
 	$(BIN)/pytest -q
 
 demo: $(STAMP)

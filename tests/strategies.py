@@ -260,7 +260,7 @@ def flat_messages(
     fields["content"] = draw(texts)
     parts = draw(_flat_parts(role))
     if canonical and not fields["content"] and parts and parts[0].type == "text":
-        parts = parts[1:]
+        fields["content"] = draw(non_empty_texts)
     fields["parts"] = parts
     if role == "assistant":
         fields["tool_calls"] = draw(st.lists(tool_calls, max_size=_MAX_LIST))

@@ -10,6 +10,7 @@ from hookmesh.agent.models._base import (
     ToolCallDelta,
     ToolChoice,
 )
+from hookmesh.agent.models._openai import OpenAIChatModel
 from hookmesh.agent.models._scripted import NO_TOOLS_TEXT, ScriptedChatModel, ScriptedTurn
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "ModelError",
     "ModelResponse",
     "ModelResult",
+    "OpenAIChatModel",
     "ScriptedChatModel",
     "ScriptedTurn",
     "ToolCallDelta",
