@@ -22,6 +22,7 @@ from hypothesis.strategies import SearchStrategy
 from hookmesh.schema import (
     EVENT_TYPES,
     AgenticMessage,
+    AgenticRole,
     AudioBlock,
     CustomEvent,
     DataBlockDeltaEvent,
@@ -30,6 +31,7 @@ from hookmesh.schema import (
     DocumentBlock,
     FinishReason,
     FlatMessage,
+    FlatRole,
     HintBlock,
     HintBlockEvent,
     ImageBlock,
@@ -232,7 +234,8 @@ _common: dict[str, SearchStrategy[Any]] = {
     "usage": st.none() | usages,
 }
 
-_FLAT_ROLES = ("system", "user", "assistant", "tool")
+_FLAT_ROLES: tuple[FlatRole, ...] = ("system", "user", "assistant", "tool")
+_AGENTIC_ROLES: tuple[AgenticRole, ...] = ("system", "user", "assistant")
 
 
 def _flat_parts(role: str) -> SearchStrategy[list[Any]]:
@@ -243,7 +246,7 @@ def _flat_parts(role: str) -> SearchStrategy[list[Any]]:
 
 @st.composite
 def flat_messages(
-    draw: st.DrawFn, *, roles: tuple[str, ...] = _FLAT_ROLES, canonical: bool = False
+    draw: st.DrawFn, *, roles: tuple[FlatRole, ...] = _FLAT_ROLES, canonical: bool = False
 ) -> FlatMessage:
     """Valid flat messages of the given roles.
 
@@ -294,7 +297,7 @@ _AGENTIC_BLOCKS: dict[str, SearchStrategy[Any]] = {
 
 @st.composite
 def agentic_messages(
-    draw: st.DrawFn, *, roles: tuple[str, ...] = ("system", "user", "assistant")
+    draw: st.DrawFn, *, roles: tuple[AgenticRole, ...] = _AGENTIC_ROLES
 ) -> AgenticMessage:
     """Valid agentic messages of the given roles, blocks in any order.
 
@@ -326,10 +329,9 @@ def in_overlap(msg: AgenticMessage) -> bool:
     """
     blocks = msg.blocks
     if any(b.type == "tool_result" for b in blocks):
-        if len(blocks) != 1 or blocks[0].id:
+        if len(blocks) != 1 or not isinstance(result := blocks[0], ToolResultBlock) or result.id:
             return False
-        output = blocks[0].output
-        return not output or _first_text_maps(output[0])
+        return not result.output or _first_text_maps(result.output[0])
     if any(b.type == "hint" for b in blocks):
         return False
     i = 0
@@ -351,14 +353,17 @@ def in_overlap(msg: AgenticMessage) -> bool:
 @st.composite
 def overlap_messages(draw: st.DrawFn) -> AgenticMessage:
     """Valid agentic messages inside the overlap (see `in_overlap`)."""
-    role = draw(st.sampled_from(("system", "user", "assistant", "tool_result")))
+    shape = draw(st.sampled_from(("system", "user", "assistant", "tool_result")))
     fields: dict[str, Any] = {k: draw(v) for k, v in _common.items()}
-    if role == "tool_result":
+    if shape == "tool_result":
         result = draw(tool_result_blocks())
         if result.output and not _first_text_maps(result.output[0]):
             result.output[0] = TextBlock(text=draw(non_empty_texts))
         result.id = ""
         return AgenticMessage(role="user", blocks=[result], **fields)
+    role: AgenticRole = (
+        "system" if shape == "system" else "user" if shape == "user" else "assistant"
+    )
     blocks: list[Any] = []
     if role == "assistant" and draw(st.booleans()):
         blocks.append(ReasoningBlock(text=draw(non_empty_texts)))

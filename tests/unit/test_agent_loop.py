@@ -101,8 +101,10 @@ async def test_tool_round_trip_event_order_and_context(kind: MessageKind, stream
 
 
 async def test_inputs_of_the_other_kind_are_converted(kind: MessageKind) -> None:
-    other = AgenticMessage(role="user", blocks=[TextBlock(text="hi")]) if kind == "flat" else FlatMessage(
-        role="user", content="hi"
+    other = (
+        AgenticMessage(role="user", blocks=[TextBlock(text="hi")])
+        if kind == "flat"
+        else FlatMessage(role="user", content="hi")
     )
     agent = agent_for(kind, ["ok"])
     await collect(agent.reply([other]))
@@ -182,7 +184,9 @@ async def test_cancelling_the_consumer_interrupts_and_leaves_no_task(kind: Messa
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
 
 
-async def test_interrupt_from_another_task_ends_with_reply_end_interrupted(kind: MessageKind) -> None:
+async def test_interrupt_from_another_task_ends_with_reply_end_interrupted(
+    kind: MessageKind,
+) -> None:
     gate = Gate()
     agent = agent_for(kind, [ScriptedTurn(tool_calls=[("wait", {})]), "done"], tools=[gate.tool])
     consumer = asyncio.create_task(collect(agent.reply("go")))
@@ -234,7 +238,9 @@ def delete_file(path: str) -> str:
 async def test_confirmation_pauses_and_resumes_in_another_process(
     kind: MessageKind, confirmed: bool
 ) -> None:
-    turns = [ScriptedTurn(tool_calls=[("delete_file", {"path": "/tmp/x"}), ("echo", {"text": "e"})])]
+    turns = [
+        ScriptedTurn(tool_calls=[("delete_file", {"path": "/tmp/x"}), ("echo", {"text": "e"})])
+    ]
     agent = agent_for(kind, turns, tools=[delete_file, echo])
     events = await collect(agent.reply("clean up"))
     assert types(events)[-2:] == ["require_user_confirm", "reply_end"]
@@ -258,7 +264,9 @@ async def test_confirmation_pauses_and_resumes_in_another_process(
         restored.resume(Resume(confirmations=[Confirmation(call_id="nope", confirmed=True)]))
     assert exc.value.violations[0].field == "confirmations[0].call_id"
     resumed = await collect(
-        restored.resume(Resume(confirmations=[Confirmation(call_id=call_id, confirmed=confirmed, reason="no")]))
+        restored.resume(
+            Resume(confirmations=[Confirmation(call_id=call_id, confirmed=confirmed, reason="no")])
+        )
     )
     assert {e.reply_id for e in resumed} == {events[0].reply_id}
     assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
@@ -273,7 +281,9 @@ async def test_confirmation_pauses_and_resumes_in_another_process(
 
 async def test_external_tools_pause_for_the_callers_results(kind: MessageKind) -> None:
     weather = external_tool(
-        "weather", "Weather for a city.", {"type": "object", "properties": {"city": {"type": "string"}}}
+        "weather",
+        "Weather for a city.",
+        {"type": "object", "properties": {"city": {"type": "string"}}},
     )
     turns = [ScriptedTurn(tool_calls=[("weather", {"city": "Oslo"})]), "It is cold in Oslo."]
     agent = agent_for(kind, turns, tools=[weather])

@@ -43,7 +43,7 @@ _COMMON: dict[str, Any] = {
     "name": "ada",
     "usage": Usage(input_tokens=10, output_tokens=5, reasoning_tokens=2),
 }
-_MEDIA = [
+_MEDIA: list[Any] = [
     ImageBlock(source=InlineSource(data=b"\x89PNG", mime_type="image/png"), id="i1"),
     AudioBlock(source=UrlSource(url="https://example.com/a.wav"), name="a.wav"),
     VideoBlock(source=UrlSource(url="gs://b/v.mp4", mime_type="video/mp4"), metadata={"s": 3}),
@@ -117,7 +117,7 @@ def test_media_without_text_stays_media() -> None:
 
 @pytest.mark.parametrize("role", ["system", "user", "assistant", "tool"])
 def test_common_fields_are_kept(role: Any) -> None:
-    extra = {"tool_call_id": "c1"} if role == "tool" else {}
+    extra: dict[str, Any] = {"tool_call_id": "c1"} if role == "tool" else {}
     flat = FlatMessage(role=role, content="x", **extra, **_COMMON)
     agentic = flat_to_agentic(flat)
     (back,) = agentic_to_flat(agentic)

@@ -11,6 +11,7 @@ from hookmesh.schema import (
     HINT_METADATA_KEY,
     AgenticMessage,
     FlatMessage,
+    HintBlock,
     ImageBlock,
     InlineSource,
     Message,
@@ -116,6 +117,7 @@ def test_mixed_user_turn(kind: MessageKind) -> None:
 
 def test_mixed_agentic_user_message_is_user_and_tool_result() -> None:
     (msg,) = _mixed_user("agentic")
+    assert isinstance(msg, AgenticMessage)
     assert is_user(msg)
     assert is_tool_result(msg)
     assert text_of(msg) == "here you go"
@@ -142,7 +144,7 @@ def test_text_of_joins_with_newlines() -> None:
     agentic = flat_to_agentic(flat)
     assert text_of(flat) == text_of(agentic) == "a\nb"
     with_hint = AgenticMessage(
-        role="user", blocks=[TextBlock(text="q"), *make_hint("agentic", "h", "rag", id="x").blocks]
+        role="user", blocks=[TextBlock(text="q"), HintBlock(text="h", source="rag")]
     )
     assert text_of(with_hint) == "q\nh"
 
@@ -317,14 +319,17 @@ def test_copy_message_is_deep(kind: MessageKind) -> None:
     if isinstance(copy, FlatMessage):
         copy.tool_calls[0].name = "changed"
         copy.tool_calls.append(ToolCall(id="c9", name="t"))
-        copy.parts[0].name = "changed"
-        assert copy.parts[0].metadata is not None
-        copy.parts[0].metadata["k"] = "v"
+        image: Any = copy.parts[0]
     else:
-        copy.blocks[1].text = "changed"  # type: ignore[union-attr]
-        copy.blocks[-1].name = "changed"  # type: ignore[union-attr]
-        copy.blocks[-1].metadata["k"] = "v"  # type: ignore[union-attr,index]
+        text = copy.blocks[1]
+        assert isinstance(text, TextBlock)
+        text.text = "changed"
         copy.blocks.append(TextBlock(text="more"))
+        image = copy.blocks[-2]
+    assert isinstance(image, ImageBlock)
+    assert image.metadata is not None
+    image.name = "changed"
+    image.metadata["k"] = "v"
     copy.id = "a2"
     assert original.model_dump() == snapshot
 

@@ -110,6 +110,7 @@ def test_event_roundtrip(event_type: str, data: st.DataObject) -> None:
 
 
 def test_absent_and_empty_metadata_stay_apart() -> None:
+    metadata: dict[str, Any] | None
     for metadata in (None, {}):
         msg = FlatMessage(role="user", metadata=metadata)
         assert message_from_proto(_wire(message_to_proto(msg))).metadata == metadata
@@ -249,7 +250,7 @@ def test_reasoning_block_inside_a_tool_result_output() -> None:
 
 @pytest.mark.parametrize("arm", ["reasoning", "tool_call", "tool_result", "hint"])
 def test_non_output_block_in_flat_parts(arm: str) -> None:
-    body = {
+    body: Any = {
         "reasoning": _content_pb2.ReasoningBlock(text="r"),
         "tool_call": _content_pb2.ToolCallBlock(call_id="c1", name="t"),
         "tool_result": _content_pb2.ToolResultBlock(call_id="c1"),

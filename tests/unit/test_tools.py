@@ -38,18 +38,29 @@ def search(query: str, limit: int = 3, mode: Literal["fast", "deep"] = "fast") -
 
 def test_schema_and_flags_come_from_the_function() -> None:
     assert search.name == "search"
-    assert search.description == "Search the notes.\n\nLonger explanation that the model also reads."
+    assert (
+        search.description == "Search the notes.\n\nLonger explanation that the model also reads."
+    )
     assert search.parameters == {
         "type": "object",
         "additionalProperties": False,
         "properties": {
             "query": {"type": "string", "description": "Words to look for."},
             "limit": {"type": "integer", "default": 3, "description": "How many hits at most."},
-            "mode": {"enum": ["fast", "deep"], "type": "string", "default": "fast", "description": "Speed or depth."},
+            "mode": {
+                "enum": ["fast", "deep"],
+                "type": "string",
+                "default": "fast",
+                "description": "Speed or depth.",
+            },
         },
         "required": ["query"],
     }
-    assert (search.read_only, search.concurrency_safe, search.return_directly) == (True, True, False)
+    assert (search.read_only, search.concurrency_safe, search.return_directly) == (
+        True,
+        True,
+        False,
+    )
     assert search.definition()["name"] == "search"
 
 
@@ -88,7 +99,9 @@ def test_star_args_cannot_be_tools() -> None:
         tool(bad)
 
 
-async def run_calls(kind: MessageKind, calls: list[tuple[str, Any]], tools: list[Any]) -> tuple[Agent, list[Any]]:
+async def run_calls(
+    kind: MessageKind, calls: list[tuple[str, Any]], tools: list[Any]
+) -> tuple[Agent, list[Any]]:
     model = ScriptedChatModel([ScriptedTurn(tool_calls=calls), "done"])
     agent = Agent(model, kind=kind, tools=tools)
     events = await collect(agent.reply("go"))
@@ -96,7 +109,9 @@ async def run_calls(kind: MessageKind, calls: list[tuple[str, Any]], tools: list
     return agent, [r for m in agent.state.context for r in tool_results(m)]
 
 
-async def test_bad_arguments_unknown_tools_and_raising_tools_become_error_results(kind: MessageKind) -> None:
+async def test_bad_arguments_unknown_tools_and_raising_tools_become_error_results(
+    kind: MessageKind,
+) -> None:
     @tool
     def explode() -> str:
         """Always fails."""
@@ -189,10 +204,14 @@ async def test_unsafe_calls_run_one_after_another(kind: MessageKind) -> None:
         running.remove(name)
         return f"{name}:{overlap}"
 
-    model = ScriptedChatModel([ScriptedTurn(tool_calls=[("step", {"name": "a"}), ("step", {"name": "b"})]), "ok"])
+    model = ScriptedChatModel(
+        [ScriptedTurn(tool_calls=[("step", {"name": "a"}), ("step", {"name": "b"})]), "ok"]
+    )
     agent = Agent(model, kind=kind, tools=[step])
     events = await collect(agent.reply("go"))
-    order = [(e.type, e.call_id) for e in events if e.type in ("tool_result_start", "tool_result_end")]  # type: ignore[union-attr]
+    order = [
+        (e.type, e.call_id) for e in events if e.type in ("tool_result_start", "tool_result_end")
+    ]  # type: ignore[union-attr]
     assert order == [
         ("tool_result_start", "call_1"),
         ("tool_result_end", "call_1"),
