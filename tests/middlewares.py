@@ -7,7 +7,7 @@ same assertions hold when a middleware runs behind a sidecar.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 from hookmesh.agent import Agent, tool
 from hookmesh.agent.models import ModelResponse
@@ -25,6 +25,8 @@ from hookmesh.schema import (
 
 class Reporting(Middleware):
     """Emits its state slice as a custom event ``report:<key>`` just before reply_end."""
+
+    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reply": ("reply_end",)}
 
     async def on_reply(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
@@ -105,6 +107,8 @@ class StreamWatcher(Reporting):
 class ActingProbe(Reporting):
     """Records what on_acting sees: the call, and whether its result is in the context yet."""
 
+    needs_context = True
+
     def on_reasoning(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> Any:
         return next_handler()
 
@@ -138,6 +142,8 @@ class Denier(Middleware):
 
 class AfterNote(Middleware):
     """after_agent appends a note to the context (or fails, when told to)."""
+
+    needs_context = True
 
     def __init__(self, name: str, fail: bool = False) -> None:
         self.name = name

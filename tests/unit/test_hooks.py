@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -11,9 +11,11 @@ import pytest
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
+from hookmesh.remote import RemoteMiddleware, serve_middleware
+from hookmesh.services._server import RunningServer
 from hookmesh.schema import AgentEvent, Message, MessageKind, text_of
 from tests import middlewares as mws
-from tests.agent_helpers import collect, customs, echo, report, types
+from tests.agent_helpers import SHORT_TIMEOUT, collect, customs, echo, report, types
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -23,10 +25,37 @@ def kind(request: pytest.FixtureRequest) -> MessageKind:
     return request.param  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def attach() -> Callable[[Middleware], Middleware]:
-    """How a test middleware joins the agent (in process here)."""
-    return lambda mw: mw
+Attach = Callable[[Middleware], Awaitable[Middleware]]
+
+
+@pytest.fixture(params=["local", "sidecar"])
+async def attach(request: pytest.FixtureRequest) -> AsyncIterator[Attach]:
+    """How a test middleware joins the agent: in process, or served by a sidecar on loopback.
+
+    The whole hook-rule suite runs both ways: same events, same order, same state.
+    """
+    servers: list[RunningServer] = []
+    remotes: list[RemoteMiddleware] = []
+
+    async def local(mw: Middleware) -> Middleware:
+        return mw
+
+    async def sidecar(mw: Middleware) -> Middleware:
+        running = await serve_middleware(mw)
+        servers.append(running)
+        remote = await RemoteMiddleware.connect(
+            f"127.0.0.1:{running.port}", failure_mode=mw.failure_mode, timeout=SHORT_TIMEOUT
+        )
+        remotes.append(remote)
+        return remote
+
+    try:
+        yield local if request.param == "local" else sidecar
+    finally:
+        for remote in remotes:
+            await remote.aclose()
+        for running in servers:
+            await running.stop(None)
 
 
 def make_agent(
@@ -57,26 +86,26 @@ async def test_bucketing_by_method_identity_and_empty_chains_call_the_core(
 
 
 async def test_next_handler_overrides_rewrite_downstream_kwargs(
-    kind: MessageKind, attach: Any
+    kind: MessageKind, attach: Attach
 ) -> None:
     turn = ScriptedTurn(text="", tool_calls=[("echo", {"text": "x"})])
-    agent, model = make_agent(kind, [turn], [attach(mws.ForceNoTools())])
+    agent, model = make_agent(kind, [turn], [await attach(mws.ForceNoTools())])
     events = await collect(agent.reply("go"))
     assert model.last_tool_choice == "none"
     assert "tool_call_start" not in types(events)
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
 
 
-async def test_not_calling_next_handler_short_circuits(kind: MessageKind, attach: Any) -> None:
-    agent, model = make_agent(kind, ["the model's answer"], [attach(mws.CannedAnswer())])
+async def test_not_calling_next_handler_short_circuits(kind: MessageKind, attach: Attach) -> None:
+    agent, model = make_agent(kind, ["the model's answer"], [await attach(mws.CannedAnswer())])
     await collect(agent.reply("go"))
     assert model.calls == 0
     assert agent.final_message is not None
     assert text_of(agent.final_message) == "canned answer"
 
 
-async def test_index_zero_is_the_outermost_layer(kind: MessageKind, attach: Any) -> None:
-    layers = [attach(mws.Tagger(n)) for n in "ABC"]
+async def test_index_zero_is_the_outermost_layer(kind: MessageKind, attach: Attach) -> None:
+    layers = [await attach(mws.Tagger(n)) for n in "ABC"]
     agent, _ = make_agent(kind, ["answer"], layers)
     events = await collect(agent.reply("go"))
     marks = [(e.name, e.value) for e in customs(events) if e.name in ("pre", "post")]
@@ -95,10 +124,10 @@ async def test_index_zero_is_the_outermost_layer(kind: MessageKind, attach: Any)
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_model_call_hook_sees_full_responses_and_the_end_of_streams(
-    kind: MessageKind, attach: Any, stream: bool
+    kind: MessageKind, attach: Attach, stream: bool
 ) -> None:
     agent, _ = make_agent(
-        kind, ["one two three four five"], [attach(mws.StreamWatcher())], stream=stream
+        kind, ["one two three four five"], [await attach(mws.StreamWatcher())], stream=stream
     )
     events = await collect(agent.reply("go"))
     state = report(events, "StreamWatcher")
@@ -113,13 +142,13 @@ async def test_model_call_hook_sees_full_responses_and_the_end_of_streams(
     assert "".join(e.delta for e in deltas) == "one two three four five"  # type: ignore[union-attr]
 
 
-async def test_acting_wraps_only_tool_io(kind: MessageKind, attach: Any) -> None:
+async def test_acting_wraps_only_tool_io(kind: MessageKind, attach: Attach) -> None:
     turns = [
         ScriptedTurn(tool_calls=[("echo", {"text": "a"}), ("echo", {"text": 5})]),
         ScriptedTurn(tool_calls=[("echo", {"text": "b"})]),
         "done",
     ]
-    agent, _ = make_agent(kind, turns, [attach(mws.ActingProbe()), attach(mws.Denier("echo2"))])
+    agent, _ = make_agent(kind, turns, [await attach(mws.ActingProbe()), await attach(mws.Denier("echo2"))])
     events = await collect(agent.reply("go"))
     state = report(events, "ActingProbe")
     # The call with invalid arguments never reaches on_acting; the result is written outside
@@ -135,9 +164,9 @@ async def test_acting_wraps_only_tool_io(kind: MessageKind, attach: Any) -> None
     ]
 
 
-async def test_permission_hook_denies_outside_acting(kind: MessageKind, attach: Any) -> None:
+async def test_permission_hook_denies_outside_acting(kind: MessageKind, attach: Attach) -> None:
     turns = [ScriptedTurn(tool_calls=[("echo", {"text": "a"})]), "ok"]
-    agent, _ = make_agent(kind, turns, [attach(mws.ActingProbe()), attach(mws.Denier("echo"))])
+    agent, _ = make_agent(kind, turns, [await attach(mws.ActingProbe()), await attach(mws.Denier("echo"))])
     events = await collect(agent.reply("go"))
     assert "calls" not in report(events, "ActingProbe")
     end = [e for e in events if e.type == "tool_result_end"]
@@ -157,13 +186,13 @@ async def test_permission_hook_denies_outside_acting(kind: MessageKind, attach: 
 )
 async def test_after_agent_runs_only_after_success_in_order_fail_fast(
     kind: MessageKind,
-    attach: Any,
+    attach: Attach,
     turns: list[Any],
     fails: tuple[str, ...],
     expected_notes: list[str],
     reason: str,
 ) -> None:
-    afters = [attach(mws.AfterNote(n, fail=n in fails)) for n in "AB"]
+    afters = [await attach(mws.AfterNote(n, fail=n in fails)) for n in "AB"]
     agent, _ = make_agent(kind, turns, afters, max_iters=2)
     events = await collect(agent.reply("go"))
     assert events[-1].finish_reason == reason  # type: ignore[union-attr]
@@ -174,7 +203,7 @@ async def test_after_agent_runs_only_after_success_in_order_fail_fast(
 
 
 async def test_after_agent_runs_after_a_return_directly_tool(
-    kind: MessageKind, attach: Any
+    kind: MessageKind, attach: Attach
 ) -> None:
     from hookmesh.agent import tool
 
@@ -183,7 +212,7 @@ async def test_after_agent_runs_after_a_return_directly_tool(
         return f"value of {key}"
 
     model = ScriptedChatModel([ScriptedTurn(tool_calls=[("lookup", {"key": "k"})]), "never"])
-    agent = Agent(model, kind=kind, tools=[lookup], middlewares=[attach(mws.AfterNote("A"))])
+    agent = Agent(model, kind=kind, tools=[lookup], middlewares=[await attach(mws.AfterNote("A"))])
     events = await collect(agent.reply("go"))
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
     assert model.calls == 1
@@ -191,14 +220,14 @@ async def test_after_agent_runs_after_a_return_directly_tool(
     assert text_of(agent.state.context[-1]) == "note:A"
 
 
-async def test_after_agent_never_runs_after_an_interrupt(kind: MessageKind, attach: Any) -> None:
+async def test_after_agent_never_runs_after_an_interrupt(kind: MessageKind, attach: Attach) -> None:
     gate = asyncio.Event()
 
     def script(messages: Any, tools: Any, tool_choice: Any) -> ScriptedTurn:
         return ScriptedTurn(text="a long answer that is interrupted")
 
     model = ScriptedChatModel(script, stream=True, chunk_size=2)
-    agent = Agent(model, kind=kind, middlewares=[attach(mws.AfterNote("A"))])
+    agent = Agent(model, kind=kind, middlewares=[await attach(mws.AfterNote("A"))])
     events: list[AgentEvent] = []
     async for event in agent.reply("go"):
         events.append(event)
@@ -210,9 +239,9 @@ async def test_after_agent_never_runs_after_an_interrupt(kind: MessageKind, atta
 
 
 async def test_state_lives_per_reply_so_one_instance_serves_concurrent_agents(
-    kind: MessageKind, attach: Any
+    kind: MessageKind, attach: Attach
 ) -> None:
-    counter = attach(mws.CallCounter())
+    counter = await attach(mws.CallCounter())
     call = ScriptedTurn(tool_calls=[("echo", {"text": "x"})])
     one, _ = make_agent(kind, [call, "done"], [counter], name="one", stream=True)
     three, _ = make_agent(kind, [call, call, call, "done"], [counter], name="three", stream=True)
@@ -224,7 +253,7 @@ async def test_state_lives_per_reply_so_one_instance_serves_concurrent_agents(
 
 
 async def test_list_tools_adds_tools_and_system_prompts_chain_in_order(
-    kind: MessageKind, attach: Any
+    kind: MessageKind, attach: Attach
 ) -> None:
     seen: list[Sequence[Message]] = []
 
@@ -235,9 +264,9 @@ async def test_list_tools_adds_tools_and_system_prompts_chain_in_order(
         return ScriptedTurn(text="done")
 
     middlewares = [
-        attach(mws.ToolGiver()),
-        attach(mws.PromptSuffix("+A")),
-        attach(mws.PromptSuffix("+B")),
+        await attach(mws.ToolGiver()),
+        await attach(mws.PromptSuffix("+A")),
+        await attach(mws.PromptSuffix("+B")),
     ]
     agent = Agent(
         ScriptedChatModel(script), kind=kind, system_prompt="base", middlewares=middlewares
@@ -264,10 +293,10 @@ HOOK_CASES = [
 
 @pytest.mark.parametrize(("hook", "after_next"), HOOK_CASES)
 async def test_fail_closed_ends_the_reply_naming_the_middleware(
-    kind: MessageKind, attach: Any, hook: str, after_next: bool
+    kind: MessageKind, attach: Attach, hook: str, after_next: bool
 ) -> None:
     turns = [ScriptedTurn(tool_calls=[("echo", {"text": "x"})]), "done"]
-    agent, _ = make_agent(kind, turns, [attach(mws.Exploder(hook, after_next=after_next))])
+    agent, _ = make_agent(kind, turns, [await attach(mws.Exploder(hook, after_next=after_next))])
     events = await collect(agent.reply("go"))
     end = events[-1]
     assert end.type == "reply_end" and end.finish_reason == "error"
@@ -280,11 +309,11 @@ async def test_fail_closed_ends_the_reply_naming_the_middleware(
 
 @pytest.mark.parametrize(("hook", "after_next"), HOOK_CASES)
 async def test_fail_open_skips_the_middleware_and_the_reply_goes_on(
-    kind: MessageKind, attach: Any, hook: str, after_next: bool, caplog: pytest.LogCaptureFixture
+    kind: MessageKind, attach: Attach, hook: str, after_next: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     turns = [ScriptedTurn(tool_calls=[("echo", {"text": "x"})]), "done"]
     agent, model = make_agent(
-        kind, turns, [attach(mws.Exploder(hook, fail_open=True, after_next=after_next))]
+        kind, turns, [await attach(mws.Exploder(hook, fail_open=True, after_next=after_next))]
     )
     events = await collect(agent.reply("go"))
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]

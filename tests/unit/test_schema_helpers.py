@@ -397,5 +397,5 @@ def test_helpers_agree_on_an_agentic_message_and_its_flat_form(msg: AgenticMessa
     assert [_result(r) for r in a["results"]] == [_result(r) for r in f["results"]]
     assert is_tool_result(msg) == any(is_tool_result(m) for m in flat)
     assert [m.role for m in flat if not is_tool_result(m)] in ([], [msg.role])
-    if not is_hint(msg):  # hint blocks become user text parts in flat
+    if not any(b.type == "hint" for b in msg.blocks):  # hints become user text in flat
         assert is_user(msg) == any(is_user(m) for m in flat)

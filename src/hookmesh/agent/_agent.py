@@ -76,6 +76,7 @@ class _Run:
         "inside",
         "interrupted",
         "message",
+        "outbox",
         "paused",
         "reply_id",
         "direct_call_id",
@@ -92,6 +93,7 @@ class _Run:
         self.final: Message | None = None
         self.interrupted = False
         self.message: Message | None = None
+        self.outbox: list[AgentEvent] = []
         self.paused = False
         self.direct_call_id = ""
         self.system: Message | None = None
@@ -206,6 +208,14 @@ class Agent:
             raise AgentBusyError("there is no paused reply to resume")
         _check_resume(pending, resume)
         return self._drive(pending.reply_id, {"inputs": [], "resume": resume})
+
+    def emit(self, event: AgentEvent) -> None:
+        """Queue `event` on the running reply's stream, for hooks that return a result rather
+        than events (on_model_call, on_check_permission, ...). It is yielded after the current
+        model call or tool run, before the step's closing event."""
+        if self._run is None:
+            raise AgentBusyError("no reply is running: events can only be emitted during one")
+        self._run.outbox.append(event)
 
     def interrupt(self) -> bool:
         """Stop the running reply; it ends with reply_end interrupted. False if none runs.
@@ -352,6 +362,8 @@ class Agent:
                 reason = "completed"
             if reason == "completed":
                 await self._after_agent(run)
+            for event in _drain(run.outbox):
+                yield event
             run.end = self._end(reason)
             yield run.end
         except Exception as exc:
@@ -401,6 +413,9 @@ class Agent:
             run.reply_id, result, self.kind, run.block_id, outcome, model.model_name
         ):
             yield event
+        if run.outbox:
+            for event in _drain(run.outbox):
+                yield event
         response = outcome.response
         assert response is not None
         run.message = response.message
@@ -610,6 +625,9 @@ class Agent:
                     if collector is not None:
                         collector.add(event)
                 yield event
+            if run.outbox:
+                for event in _drain(run.outbox):
+                    yield event
             for c, _, _ in batch:
                 collector = collectors[c.id]
                 self._answer(c, collector.finish(), collector.state)  # type: ignore[arg-type]
@@ -650,6 +668,12 @@ class Agent:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _drain(outbox: list[AgentEvent]) -> list[AgentEvent]:
+    events = outbox[:]
+    outbox.clear()
+    return events
 
 
 async def _close(stream: AsyncIterator[Any]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from hookmesh.schema import AgentEvent, Message
 
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from hookmesh.agent.tools import Tool
 
 FailureMode = Literal["fail_closed", "fail_open"]
+HookMode = Literal["intercept", "pre_only", "observe"]
 """What a middleware's error does: end the reply (closed) or skip the middleware (open)."""
 
 EventHandler = Callable[..., AsyncIterator[AgentEvent]]
@@ -72,6 +73,15 @@ class Middleware:
     """
 
     failure_mode: FailureMode = "fail_closed"
+    needs_context: bool = False
+    """Remote only: invocations carry the conversation context (it costs bytes per call)."""
+    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """Remote only: per onion hook, the downstream items the sidecar must see: event tags
+    (``"reply_end"``), ``"chunk"`` for model streams, or ``"*"`` (the default) for all.
+    Narrow it: unsubscribed items pass with no round trip."""
+    hook_modes: ClassVar[dict[str, HookMode]] = {}
+    """Remote only: per onion hook, ``intercept`` (default), ``pre_only`` (one round trip,
+    no post phase) or ``observe`` (send and go; results ignored)."""
 
     def middleware_key(self) -> str:
         """Key of this middleware's slice of `middle_context`; defaults to the class name."""

@@ -1,0 +1,20 @@
+"""Remote middleware: the sidecar host and the proxy that makes a sidecar look local."""
+
+from hookmesh.remote._host import MiddlewareServicer, SidecarAgent
+from hookmesh.remote._proxy import DEFAULT_TIMEOUT, RemoteHookError, RemoteMiddleware, SidecarError
+from hookmesh.remote._security import ClientTLS, ServerTLS
+from hookmesh.remote._serve import SERVICE_NAME, load_middleware, serve_middleware
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "SERVICE_NAME",
+    "ClientTLS",
+    "MiddlewareServicer",
+    "RemoteHookError",
+    "RemoteMiddleware",
+    "ServerTLS",
+    "SidecarAgent",
+    "SidecarError",
+    "load_middleware",
+    "serve_middleware",
+]

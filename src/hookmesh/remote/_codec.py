@@ -1,0 +1,221 @@
+"""Conversions between the agent's Python values and the middleware protocol's messages."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+
+from hookmesh.agent.models import ModelChunk, ModelResponse, ToolCallDelta
+from hookmesh.agent.tools import Tool
+from hookmesh.middleware import PermissionDecision
+from hookmesh.schema import (
+    MessageKind,
+    ReplyError,
+    ToolCall,
+    Usage,
+    event_from_proto,
+    event_to_proto,
+    message_from_proto,
+    message_to_proto,
+)
+from hookmesh.schema._proto import _usage_from_proto, _usage_to_proto
+from hookmesh.v1 import event_pb2 as _event_pb2
+from hookmesh.v1 import message_pb2 as _message_pb2
+from hookmesh.v1 import middleware_pb2 as _mw_pb2
+
+PROTOCOL_VERSION = 1
+
+HOOK_TO_PB = {
+    "on_reply": _mw_pb2.HOOK_ON_REPLY,
+    "on_reasoning": _mw_pb2.HOOK_ON_REASONING,
+    "on_model_call": _mw_pb2.HOOK_ON_MODEL_CALL,
+    "on_acting": _mw_pb2.HOOK_ON_ACTING,
+    "on_check_permission": _mw_pb2.HOOK_ON_CHECK_PERMISSION,
+    "on_compress_context": _mw_pb2.HOOK_ON_COMPRESS_CONTEXT,
+    "on_system_prompt": _mw_pb2.HOOK_ON_SYSTEM_PROMPT,
+    "after_agent": _mw_pb2.HOOK_AFTER_AGENT,
+}
+HOOK_FROM_PB = {v: k for k, v in HOOK_TO_PB.items()}
+
+MODE_TO_PB = {
+    "intercept": _mw_pb2.HOOK_MODE_INTERCEPT,
+    "pre_only": _mw_pb2.HOOK_MODE_PRE_ONLY,
+    "observe": _mw_pb2.HOOK_MODE_OBSERVE,
+}
+MODE_FROM_PB = {v: k for k, v in MODE_TO_PB.items()}
+MODE_FROM_PB[_mw_pb2.HOOK_MODE_UNSPECIFIED] = "intercept"
+
+KIND_TO_PB = {"flat": _mw_pb2.MESSAGE_KIND_FLAT, "agentic": _mw_pb2.MESSAGE_KIND_AGENTIC}
+KIND_FROM_PB: dict[int, MessageKind] = {v: k for k, v in KIND_TO_PB.items()}  # type: ignore[misc]
+
+_BEHAVIOR_TO_PB = {
+    "allow": _mw_pb2.PERMISSION_BEHAVIOR_ALLOW,
+    "deny": _mw_pb2.PERMISSION_BEHAVIOR_DENY,
+    "ask": _mw_pb2.PERMISSION_BEHAVIOR_ASK,
+}
+_BEHAVIOR_FROM_PB = {v: k for k, v in _BEHAVIOR_TO_PB.items()}
+_BEHAVIOR_FROM_PB[_mw_pb2.PERMISSION_BEHAVIOR_UNSPECIFIED] = "allow"
+
+
+def struct(data: dict[str, Any]) -> struct_pb2.Struct:
+    """A JSON object as a Struct."""
+    out = struct_pb2.Struct()
+    out.update(data)
+    return out
+
+
+def from_struct(pb: struct_pb2.Struct) -> dict[str, Any]:
+    """A Struct as a JSON object, ints restored where the double is integral."""
+    return _ints(json_format.MessageToDict(pb))  # type: ignore[no-any-return]
+
+
+def _ints(value: Any) -> Any:
+    # NOTE(hookmesh): Struct carries every number as a double; middleware state is mostly
+    # counters, so integral doubles come back as ints to keep `state["n"] += 1` exact.
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
+def tool_call_to_pb(call: ToolCall) -> _message_pb2.ToolCall:
+    return _message_pb2.ToolCall(id=call.id, name=call.name, arguments=call.arguments)
+
+
+def tool_call_from_pb(pb: _message_pb2.ToolCall) -> ToolCall:
+    return ToolCall(id=pb.id, name=pb.name, arguments=pb.arguments)
+
+
+def tool_spec(tool: Tool | dict[str, Any]) -> _mw_pb2.ToolSpec:
+    """A tool (or a model-facing tool definition) as a ToolSpec."""
+    if isinstance(tool, dict):
+        return _mw_pb2.ToolSpec(
+            name=tool["name"],
+            description=tool.get("description", ""),
+            parameters=struct(tool.get("parameters", {})),
+        )
+    return _mw_pb2.ToolSpec(
+        name=tool.name,
+        description=tool.description,
+        parameters=struct(tool.parameters),
+        read_only=tool.read_only,
+        concurrency_safe=tool.concurrency_safe,
+        return_directly=tool.return_directly,
+        needs_confirmation=tool.needs_confirmation,
+    )
+
+
+def tool_definition(spec: _mw_pb2.ToolSpec) -> dict[str, Any]:
+    """A ToolSpec as the model-facing definition."""
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": json_format.MessageToDict(spec.parameters),
+    }
+
+
+def usage_to_pb(usage: Usage) -> _message_pb2.Usage:
+    return _usage_to_proto(usage)
+
+
+def chunk_to_pb(chunk: ModelChunk) -> _mw_pb2.ModelChunk:
+    pb = _mw_pb2.ModelChunk(
+        text=chunk.text,
+        reasoning=chunk.reasoning,
+        stop_reason=chunk.stop_reason,
+        response_id=chunk.response_id,
+    )
+    if chunk.tool_call is not None:
+        tc = chunk.tool_call
+        pb.tool_call.CopyFrom(_mw_pb2.ToolCallDelta(call_id=tc.call_id, name=tc.name, arguments=tc.arguments))
+    if chunk.usage is not None:
+        pb.usage.CopyFrom(_usage_to_proto(chunk.usage))
+    return pb
+
+
+def chunk_from_pb(pb: _mw_pb2.ModelChunk) -> ModelChunk:
+    tc = pb.tool_call
+    return ModelChunk(
+        text=pb.text,
+        reasoning=pb.reasoning,
+        tool_call=ToolCallDelta(tc.call_id, tc.name, tc.arguments) if pb.HasField("tool_call") else None,
+        usage=_usage_from_proto(pb.usage) if pb.HasField("usage") else None,
+        stop_reason=pb.stop_reason,
+        response_id=pb.response_id,
+    )
+
+
+def response_to_pb(response: ModelResponse) -> _mw_pb2.ModelResponse:
+    pb = _mw_pb2.ModelResponse(
+        message=message_to_proto(response.message),
+        stop_reason=response.stop_reason,
+        response_id=response.response_id,
+    )
+    if response.usage is not None:
+        pb.usage.CopyFrom(_usage_to_proto(response.usage))
+    return pb
+
+
+def response_from_pb(pb: _mw_pb2.ModelResponse) -> ModelResponse:
+    return ModelResponse(
+        message=message_from_proto(pb.message, "model_response.message"),
+        usage=_usage_from_proto(pb.usage) if pb.HasField("usage") else None,
+        stop_reason=pb.stop_reason,
+        response_id=pb.response_id,
+    )
+
+
+def decision_to_pb(decision: PermissionDecision) -> _mw_pb2.PermissionDecision:
+    return _mw_pb2.PermissionDecision(behavior=_BEHAVIOR_TO_PB[decision.behavior], reason=decision.reason)
+
+
+def decision_from_pb(pb: _mw_pb2.PermissionDecision) -> PermissionDecision:
+    return PermissionDecision(_BEHAVIOR_FROM_PB.get(pb.behavior, "allow"), pb.reason)  # type: ignore[arg-type]
+
+
+def error_to_pb(exc: BaseException) -> _event_pb2.ReplyError:
+    """An exception as a ReplyError (reason from a HookmeshError, else its type name)."""
+    reason = getattr(exc, "reason", "MIDDLEWARE_ERROR")
+    return _event_pb2.ReplyError(
+        reason=reason, message=str(exc) or type(exc).__name__, metadata={"errorType": type(exc).__name__}
+    )
+
+
+def reply_error_from_pb(pb: _event_pb2.ReplyError) -> ReplyError:
+    return ReplyError(reason=pb.reason, message=pb.message, source=pb.source, metadata=dict(pb.metadata))
+
+
+def arguments_json(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+__all__ = [
+    "HOOK_FROM_PB",
+    "HOOK_TO_PB",
+    "KIND_FROM_PB",
+    "KIND_TO_PB",
+    "MODE_FROM_PB",
+    "MODE_TO_PB",
+    "PROTOCOL_VERSION",
+    "chunk_from_pb",
+    "chunk_to_pb",
+    "decision_from_pb",
+    "decision_to_pb",
+    "error_to_pb",
+    "event_from_proto",
+    "event_to_proto",
+    "from_struct",
+    "reply_error_from_pb",
+    "response_from_pb",
+    "response_to_pb",
+    "struct",
+    "tool_call_from_pb",
+    "tool_call_to_pb",
+    "tool_definition",
+    "tool_spec",
+]

@@ -1,0 +1,530 @@
+"""The sidecar host: serves any in-process middleware as a MiddlewareService."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from hookmesh.agent import AgentState
+from hookmesh.agent.models import ModelResponse
+from hookmesh.middleware import ONION_HOOKS, Middleware
+from hookmesh.errors import to_grpc_status
+from hookmesh.remote import _codec as c
+from hookmesh.remote._proxy import RemoteHookError
+from hookmesh.schema import (
+    AgentEvent,
+    Message,
+    MessageKind,
+    ReplyError,
+    ToolCall,
+    block_to_proto,
+    event_from_proto,
+    make_assistant,
+    message_from_proto,
+    message_to_proto,
+)
+from hookmesh.v1 import content_pb2 as _content_pb2
+from hookmesh.v1 import middleware_pb2 as _mw_pb2
+from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
+
+log = logging.getLogger("hookmesh.sidecar")
+
+_HOOK_ORDER = (*ONION_HOOKS, "on_system_prompt", "after_agent")
+
+
+class DownstreamError(Exception):
+    """The agent's downstream failed; raised inside the hook, as it would be in process."""
+
+    def __init__(self, error: ReplyError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class SidecarAgent:
+    """What a hook sees of the agent inside the sidecar: name, kind, reply, state, context."""
+
+    def __init__(
+        self,
+        name: str,
+        kind: MessageKind,
+        reply_id: str,
+        session_id: str,
+        state: AgentState,
+        emit: Any = None,
+    ) -> None:
+        self.name = name
+        self.kind: MessageKind = kind
+        self.reply_id = reply_id
+        self.session_id = session_id
+        self.state = state
+        self._emit = emit
+
+    def emit(self, event: AgentEvent) -> None:
+        """Send an event to the agent's reply stream."""
+        if self._emit is not None:
+            self._emit(event)
+
+
+class _Sync:
+    """Tracks what the agent last saw of the state slice and context, to send only changes."""
+
+    def __init__(self, state: dict[str, Any], context: list[Message], hook: str, key: str) -> None:
+        self.state = state
+        self.context = context
+        self.hook = hook
+        self.key = key
+        self._sent_state = copy.deepcopy(state)
+        self._sent_ids = [m.id for m in context]
+
+    def take(self, state: Any, context: Any = ()) -> None:
+        """Adopt the agent's newer state (and context), in place so held references stay live."""
+        fresh = c.from_struct(state)
+        self.state.clear()
+        self.state.update(fresh)
+        self._sent_state = copy.deepcopy(fresh)
+        if context:
+            self.context[:] = [message_from_proto(m, "outcome.context") for m in context]
+            self._sent_ids = [m.id for m in self.context]
+
+    def mutation(self) -> _mw_pb2.StateMutation | None:
+        out = _mw_pb2.StateMutation()
+        changed = False
+        if self.state != self._sent_state:
+            out.state.CopyFrom(c.struct(self.state))
+            self._sent_state = copy.deepcopy(self.state)
+            changed = True
+        for msg in self.context:
+            if not msg.id:
+                msg.id = uuid.uuid4().hex
+        ids = [m.id for m in self.context]
+        if ids != self._sent_ids:
+            if self.hook == "on_compress_context":
+                out.replace_context.messages.extend(message_to_proto(m) for m in self.context)
+            else:
+                before = set(self._sent_ids)
+                out.append_messages.extend(message_to_proto(m) for m in self.context if m.id not in before)
+                now = set(ids)
+                out.remove_message_ids.extend(i for i in self._sent_ids if i not in now)
+            self._sent_ids = ids
+            changed = True
+        return out if changed else None
+
+
+class _Call:
+    """The sidecar's side of one invocation."""
+
+    def __init__(self, session: _Session, invocation_id: str, muted: bool) -> None:
+        self.session = session
+        self.id = invocation_id
+        self.inbox: asyncio.Queue[_mw_pb2.InterceptRequest] = asyncio.Queue()
+        self.muted = muted
+        self.sync: _Sync | None = None
+
+    def send(self, **message: Any) -> None:
+        if not self.muted:
+            self.session.out.put_nowait(_mw_pb2.InterceptResponse(invocation_id=self.id, **message))
+
+    def emit(self, event: AgentEvent) -> None:
+        self.send(emit=c.event_to_proto(event))
+
+    def control(self, **message: Any) -> None:
+        """Send a control message, preceded by any state or context change."""
+        assert self.sync is not None
+        mutation = self.sync.mutation()
+        if mutation is not None:
+            self.send(mutate=mutation)
+        self.send(**message)
+
+    async def receive(self) -> _mw_pb2.InterceptRequest:
+        request = await self.inbox.get()
+        if request.WhichOneof("message") == "cancel":
+            raise asyncio.CancelledError
+        return request
+
+    def take_outcome(self, outcome: _mw_pb2.DownstreamOutcome) -> str:
+        assert self.sync is not None
+        self.sync.take(outcome.state, outcome.context)
+        arm = outcome.WhichOneof("result")
+        if arm == "error":
+            raise DownstreamError(c.reply_error_from_pb(outcome.error))
+        return arm or ""
+
+
+class _Session:
+    """One Intercept stream: dispatches invocations to tasks and shares per-reply state."""
+
+    def __init__(self, host: MiddlewareServicer) -> None:
+        self.host = host
+        self.out: asyncio.Queue[_mw_pb2.InterceptResponse | None] = asyncio.Queue()
+        self.calls: dict[str, _Call] = {}
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.states: dict[str, list[Any]] = {}
+
+    async def read(self, requests: AsyncIterator[_mw_pb2.InterceptRequest]) -> None:
+        try:
+            async for request in requests:
+                arm = request.WhichOneof("message")
+                if arm == "invocation":
+                    self._start(request.invocation_id, request.invocation)
+                elif arm == "cancel":
+                    task = self.tasks.get(request.invocation_id)
+                    if task is not None:
+                        task.cancel()
+                else:
+                    call = self.calls.get(request.invocation_id)
+                    if call is not None:
+                        call.inbox.put_nowait(request)
+        finally:
+            await self.close()
+            self.out.put_nowait(None)
+
+    def _start(self, invocation_id: str, invocation: _mw_pb2.HookInvocation) -> None:
+        hook = c.HOOK_FROM_PB.get(invocation.hook, "")
+        mode = self.host.modes.get(hook, "intercept")
+        call = _Call(self, invocation_id, muted=mode == "observe")
+        self.calls[invocation_id] = call
+        task = asyncio.create_task(self._run(call, hook, mode, invocation))
+        self.tasks[invocation_id] = task
+
+    def state_for(self, reply_id: str, fresh: dict[str, Any]) -> dict[str, Any]:
+        entry = self.states.get(reply_id)
+        if entry is None:
+            entry = self.states[reply_id] = [fresh, 0]
+        else:
+            entry[0].clear()
+            entry[0].update(fresh)
+        entry[1] += 1
+        return entry[0]  # type: ignore[no-any-return]
+
+    def release(self, reply_id: str) -> None:
+        entry = self.states.get(reply_id)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self.states[reply_id]
+
+    async def _run(self, call: _Call, hook: str, mode: str, invocation: _mw_pb2.HookInvocation) -> None:
+        mw = self.host.middleware
+        key = mw.middleware_key()
+        reply_id = invocation.reply_id
+        state = self.state_for(reply_id, c.from_struct(invocation.state))
+        context = [message_from_proto(m, "invocation.context") for m in invocation.context]
+        agent = SidecarAgent(
+            invocation.agent_name,
+            c.KIND_FROM_PB.get(invocation.kind, "flat"),
+            reply_id,
+            invocation.session_id,
+            AgentState.model_construct(context=context, middle_context={key: {reply_id: state}}, pending=None),
+            emit=call.emit,
+        )
+        call.sync = _Sync(state, context, hook, key)
+        try:
+            runner = _RUNNERS[hook]
+            await runner(call, mw, hook, mode, agent, invocation)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:
+            log.warning("middleware %s failed in %s: %s", key, hook, exc, exc_info=exc)
+            call.send(done=_mw_pb2.HookDone(error=c.error_to_pb(exc)))
+        finally:
+            self.release(reply_id)
+            self.calls.pop(call.id, None)
+            self.tasks.pop(call.id, None)
+
+    async def close(self) -> None:
+        tasks = list(self.tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# --- hook runners (sidecar side) -------------------------------------------------------------
+
+
+def _kwargs(hook: str, invocation: _mw_pb2.HookInvocation) -> dict[str, Any]:
+    arm = invocation.WhichOneof("kwargs")
+    if hook == "on_reply" and arm == "reply":
+        inputs = [message_from_proto(m, "reply.inputs") for m in invocation.reply.inputs]
+        return {"inputs": inputs, "resume": True if invocation.reply.resume else None}
+    if hook == "on_reasoning" and arm == "reasoning":
+        return {"tool_choice": invocation.reasoning.tool_choice}
+    if hook == "on_acting" and arm == "acting":
+        return {"tool_call": c.tool_call_from_pb(invocation.acting.tool_call)}
+    if hook == "on_model_call" and arm == "model_call":
+        args = invocation.model_call
+        return {
+            "model": _ModelRef(args.model_name),
+            "messages": [message_from_proto(m, "model_call.messages") for m in args.messages],
+            "tools": [c.tool_definition(t) for t in args.tools],
+            "tool_choice": args.tool_choice,
+        }
+    if hook == "on_check_permission" and arm == "check_permission":
+        args = invocation.check_permission
+        return {"tool_call": c.tool_call_from_pb(args.tool_call), "tool": _ToolRef(args.tool)}
+    if hook == "on_compress_context":
+        return {}
+    raise ValueError(f"invocation for {hook or 'an unknown hook'} carries {arm or 'no'} kwargs")
+
+
+class _ModelRef:
+    """The model named in an on_model_call invocation (the sidecar cannot call it)."""
+
+    def __init__(self, model_name: str) -> None:
+        self.model_name = model_name
+
+
+class _ToolRef:
+    """The tool named in an on_check_permission invocation."""
+
+    def __init__(self, spec: _mw_pb2.ToolSpec) -> None:
+        self.name = spec.name
+        self.description = spec.description
+        self.read_only = spec.read_only
+        self.concurrency_safe = spec.concurrency_safe
+        self.return_directly = spec.return_directly
+        self.needs_confirmation = spec.needs_confirmation
+
+
+def _call_next(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
+    if not overrides:
+        return _mw_pb2.CallNext()
+    unknown = set(overrides) - {"tool_choice", "messages", "arguments", "tool_call"}
+    if unknown:
+        raise ValueError(f"{hook}: cannot override {', '.join(sorted(unknown))} from a sidecar")
+    if hook == "on_reasoning":
+        return _mw_pb2.CallNext(reasoning=_mw_pb2.ReasoningOverrides(tool_choice=overrides.get("tool_choice")))
+    if hook == "on_model_call":
+        out = _mw_pb2.ModelCallOverrides()
+        if "tool_choice" in overrides:
+            out.tool_choice = overrides["tool_choice"]
+        if "messages" in overrides:
+            out.messages.messages.extend(message_to_proto(m) for m in overrides["messages"])
+        return _mw_pb2.CallNext(model_call=out)
+    if hook == "on_acting":
+        arguments = overrides.get("arguments")
+        if isinstance(overrides.get("tool_call"), ToolCall):
+            arguments = overrides["tool_call"].arguments
+        elif isinstance(arguments, dict):
+            arguments = c.arguments_json(arguments)
+        return _mw_pb2.CallNext(acting=_mw_pb2.ActingOverrides(arguments=arguments))
+    raise ValueError(f"{hook} takes no overrides")
+
+
+async def _event_hook(
+    call: _Call, mw: Middleware, hook: str, mode: str, agent: SidecarAgent, inv: _mw_pb2.HookInvocation
+) -> None:
+    pending: list[AgentEvent] = []
+
+    async def downstream() -> AsyncIterator[AgentEvent]:
+        while True:
+            if pending:
+                pending.clear()
+                call.control(verdict=_mw_pb2.ItemVerdict(drop=True))
+            request = await call.receive()
+            arm = request.WhichOneof("message")
+            if arm == "item":
+                assert call.sync is not None
+                call.sync.take(request.item.state)
+                event = event_from_proto(request.item.event)
+                pending.append(event)
+                yield event
+            elif arm == "outcome":
+                call.take_outcome(request.outcome)
+                return
+
+    def next_handler(**overrides: Any) -> AsyncIterator[AgentEvent]:
+        call.control(call_next=_call_next(hook, overrides))
+        if mode == "pre_only":
+            call.muted = True
+        return downstream()
+
+    async for out in getattr(mw, hook)(agent, _kwargs(hook, inv), next_handler):
+        if pending and out is pending[0]:
+            pending.clear()
+            call.control(verdict=_mw_pb2.ItemVerdict(drop=False))
+        else:
+            call.emit(out)
+    call.control(done=_mw_pb2.HookDone())
+
+
+async def _model_hook(
+    call: _Call, mw: Middleware, hook: str, mode: str, agent: SidecarAgent, inv: _mw_pb2.HookInvocation
+) -> None:
+    async def chunks() -> AsyncIterator[Any]:
+        while True:
+            request = await call.receive()
+            if request.WhichOneof("message") == "item":
+                yield c.chunk_from_pb(request.item.chunk)
+            else:
+                call.take_outcome(request.outcome)
+                return
+
+    async def next_handler(**overrides: Any) -> Any:
+        call.control(call_next=_call_next(hook, overrides))
+        if mode == "pre_only":
+            call.muted = True
+            return ModelResponse(message=make_assistant(agent.kind, ""))
+        request = await call.receive()
+        arm = call.take_outcome(request.outcome)
+        if arm == "model_response":
+            return c.response_from_pb(request.outcome.model_response)
+        return chunks()
+
+    result = await mw.on_model_call(agent, _kwargs(hook, inv), next_handler)  # type: ignore[arg-type]
+    if isinstance(result, ModelResponse):
+        call.control(done=_mw_pb2.HookDone(model_response=c.response_to_pb(result)))
+        return
+    async for _ in result:
+        pass
+    call.control(done=_mw_pb2.HookDone())
+
+
+async def _permission_hook(
+    call: _Call, mw: Middleware, hook: str, mode: str, agent: SidecarAgent, inv: _mw_pb2.HookInvocation
+) -> None:
+    async def next_handler() -> Any:
+        call.control(call_next=_mw_pb2.CallNext())
+        request = await call.receive()
+        call.take_outcome(request.outcome)
+        return c.decision_from_pb(request.outcome.permission)
+
+    decision = await mw.on_check_permission(agent, _kwargs(hook, inv), next_handler)  # type: ignore[arg-type]
+    call.control(done=_mw_pb2.HookDone(permission=c.decision_to_pb(decision)))
+
+
+async def _compress_hook(
+    call: _Call, mw: Middleware, hook: str, mode: str, agent: SidecarAgent, inv: _mw_pb2.HookInvocation
+) -> None:
+    async def next_handler() -> None:
+        call.control(call_next=_mw_pb2.CallNext())
+        request = await call.receive()
+        call.take_outcome(request.outcome)
+
+    await mw.on_compress_context(agent, {}, next_handler)  # type: ignore[arg-type]
+    call.control(done=_mw_pb2.HookDone())
+
+
+_RUNNERS = {
+    "on_reply": _event_hook,
+    "on_reasoning": _event_hook,
+    "on_acting": _event_hook,
+    "on_model_call": _model_hook,
+    "on_check_permission": _permission_hook,
+    "on_compress_context": _compress_hook,
+}
+
+
+async def _abort_failed(context: grpc.aio.ServicerContext, hook: str, exc: Exception) -> None:
+    log.warning("middleware failed in %s: %s", hook, exc, exc_info=exc)
+    error = RemoteHookError(str(exc) or type(exc).__name__, metadata={"hook": hook, "errorType": type(exc).__name__})
+    await context.abort_with_status(to_grpc_status(error))
+
+
+class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
+    """Serves one in-process middleware to remote agents."""
+
+    def __init__(self, middleware: Middleware) -> None:
+        self.middleware = middleware
+        self.modes: dict[str, str] = {}
+        hooks = []
+        for hook in _HOOK_ORDER:
+            if not middleware.implements(hook):
+                continue
+            mode = middleware.hook_modes.get(hook, "intercept")  # type: ignore[call-overload]
+            self.modes[hook] = mode
+            subscriptions = middleware.subscriptions.get(hook, ("*",))  # type: ignore[call-overload]
+            hooks.append(
+                _mw_pb2.HookSpec(hook=c.HOOK_TO_PB[hook], mode=c.MODE_TO_PB[mode], subscriptions=subscriptions)
+            )
+        self.tools = {t.name: t for t in middleware.list_tools()}
+        self.description = _mw_pb2.DescribeResponse(
+            protocol_version=c.PROTOCOL_VERSION,
+            middleware_key=middleware.middleware_key(),
+            hooks=hooks,
+            needs_context=middleware.needs_context,
+            tools=[c.tool_spec(t) for t in self.tools.values()],
+            failure_mode=_mw_pb2.FAILURE_MODE_OPEN
+            if middleware.failure_mode == "fail_open"
+            else _mw_pb2.FAILURE_MODE_CLOSED,
+        )
+
+    async def Describe(
+        self, request: _mw_pb2.DescribeRequest, context: grpc.aio.ServicerContext
+    ) -> _mw_pb2.DescribeResponse:
+        return self.description
+
+    async def Intercept(
+        self, request_iterator: AsyncIterator[_mw_pb2.InterceptRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[_mw_pb2.InterceptResponse]:
+        session = _Session(self)
+        reader = asyncio.create_task(session.read(request_iterator))
+        try:
+            while (response := await session.out.get()) is not None:
+                yield response
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            await session.close()
+
+    def _agent(self, name: str, kind: int, reply_id: str, session_id: str, state: Any, context: Any) -> SidecarAgent:
+        key = self.middleware.middleware_key()
+        messages = [message_from_proto(m, "context") for m in context]
+        fresh = c.from_struct(state)
+        agent_state = AgentState.model_construct(
+            context=messages, middle_context={key: {reply_id: fresh}}, pending=None
+        )
+        return SidecarAgent(name, c.KIND_FROM_PB.get(kind, "flat"), reply_id, session_id, agent_state)
+
+    async def TransformSystemPrompt(
+        self, request: _mw_pb2.TransformSystemPromptRequest, context: grpc.aio.ServicerContext
+    ) -> _mw_pb2.TransformSystemPromptResponse:
+        agent = self._agent(request.agent_name, 0, request.reply_id, "", request.state, ())
+        sync = _Sync(self.middleware.state(agent), agent.state.context, "on_system_prompt", "")  # type: ignore[arg-type]
+        try:
+            prompt = await self.middleware.on_system_prompt(agent, request.prompt)  # type: ignore[arg-type]
+        except Exception as exc:
+            await _abort_failed(context, "on_system_prompt", exc)
+        return _mw_pb2.TransformSystemPromptResponse(prompt=prompt, mutation=sync.mutation())
+
+    async def AfterAgent(
+        self, request: _mw_pb2.AfterAgentRequest, context: grpc.aio.ServicerContext
+    ) -> _mw_pb2.AfterAgentResponse:
+        agent = self._agent(
+            request.agent_name, request.kind, request.reply_id, request.session_id, request.state, request.context
+        )
+        sync = _Sync(self.middleware.state(agent), agent.state.context, "after_agent", "")  # type: ignore[arg-type]
+        final = message_from_proto(request.final_message, "final_message")
+        try:
+            await self.middleware.after_agent(agent, final)  # type: ignore[arg-type]
+        except Exception as exc:
+            await _abort_failed(context, "after_agent", exc)
+        return _mw_pb2.AfterAgentResponse(mutation=sync.mutation())
+
+    async def CallTool(
+        self, request: _mw_pb2.CallToolRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[_mw_pb2.CallToolResponse]:
+        tool = self.tools.get(request.name)
+        if tool is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"this sidecar has no tool {request.name!r}")
+        assert tool is not None
+        try:
+            arguments = tool.parse_arguments(request.arguments)
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        try:
+            async for piece in tool.run(arguments):
+                if isinstance(piece, str):
+                    yield _mw_pb2.CallToolResponse(text=piece)
+                else:
+                    yield _mw_pb2.CallToolResponse(media=block_to_proto(piece))
+        except Exception as exc:
+            yield _mw_pb2.CallToolResponse(text=f"Error: {type(exc).__name__}: {exc}")
+            yield _mw_pb2.CallToolResponse(end=_content_pb2.TOOL_RESULT_STATE_ERROR)
+            return
+        yield _mw_pb2.CallToolResponse(end=_content_pb2.TOOL_RESULT_STATE_SUCCESS)

@@ -1,0 +1,61 @@
+"""Starting a sidecar: one middleware served as a MiddlewareService."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from hookmesh.middleware import Middleware
+from hookmesh.remote._host import MiddlewareServicer
+from hookmesh.remote._security import ServerTLS
+from hookmesh.services._server import RunningServer, Service, start_server
+from hookmesh.v1 import middleware_pb2 as _mw_pb2
+from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
+
+SERVICE_NAME = _mw_pb2.DESCRIPTOR.services_by_name["MiddlewareService"].full_name
+
+
+async def serve_middleware(
+    middleware: Middleware,
+    address: str = "127.0.0.1:0",
+    *,
+    tls: ServerTLS | None = None,
+    token: str | None = None,
+) -> RunningServer:
+    """Start serving `middleware` at `address`; returns the running server (port included).
+
+    Args:
+        middleware: Any in-process middleware.
+        address: ``host:port``; port 0 lets the OS pick.
+        tls: TLS / mTLS settings; plaintext when None.
+        token: Bearer token callers must send (a secret).
+    """
+    servicer = MiddlewareServicer(middleware)
+    return await start_server(
+        [Service(SERVICE_NAME, servicer, _mw_grpc.add_MiddlewareServiceServicer_to_server)],
+        address,
+        tls=tls,
+        token=token,
+    )
+
+
+def load_middleware(spec: str) -> Middleware:
+    """Import ``pkg.module:attr``; a class or factory is called with no arguments.
+
+    Raises:
+        ValueError: The spec is malformed or does not name a middleware.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"middleware spec {spec!r} must look like 'package.module:attribute'")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot load middleware {spec!r}: {exc}") from None
+    if isinstance(target, type) or (callable(target) and not isinstance(target, Middleware)):
+        target = target()
+    if not isinstance(target, Middleware):
+        raise ValueError(f"{spec!r} is a {type(target).__name__}, not a Middleware")
+    return target
