@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections import Counter
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -167,9 +168,11 @@ class _Session:
         self.states: dict[str, list[Any]] = {}
 
     async def read(self, requests: AsyncIterator[_mw_pb2.InterceptRequest]) -> None:
+        received = self.host.received
         try:
             async for request in requests:
                 arm = request.WhichOneof("message")
+                received[arm] += 1
                 if arm == "invocation":
                     self._start(request.invocation_id, request.invocation)
                 elif arm == "cancel":
@@ -431,6 +434,8 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
 
     def __init__(self, middleware: Middleware) -> None:
         self.middleware = middleware
+        self.received: Counter[str] = Counter()
+        """Intercept messages received, by kind (invocation, item, outcome, cancel)."""
         self.modes: dict[str, str] = {}
         hooks = []
         for hook in _HOOK_ORDER:

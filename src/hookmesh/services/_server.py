@@ -37,7 +37,8 @@ class RunningServer:
     server: grpc.aio.Server
     port: int
     health: health.aio.HealthServicer
-    names: list[str] = field(default_factory=list)
+    servicers: dict[str, Any] = field(default_factory=dict)
+    """The hosted servicers by service name."""
 
     async def stop(self, grace: float | None = DEFAULT_GRACE) -> None:
         """Report NOT_SERVING, then stop, giving in-flight calls `grace` seconds."""
@@ -79,7 +80,7 @@ async def start_server(
     await server.start()
     for name in ("", *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, port, health_servicer, names)
+    return RunningServer(server, port, health_servicer, {s.name: s.servicer for s in services})
 
 
 async def serve_until_signal(running: RunningServer, grace: float = DEFAULT_GRACE) -> None:
