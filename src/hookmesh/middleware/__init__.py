@@ -6,8 +6,9 @@ from hookmesh.middleware._base import (
     HOOKS,
     ONION_HOOKS,
     FailureMode,
+    HookMode,
     Middleware,
     PermissionDecision,
 )
 
-__all__ = ["ALLOW", "ASK", "HOOKS", "ONION_HOOKS", "FailureMode", "Middleware", "PermissionDecision"]
+__all__ = ["ALLOW", "ASK", "HOOKS", "ONION_HOOKS", "FailureMode", "HookMode", "Middleware", "PermissionDecision"]

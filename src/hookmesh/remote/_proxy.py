@@ -81,7 +81,9 @@ class _Stream:
         self.inboxes: dict[str, asyncio.Queue[Any]] = {}
         self._ids = itertools.count(1)
         self.alive = True
-        self._call = stub.Intercept(self._requests(), metadata=metadata, wait_for_ready=True)
+        # NOTE(hookmesh): no wait_for_ready: while the sidecar is down every invocation fails
+        # at once (and the failure mode decides) instead of waiting out its deadline.
+        self._call = stub.Intercept(self._requests(), metadata=metadata)
         self._reader = asyncio.create_task(self._read())
 
     async def _requests(self) -> AsyncIterator[_mw_pb2.InterceptRequest]:
@@ -288,9 +290,6 @@ class RemoteMiddleware(Middleware):
     def _invoke(self, agent: Agent, hook: str, **kwargs_arm: Any) -> _Invocation:
         stream = self._stream
         if stream is None or not stream.alive:
-            state = self._channel.get_state(try_to_connect=True)
-            if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
-                raise SidecarError(f"sidecar {self.target} is unreachable")
             stream = self._stream = _Stream(self._stub, self._metadata)
         inv = _Invocation(self, stream, agent, hook)
         invocation = _mw_pb2.HookInvocation(

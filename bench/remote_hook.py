@@ -1,0 +1,425 @@
+"""Added latency of a remote (sidecar) hook invocation, as ratios to a raw grpc.aio bidi round trip.
+
+One run, everything on loopback, each server in its own process (uvloop there when installed,
+as `hookmesh sidecar` does):
+
+* floor: raw grpc.aio bidi ping-pong (``call.write``/``call.read``) of a PAYLOAD-byte message
+  against a generic bytes-in/bytes-out echo server (this file, ``--echo-server``). Two more
+  rows re-add hookmesh's stream plumbing around the same bytes, with no protobuf work:
+  the agent side's request-iterator writer + reader task + per-invocation inbox +
+  ``asyncio.timeout``, then also the sidecar side's reader task + per-invocation task + out
+  queue (echo method ``EchoQueued``).
+* cases (a) intercept, (b) pre_only, (c) observe: one ``RemoteMiddleware.on_reasoning``
+  invocation driven directly (a real Agent with a scripted model supplies name, reply id and
+  state; ``next_handler`` yields 3 events), minus the same middleware run in process. Also
+  whole ``agent.reply()`` calls with the remote middleware minus without any middleware.
+  The ratio column uses the direct figure.
+* case (d): a streamed reply (about 25 events) through an on_reply sidecar subscribed to
+  none of them, sidecar in process so both sides' message counts by kind can be read.
+
+Concurrency 1 (one invocation outstanding). Samples are taken in interleaved rounds so drift
+hits every row alike. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+PAYLOAD = 160
+"""Bytes per echo message: about one serialized on_reasoning invocation plus framing slack."""
+WARMUP = 300
+ROUNDS = 5
+PER_ROUND = 600
+REPLIES = 400
+"""Per round, per case, for the agent.reply() figures."""
+START_TIMEOUT = 20.0
+BENCH_DIR = Path(__file__).resolve().parent
+_ECHO = "/hookmesh.bench.Echo/Echo"
+_ECHO_QUEUED = "/hookmesh.bench.Echo/EchoQueued"
+_TARGETS = {"a": 2.2, "b": 1.3, "c": 0.05}
+
+
+# --- the echo server process -----------------------------------------------------------------
+
+
+async def _echo(request_iterator: AsyncIterator[bytes], unused_context: Any) -> AsyncIterator[bytes]:
+    async for request in request_iterator:
+        yield request
+
+
+async def _echo_queued(request_iterator: AsyncIterator[bytes], unused_context: Any) -> AsyncIterator[bytes]:
+    """The sidecar host's hops without its work: reader task, a task per message, out queue."""
+    out: asyncio.Queue[bytes | None] = asyncio.Queue()
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def handle(request: bytes) -> None:
+        out.put_nowait(request)
+
+    async def read() -> None:
+        try:
+            async for request in request_iterator:
+                task = asyncio.create_task(handle(request))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        finally:
+            out.put_nowait(None)
+
+    reader = asyncio.create_task(read())
+    try:
+        while (response := await out.get()) is not None:
+            yield response
+    finally:
+        reader.cancel()
+
+
+async def _serve_echo() -> None:
+    server = grpc.aio.server()
+    handler = grpc.method_handlers_generic_handler(
+        "hookmesh.bench.Echo",
+        {
+            "Echo": grpc.stream_stream_rpc_method_handler(_echo),
+            "EchoQueued": grpc.stream_stream_rpc_method_handler(_echo_queued),
+        },
+    )
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    print(f"listening on 127.0.0.1:{port}", flush=True)
+    await stop.wait()
+    await server.stop(1.0)
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+async def _start(*args: str) -> tuple[asyncio.subprocess.Process, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "HOOKMESH_LOG_LEVEL": "WARNING"},
+    )
+    assert process.stdout is not None
+    async with asyncio.timeout(START_TIMEOUT):
+        line = (await process.stdout.readline()).decode().strip()
+    if not line.startswith("listening on "):
+        raise RuntimeError(f"{args} did not start: {line!r}")
+    return process, line.removeprefix("listening on ")
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(START_TIMEOUT):
+                await process.wait()
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+def _sidecar(attr: str) -> tuple[str, ...]:
+    return ("-m", "hookmesh.cli", "sidecar", "--middleware", f"remote_middlewares:{attr}",
+            "--listen", "127.0.0.1:0", "--app-dir", str(BENCH_DIR))
+
+
+# --- measuring -----------------------------------------------------------------------------------
+
+Probe = Callable[[], Awaitable[Any]]
+
+
+async def _sample(probe: Probe, n: int, out: list[float]) -> None:
+    gc.collect()
+    for _ in range(n):
+        start = time.perf_counter()
+        await probe()
+        out.append((time.perf_counter() - start) * 1e6)
+        # NOTE(bench): lets send-and-go writers run between samples, outside the timing.
+        await asyncio.sleep(0)
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class _Skeleton:
+    """RemoteMiddleware's _Stream plumbing around raw bytes: request-iterator writer, reader
+    task, one inbox queue, asyncio.timeout per wait."""
+
+    def __init__(self, method: Any) -> None:
+        self.outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.inbox: asyncio.Queue[bytes] = asyncio.Queue()
+        self.call = method(self._requests())
+        self.reader = asyncio.create_task(self._read())
+
+    async def _requests(self) -> AsyncIterator[bytes]:
+        while (request := await self.outgoing.get()) is not None:
+            yield request
+
+    async def _read(self) -> None:
+        async for response in self.call:
+            self.inbox.put_nowait(response)
+
+    async def round_trip(self, payload: bytes) -> None:
+        self.outgoing.put_nowait(payload)
+        async with asyncio.timeout(5.0):
+            await self.inbox.get()
+
+    async def close(self) -> None:
+        self.outgoing.put_nowait(None)
+        self.call.cancel()
+        await asyncio.gather(self.reader, return_exceptions=True)
+
+
+_sent: Counter[str] = Counter()
+
+
+def _count_sends() -> None:
+    """Count what every RemoteMiddleware stream sends, by message kind (agent side)."""
+    from hookmesh.remote._proxy import _Stream
+
+    original = _Stream.send
+
+    def send(self: Any, request: Any) -> None:
+        _sent[request.WhichOneof("message")] += 1
+        original(self, request)
+
+    _Stream.send = send  # type: ignore[method-assign]
+
+
+async def _quiet_reply_counts(attr: str) -> tuple[Counter[str], Counter[str], Counter[str], int, int]:
+    """(d): message counts per reply for one streamed reply through an in-process sidecar."""
+    import remote_middlewares as mws
+
+    from hookmesh.agent import Agent, AgentState
+    from hookmesh.agent.models import ScriptedChatModel
+    from hookmesh.remote import RemoteMiddleware, serve_middleware
+    from hookmesh.remote import _host
+
+    answered: Counter[str] = Counter()
+    original = _host._Call.send
+
+    def send(self: Any, **message: Any) -> None:
+        if not self.muted:
+            answered[next(iter(message))] += 1
+        original(self, **message)
+
+    _host._Call.send = send  # type: ignore[method-assign]
+    running = await serve_middleware(getattr(mws, attr)())
+    remote = await RemoteMiddleware.connect(f"127.0.0.1:{running.port}")
+    try:
+        agent = Agent(ScriptedChatModel(["x" * 160], stream=True, chunk_size=8, repeat=True), middlewares=[remote])
+        replies, events = 20, 0
+        _sent.clear()
+        for _ in range(replies):
+            agent.state = AgentState()
+            async for _event in agent.reply("hi"):
+                events += 1
+        received = running.servicers["hookmesh.v1.MiddlewareService"].received
+        per = lambda c: Counter({k: v // replies for k, v in c.items()})  # noqa: E731
+        return per(_sent), per(received), per(answered), replies, events // replies
+    finally:
+        _host._Call.send = original  # type: ignore[method-assign]
+        await remote.aclose()
+        await running.stop(None)
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+async def main() -> None:
+    sys.path.insert(0, str(BENCH_DIR))
+    import remote_middlewares as mws
+
+    from hookmesh.agent import Agent, AgentState, new_id
+    from hookmesh.agent.models import ScriptedChatModel
+    from hookmesh.remote import RemoteMiddleware
+    from hookmesh.schema import ModelCallEndEvent, ModelCallStartEvent, TextBlockDeltaEvent
+    from hookmesh.v1 import middleware_pb2 as _mw_pb2
+
+    try:
+        import uvloop
+
+        loop = "uvloop" if isinstance(asyncio.get_running_loop(), uvloop.Loop) else "asyncio"
+    except ImportError:
+        loop = "asyncio"
+    began = time.perf_counter()
+    cases = {"a": "InterceptPassThrough", "b": "PreOnlyPassThrough", "c": "ObservePassThrough"}
+    started = await asyncio.gather(
+        _start(str(Path(__file__).resolve()), "--echo-server"), *(_start(*_sidecar(a)) for a in cases.values())
+    )
+    processes = [p for p, _ in started]
+    echo_target = started[0][1]
+    remotes: dict[str, RemoteMiddleware] = {}
+    channel = grpc.aio.insecure_channel(echo_target)
+    try:
+        await asyncio.wait_for(channel.channel_ready(), START_TIMEOUT)
+        echo = channel.stream_stream(_ECHO)
+        payload = os.urandom(PAYLOAD)
+        raw_call = echo()
+
+        async def raw() -> None:
+            await raw_call.write(payload)
+            await raw_call.read()
+
+        skeleton = _Skeleton(echo)
+        skeleton_both = _Skeleton(channel.stream_stream(_ECHO_QUEUED))
+
+        _count_sends()
+        for key, (_, target) in zip(cases, started[1:], strict=True):
+            remotes[key] = await RemoteMiddleware.connect(target)
+            await remotes[key].wait_ready(START_TIMEOUT)
+
+        rid = new_id()
+        agent = Agent(ScriptedChatModel(["hello"], repeat=True), name="bench")
+        agent.reply_id = rid
+        kwargs = {"tool_choice": "auto"}
+        events = [
+            ModelCallStartEvent(reply_id=rid, model_name="scripted"),
+            TextBlockDeltaEvent(reply_id=rid, block_id=f"{rid}-1", delta="hello"),
+            ModelCallEndEvent(reply_id=rid, model_name="scripted"),
+        ]
+
+        async def downstream() -> AsyncIterator[Any]:
+            for event in events:
+                yield event
+
+        def next_handler(**unused_overrides: Any) -> AsyncIterator[Any]:
+            return downstream()
+
+        def hook_probe(mw: Any) -> Probe:
+            async def probe() -> None:
+                async for _event in mw.on_reasoning(agent, kwargs, next_handler):
+                    pass
+
+            return probe
+
+        def reply_probe(middlewares: list[Any]) -> Probe:
+            replier = Agent(ScriptedChatModel(["hello"], repeat=True), middlewares=middlewares)
+
+            async def probe() -> None:
+                replier.state = AgentState()
+                async for _event in replier.reply("hi"):
+                    pass
+
+            return probe
+
+        probes: dict[str, Probe] = {
+            "raw": raw,
+            "skeleton": lambda: skeleton.round_trip(payload),
+            "skeleton_both": lambda: skeleton_both.round_trip(payload),
+            "local": hook_probe(mws.InterceptPassThrough()),
+            **{key: hook_probe(remote) for key, remote in remotes.items()},
+        }
+        reply_probes: dict[str, Probe] = {
+            "none": reply_probe([]),
+            **{key: reply_probe([remote]) for key, remote in remotes.items()},
+        }
+        samples: dict[str, list[float]] = {k: [] for k in [*probes, *(f"reply_{k}" for k in reply_probes)]}
+        cpu: dict[str, float] = Counter()
+        sent_per: dict[str, Counter[str]] = {}
+        for name, probe in [*probes.items(), *reply_probes.items()]:
+            await _sample(probe, WARMUP, [])
+        for _ in range(ROUNDS):
+            for name, probe in probes.items():
+                before, cpu0 = Counter(_sent), time.process_time()
+                await _sample(probe, PER_ROUND, samples[name])
+                cpu[name] += (time.process_time() - cpu0) / PER_ROUND * 1e6 / ROUNDS
+                sent_per[name] = Counter({k: (v - before[k]) / PER_ROUND for k, v in _sent.items() if v > before[k]})
+            for name, probe in reply_probes.items():
+                await _sample(probe, REPLIES, samples[f"reply_{name}"])
+        await skeleton.close()
+        await skeleton_both.close()
+        raw_call.cancel()
+
+        d_counts = {attr: await _quiet_reply_counts(attr) for attr in ("QuietReply", "EveryReplyEvent")}
+        invocation_bytes = _mw_pb2.InterceptRequest(
+            invocation_id="1",
+            invocation=_mw_pb2.HookInvocation(
+                hook=_mw_pb2.HOOK_ON_REASONING, reply_id=rid, agent_name="bench", kind=_mw_pb2.MESSAGE_KIND_FLAT,
+                reasoning=_mw_pb2.ReasoningArgs(tool_choice="auto"),
+            ),
+        ).ByteSize()
+    finally:
+        for remote in remotes.values():
+            await remote.aclose()
+        await channel.close()
+        await asyncio.gather(*(_stop(p) for p in processes))
+
+    # --- report ---------------------------------------------------------------------------------
+    p50 = {k: _pct(v, 0.50) for k, v in samples.items()}
+    p99 = {k: _pct(v, 0.99) for k, v in samples.items()}
+    n = ROUNDS * PER_ROUND
+    print(f"python {sys.version.split()[0]}, grpcio {grpc.__version__}, loop {loop} (agent), "
+          f"servers: separate processes, uvloop when installed; {os.cpu_count()} cpus")
+    print(f"{n} samples per row after {WARMUP} warm-up, {ROUNDS} interleaved rounds, concurrency 1; "
+          f"echo payload {PAYLOAD} B, a serialized on_reasoning invocation is {invocation_bytes} B; "
+          f"{ROUNDS * REPLIES} replies per reply row")
+    raw50, raw99 = p50["raw"], p99["raw"]
+    print()
+    print(f"{'floor (µs)':46s} {'p50':>8s} {'p99':>8s} {'x raw p50':>10s} {'cpu µs/op':>10s}")
+    for name, label in [
+        ("raw", "raw grpc.aio bidi round trip (write/read)"),
+        ("skeleton", "+ agent plumbing (queue writer, reader, inbox)"),
+        ("skeleton_both", "+ sidecar plumbing (reader, task, out queue)"),
+        ("local", "local pass-through on_reasoning (in process)"),
+    ]:
+        print(f"  {label:44s} {p50[name]:8.1f} {p99[name]:8.1f} {p50[name] / raw50:10.2f} {cpu[name]:10.1f}")
+    print()
+    print("added latency per hook invocation: remote on_reasoning minus the same middleware in process")
+    print(f"{'case':30s} {'p50 µs':>8s} {'p99 µs':>8s} {'p50/raw50':>10s} {'p99/raw99':>10s} {'target':>8s}"
+          f" {'cpu µs':>7s} {'reply +µs p50':>14s} {'reply +µs p99':>14s}  agent sent/invocation")
+    labels = {"a": "(a) intercept, no subscriptions", "b": "(b) pre_only", "c": "(c) observe (caller blocked)"}
+    for key, label in labels.items():
+        add50 = p50[key] - p50["local"]
+        add99 = p99[key] - p99["local"]
+        r50 = p50[f"reply_{key}"] - p50["reply_none"]
+        r99 = p99[f"reply_{key}"] - p99["reply_none"]
+        sent = ", ".join(f"{k} {v:g}" for k, v in sorted(sent_per.get(key, {}).items()))
+        print(f"{label:30s} {add50:8.1f} {add99:8.1f} {add50 / raw50:9.2f}x {add99 / raw99:9.2f}x"
+              f" {'<= ' + format(_TARGETS[key], 'g') + 'x':>8s} {cpu[key] - cpu['local']:7.1f}"
+              f" {r50:14.1f} {r99:14.1f}  {sent}")
+    print(f"  (reply rows: agent.reply() with the remote middleware minus without any; "
+          f"baseline reply p50 {p50['reply_none']:.1f} µs, p99 {p99['reply_none']:.1f} µs;"
+          f" cpu = agent process CPU incl. gRPC threads, minus local)")
+    print()
+    print("(d) one streamed reply through an on_reply sidecar (in process), messages per reply by kind")
+    for attr, (sent, received, answered, replies, events) in d_counts.items():
+        subs = "none subscribed" if attr == "QuietReply" else 'subscribed "*"'
+        print(f"  {attr} ({subs}, {events} events/reply, {replies} replies):")
+        print(f"    agent sent {dict(sent)}; sidecar received {dict(received)}; sidecar answered {dict(answered)}")
+    sent = d_counts["QuietReply"][0]
+    beyond = sum(sent.values()) - sent["invocation"]
+    print(f"  target: zero beyond the invocation (+ the outcome that intercept mode requires) -> "
+          f"{beyond} beyond the invocation ({', '.join(f'{k} {v}' for k, v in sent.items() if k != 'invocation') or 'none'}),"
+          f" {sum(v for k, v in sent.items() if k not in ('invocation', 'outcome'))} beyond invocation+outcome")
+    print(f"\nwhole run {time.perf_counter() - began:.1f} s")
+
+
+def _run(coro: Any) -> None:
+    try:
+        import uvloop
+
+        uvloop.run(coro)
+    except ImportError:
+        asyncio.run(coro)
+
+
+if __name__ == "__main__":
+    _run(_serve_echo() if "--echo-server" in sys.argv[1:] else main())

@@ -1,0 +1,311 @@
+"""Remote middleware beyond parity: subscriptions, modes, faults, security, privacy."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from hookmesh.agent import Agent
+from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
+from hookmesh.middleware import Middleware
+from hookmesh.remote import ClientTLS, RemoteMiddleware, ServerTLS, SidecarError, serve_middleware
+from hookmesh.remote import SERVICE_NAME as MW_SERVICE
+from hookmesh.schema import MessageKind, text_of
+from hookmesh.services._server import RunningServer
+from hookmesh.v1 import middleware_pb2, middleware_pb2_grpc
+from tests import middlewares as mws
+from tests import remote_middlewares as rmws
+from tests.agent_helpers import SHORT_TIMEOUT, collect, echo, report, types
+from tests.sidecar_process import sidecar_process
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(params=["flat", "agentic"])
+def kind(request: pytest.FixtureRequest) -> MessageKind:
+    return request.param  # type: ignore[no-any-return]
+
+
+Serve = Callable[..., Awaitable[tuple[RunningServer, RemoteMiddleware]]]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    """Serve a middleware in process on loopback and connect a RemoteMiddleware to it."""
+    opened: list[tuple[RunningServer, RemoteMiddleware]] = []
+
+    async def start(mw: Middleware, **connect: Any) -> tuple[RunningServer, RemoteMiddleware]:
+        running = await serve_middleware(mw)
+        remote = await RemoteMiddleware.connect(f"127.0.0.1:{running.port}", **{"timeout": SHORT_TIMEOUT, **connect})
+        opened.append((running, remote))
+        return running, remote
+
+    try:
+        yield start
+    finally:
+        for running, remote in opened:
+            await remote.aclose()
+            await running.stop(None)
+
+
+def received(running: RunningServer) -> dict[str, int]:
+    return dict(running.servicers[MW_SERVICE].received)
+
+
+def streaming_agent(kind: MessageKind, middlewares: list[Middleware], **kw: Any) -> Agent:
+    model = ScriptedChatModel(["a fairly long answer streamed in many small chunks"], stream=True, chunk_size=4)
+    return Agent(model, kind=kind, middlewares=middlewares, tools=[echo], **kw)
+
+
+# --- subscriptions and modes -------------------------------------------------------------------
+
+
+async def test_unsubscribed_events_pass_with_no_message_to_the_sidecar(kind: MessageKind, serve: Serve) -> None:
+    running, remote = await serve(rmws.Quiet())
+    events = await collect(streaming_agent(kind, [remote]).reply("go"))
+    assert types(events).count("text_block_delta") > 10
+    assert received(running) == {"invocation": 1, "outcome": 1}
+
+
+async def test_subscribed_events_are_the_only_ones_forwarded(kind: MessageKind, serve: Serve) -> None:
+    running, remote = await serve(rmws.EndOnly())
+    events = await collect(streaming_agent(kind, [remote]).reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert received(running) == {"invocation": 1, "item": 1, "outcome": 1}
+
+
+async def test_pre_only_costs_one_message_and_still_overrides(kind: MessageKind, serve: Serve) -> None:
+    running, remote = await serve(rmws.PreOnlyNoTools())
+    model = ScriptedChatModel([ScriptedTurn(tool_calls=[("echo", {"text": "x"})])])
+    events = await collect(Agent(model, kind=kind, tools=[echo], middlewares=[remote]).reply("go"))
+    assert model.last_tool_choice == "none"
+    assert "tool_call_start" not in types(events)
+    assert received(running) == {"invocation": 1}
+
+
+async def test_observe_hooks_never_delay_the_reply(kind: MessageKind, serve: Serve) -> None:
+    stuck = rmws.Stuck("observe")
+    running, remote = await serve(stuck)
+    events = await collect(streaming_agent(kind, [remote]).reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    # The sidecar got the invocation (and is still stuck in it) although the reply is over.
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        await stuck.entered.wait()
+    assert received(running)["invocation"] == 1
+
+
+# --- faults ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["fail_open", "fail_closed"])
+async def test_a_silent_sidecar_hits_the_message_deadline(
+    kind: MessageKind, serve: Serve, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    stuck = rmws.Stuck()
+    _, remote = await serve(stuck, timeout=0.2, failure_mode=mode)
+    events = await collect(streaming_agent(kind, [remote]).reply("go"))
+    end = events[-1]
+    if mode == "fail_open":
+        assert end.finish_reason == "completed"  # type: ignore[union-attr]
+        assert "sent nothing for 0.2 s" in caplog.text
+    else:
+        assert end.finish_reason == "error"  # type: ignore[union-attr]
+        assert end.error.source == "middleware:Stuck"  # type: ignore[union-attr]
+        assert "sent nothing for 0.2 s in on_reasoning" in end.error.message  # type: ignore[union-attr]
+    # The abandoned invocation was cancelled in the sidecar.
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        await stuck.cancelled.wait()
+
+
+async def test_a_cancelled_reply_cancels_its_open_invocations(kind: MessageKind, serve: Serve) -> None:
+    stuck = rmws.Stuck()
+    _, remote = await serve(stuck)
+    consumer = asyncio.create_task(collect(streaming_agent(kind, [remote]).reply("go")))
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        await stuck.entered.wait()
+    consumer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await consumer
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        await stuck.cancelled.wait()
+
+
+async def test_connecting_to_nothing_fails_clearly() -> None:
+    with pytest.raises(SidecarError, match="did not describe itself: DEADLINE_EXCEEDED"):
+        await RemoteMiddleware.connect("127.0.0.1:1", timeout=0.5)
+
+
+@pytest.mark.parametrize("mode", ["fail_open", "fail_closed"])
+async def test_killing_the_sidecar_mid_reply_never_hangs_and_it_reconnects(kind: MessageKind, mode: str) -> None:
+    async with sidecar_process("tests.remote_middlewares:Staller") as first:
+        remote = await RemoteMiddleware.connect(first.address, timeout=SHORT_TIMEOUT, failure_mode=mode)  # type: ignore[arg-type]
+        try:
+            consumer = asyncio.create_task(collect(streaming_agent(kind, [remote]).reply("stall")))
+            assert await first.line() == "entered"
+            await first.kill()
+            events = await asyncio.wait_for(consumer, SHORT_TIMEOUT)
+            expected = "completed" if mode == "fail_open" else "error"
+            assert events[-1].finish_reason == expected  # type: ignore[union-attr]
+            if mode == "fail_closed":
+                assert events[-1].error.source == "middleware:Staller"  # type: ignore[union-attr]
+                assert "sidecar stream failed: UNAVAILABLE" in events[-1].error.message  # type: ignore[union-attr]
+            # While it is down, replies fail fast instead of waiting out the deadline.
+            down = await collect(streaming_agent(kind, [remote]).reply("again"))
+            assert down[-1].finish_reason == expected  # type: ignore[union-attr]
+            # It comes back on the same address: the next reply goes through it again.
+            async with sidecar_process("tests.remote_middlewares:Staller", listen=first.address):
+                await remote.wait_ready(SHORT_TIMEOUT)
+                back = await collect(streaming_agent(kind, [remote]).reply("back"))
+                assert back[-1].finish_reason == "completed"  # type: ignore[union-attr]
+                assert report(back, "Staller") == {"served": True}
+                await remote.aclose()
+        finally:
+            await remote.aclose()
+
+
+# --- security ----------------------------------------------------------------------------------
+
+
+async def test_the_bearer_token_is_required(kind: MessageKind) -> None:
+    running = await serve_middleware(mws.CallCounter(), token="s3cret")
+    target = f"127.0.0.1:{running.port}"
+    try:
+        with pytest.raises(SidecarError, match="UNAUTHENTICATED"):
+            await RemoteMiddleware.connect(target, timeout=SHORT_TIMEOUT)
+        with pytest.raises(SidecarError, match="UNAUTHENTICATED"):
+            await RemoteMiddleware.connect(target, timeout=SHORT_TIMEOUT, token="wrong")
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = middleware_pb2_grpc.MiddlewareServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await stub.Describe(middleware_pb2.DescribeRequest(), timeout=SHORT_TIMEOUT)
+            assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            health = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=MW_SERVICE), timeout=SHORT_TIMEOUT
+            )
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+        remote = await RemoteMiddleware.connect(target, timeout=SHORT_TIMEOUT, token="s3cret")
+        try:
+            events = await collect(streaming_agent(kind, [remote]).reply("go"))
+            assert report(events, "CallCounter")["calls"] == 1
+        finally:
+            await remote.aclose()
+    finally:
+        await running.stop(None)
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _cert(
+    subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[str, ec.EllipticCurvePrivateKey] | None, ca: bool
+) -> bytes:
+    now = datetime.datetime.now(datetime.UTC)
+    issuer_name, issuer_key = issuer or (subject, key)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+        .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer_name)]))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if not ca:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+    return builder.sign(issuer_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+
+
+@pytest.fixture(scope="module")
+def pki() -> dict[str, bytes]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, made here."""
+    ca_key, server_key, client_key, other_key = _key(), _key(), _key(), _key()
+    ca = _cert("hookmesh test CA", ca_key, None, ca=True)
+    return {
+        "ca": ca,
+        "server_cert": _cert("sidecar", server_key, ("hookmesh test CA", ca_key), ca=False),
+        "server_key": _pem(server_key),
+        "client_cert": _cert("agent", client_key, ("hookmesh test CA", ca_key), ca=False),
+        "client_key": _pem(client_key),
+        "other_ca": _cert("someone else", other_key, None, ca=True),
+    }
+
+
+@pytest.mark.parametrize("mutual", [False, True], ids=["tls", "mtls"])
+async def test_tls_and_mutual_tls(kind: MessageKind, pki: dict[str, bytes], mutual: bool) -> None:
+    server_tls = ServerTLS(pki["server_cert"], pki["server_key"], pki["ca"] if mutual else None)
+    running = await serve_middleware(mws.CallCounter(), tls=server_tls)
+    target = f"127.0.0.1:{running.port}"
+    client = ClientTLS(
+        ca_cert=pki["ca"],
+        client_cert=pki["client_cert"] if mutual else None,
+        client_key=pki["client_key"] if mutual else None,
+    )
+    try:
+        with pytest.raises(SidecarError):
+            await RemoteMiddleware.connect(target, timeout=0.3, tls=ClientTLS(ca_cert=pki["other_ca"]))
+        if mutual:
+            with pytest.raises(SidecarError):
+                await RemoteMiddleware.connect(target, timeout=0.3, tls=ClientTLS(ca_cert=pki["ca"]))
+        remote = await RemoteMiddleware.connect(target, timeout=SHORT_TIMEOUT, tls=client)
+        try:
+            events = await collect(streaming_agent(kind, [remote]).reply("go"))
+            assert report(events, "CallCounter")["calls"] == 1
+        finally:
+            await remote.aclose()
+    finally:
+        await running.stop(None)
+
+
+# --- privacy -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("probe", [rmws.SliceProbe, rmws.ContextProbe])
+async def test_the_sidecar_sees_only_its_slice_and_context_only_if_asked(
+    kind: MessageKind, serve: Serve, probe: type[rmws.SliceProbe]
+) -> None:
+    _, remote = await serve(probe())
+    agent = streaming_agent(kind, [mws.CallCounter(), remote])
+    agent.state.middle_context["Unrelated"] = {"old-reply": {"secret": "s"}}
+    events = await collect(agent.reply("go"))
+    seen = report(events, probe.__name__)
+    assert seen["keys"] == [probe.__name__]
+    assert seen["replies"] == [events[0].reply_id]
+    assert seen["context"] == (1 if probe.needs_context else 0)
+    assert report(events, "CallCounter")["calls"] == 1
+
+
+async def test_hint_messages_only_their_owner_may_remove(kind: MessageKind, serve: Serve) -> None:
+    from hookmesh.remote._proxy import RemoteMiddleware as Proxy
+    from hookmesh.schema import make_hint
+    from hookmesh.v1 import middleware_pb2 as pb
+
+    _, remote = await serve(rmws.ContextProbe())
+    agent = streaming_agent(kind, [remote])
+    mine = make_hint(kind, "retrieved passages", remote.middleware_key(), id="h-mine")
+    theirs = make_hint(kind, "someone else's", "rag", id="h-theirs")
+    agent.state.context.extend([mine, theirs])
+    Proxy._apply(remote, agent, pb.StateMutation(remove_message_ids=["h-mine", "h-theirs"]), "on_reasoning")
+    assert [m.id for m in agent.state.context] == ["h-theirs"]
+    assert text_of(agent.state.context[0]) == "someone else's"

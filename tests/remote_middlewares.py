@@ -1,0 +1,88 @@
+"""Middlewares for the remote-protocol tests (importable by a sidecar process)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+from hookmesh.middleware import HookMode, Middleware
+from hookmesh.schema import AgentEvent, text_of
+from tests.middlewares import Reporting
+
+
+class Quiet(Middleware):
+    """A pass-through on_reasoning that subscribes to nothing."""
+
+    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reasoning": ()}
+
+    async def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+        async for event in next_handler():
+            yield event
+
+
+class EndOnly(Quiet):
+    """Subscribes to text_block_end only."""
+
+    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reasoning": ("text_block_end",)}
+
+
+class PreOnlyNoTools(Middleware):
+    """Forces tool_choice none in one round trip (pre_only)."""
+
+    hook_modes: ClassVar[dict[str, HookMode]] = {"on_reasoning": "pre_only"}
+
+    async def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+        async for event in next_handler(tool_choice="none"):
+            yield event
+
+
+class Stuck(Middleware):
+    """Never answers: its hooks wait until cancelled, recording that they were entered and cancelled."""
+
+    def __init__(self, hook_mode: HookMode = "intercept") -> None:
+        self.entered = asyncio.Event()
+        self.cancelled = asyncio.Event()
+        self.hook_modes = {"on_reasoning": hook_mode}
+
+    async def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+        self.entered.set()
+        print("entered", flush=True)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        async for event in next_handler():
+            yield event
+
+
+class SliceProbe(Reporting):
+    """Reports which state slices and how much context the sidecar can see."""
+
+    def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        state = self.state(agent)
+        state["keys"] = sorted(agent.state.middle_context)
+        state["replies"] = sorted(agent.state.middle_context[self.middleware_key()])
+        state["context"] = len(agent.state.context)
+        return next_handler()
+
+
+class ContextProbe(SliceProbe):
+    """SliceProbe that asks for the context."""
+
+    needs_context = True
+
+
+class Staller(Reporting):
+    """Stalls forever in on_reasoning when the user said "stall"; otherwise records service."""
+
+    needs_context = True
+
+    async def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+        if text_of(agent.state.context[0]) == "stall":
+            print("entered", flush=True)
+            await asyncio.Event().wait()
+        self.state(agent)["served"] = True
+        async for event in next_handler():
+            yield event
