@@ -29,7 +29,9 @@ COUNTS = (0, 1, 5, 20)
 class NaturalPassThrough(Middleware):
     """Re-yields every reasoning event; awaits and returns the model result."""
 
-    async def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[Any]:
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[Any]:
         async for event in next_handler():
             yield event
 
@@ -70,7 +72,10 @@ async def main() -> None:
         loop = "uvloop" if isinstance(asyncio.get_running_loop(), uvloop.Loop) else "asyncio"
     except ImportError:
         loop = "asyncio"
-    print(f"python {sys.version.split()[0]}, loop {loop}, {REPLIES} replies x {ROUNDS} rounds (median)")
+    print(
+        f"python {sys.version.split()[0]}, loop {loop}, "
+        f"{REPLIES} replies x {ROUNDS} rounds (median)"
+    )
     for stream in (False, True):
         label = "streaming 20 chunks" if stream else "non-streaming"
         for cls in (NaturalPassThrough, DirectPassThrough):

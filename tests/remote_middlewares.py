@@ -16,7 +16,9 @@ class Quiet(Middleware):
 
     subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reasoning": ()}
 
-    async def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
         async for event in next_handler():
             yield event
 
@@ -32,20 +34,24 @@ class PreOnlyNoTools(Middleware):
 
     hook_modes: ClassVar[dict[str, HookMode]] = {"on_reasoning": "pre_only"}
 
-    async def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
         async for event in next_handler(tool_choice="none"):
             yield event
 
 
 class Stuck(Middleware):
-    """Never answers: its hooks wait until cancelled, recording that they were entered and cancelled."""
+    """Never answers: its hook waits until cancelled, recording entry and cancellation."""
 
     def __init__(self, hook_mode: HookMode = "intercept") -> None:
         self.entered = asyncio.Event()
         self.cancelled = asyncio.Event()
         self.hook_modes = {"on_reasoning": hook_mode}
 
-    async def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
         self.entered.set()
         print("entered", flush=True)
         try:
@@ -79,7 +85,9 @@ class Staller(Reporting):
 
     needs_context = True
 
-    async def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
         if text_of(agent.state.context[0]) == "stall":
             print("entered", flush=True)
             await asyncio.Event().wait()

@@ -36,11 +36,22 @@ class SidecarProcess:
 
 
 @asynccontextmanager
-async def sidecar_process(middleware: str, *args: str, listen: str = "127.0.0.1:0") -> AsyncIterator[SidecarProcess]:
+async def sidecar_process(
+    middleware: str, *args: str, listen: str = "127.0.0.1:0"
+) -> AsyncIterator[SidecarProcess]:
     """Run `hookmesh sidecar --middleware <middleware>` until the block ends."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hookmesh.cli", "sidecar", "--middleware", middleware, "--listen", listen,
-        "--app-dir", str(ROOT), *args,
+        sys.executable,
+        "-m",
+        "hookmesh.cli",
+        "sidecar",
+        "--middleware",
+        middleware,
+        "--listen",
+        listen,
+        "--app-dir",
+        str(ROOT),
+        *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},

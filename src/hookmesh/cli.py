@@ -36,19 +36,33 @@ def _token(env_name: str | None) -> str | None:
         return None
     token = os.environ.get(env_name)
     if not token:
-        raise typer.BadParameter(f"environment variable {env_name} is empty or unset", param_hint="--token-env")
+        raise typer.BadParameter(
+            f"environment variable {env_name} is empty or unset", param_hint="--token-env"
+        )
     return token
 
 
 @app.command()
 def sidecar(
-    middleware: Annotated[str, typer.Option(help="The middleware to serve, as package.module:attribute.")],
-    listen: Annotated[str, typer.Option(help="Address to listen on; port 0 picks a free one.")] = "127.0.0.1:7001",
-    tls_cert: Annotated[Path | None, typer.Option(help="Server certificate chain (PEM): serve TLS.")] = None,
+    middleware: Annotated[
+        str, typer.Option(help="The middleware to serve, as package.module:attribute.")
+    ],
+    listen: Annotated[
+        str, typer.Option(help="Address to listen on; port 0 picks a free one.")
+    ] = "127.0.0.1:7001",
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="Server certificate chain (PEM): serve TLS.")
+    ] = None,
     tls_key: Annotated[Path | None, typer.Option(help="Server private key (PEM).")] = None,
-    client_ca: Annotated[Path | None, typer.Option(help="Require client certificates signed by this CA (mTLS).")] = None,
-    token_env: Annotated[str | None, typer.Option(help="Require the bearer token held in this environment variable.")] = None,
-    app_dir: Annotated[Path, typer.Option(help="Directory to import the middleware from.")] = Path("."),
+    client_ca: Annotated[
+        Path | None, typer.Option(help="Require client certificates signed by this CA (mTLS).")
+    ] = None,
+    token_env: Annotated[
+        str | None, typer.Option(help="Require the bearer token held in this environment variable.")
+    ] = None,
+    app_dir: Annotated[Path, typer.Option(help="Directory to import the middleware from.")] = Path(
+        "."
+    ),
 ) -> None:
     """Serve one in-process middleware as a MiddlewareService sidecar.
 

@@ -37,7 +37,9 @@ class UsageMeter(Middleware):
     ) -> AsyncIterator[AgentEvent]:
         async for event in next_handler():
             if event.type == "reply_end":
-                yield CustomEvent(reply_id=event.reply_id, name="usage_meter", value=self.state(agent))
+                yield CustomEvent(
+                    reply_id=event.reply_id, name="usage_meter", value=self.state(agent)
+                )
             yield event
 
 
@@ -52,7 +54,9 @@ def demo_model() -> ChatModel:
         )
     return ScriptedChatModel(
         [
-            ScriptedTurn(tool_calls=[("get_weather", {"city": "Oslo"})], reasoning="I should look it up."),
+            ScriptedTurn(
+                tool_calls=[("get_weather", {"city": "Oslo"})], reasoning="I should look it up."
+            ),
             "It is -3 °C with snow in Oslo: wear a warm coat.",
         ],
         stream=True,

@@ -35,7 +35,9 @@ _START_TIMEOUT = 20.0
 _STOP_TIMEOUT = 10.0
 
 
-def _start_sidecar(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+def _start_sidecar(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     """Start `node clients/node/sidecar.js --listen 127.0.0.1:0 ARGS`; return it and its address."""
     if not (_NODE_DIR / "node_modules").is_dir():
         pytest.fail("clients/node/node_modules is missing: run `npm ci --prefix clients/node`")
@@ -205,6 +207,10 @@ def _struct(data: dict[str, Any]) -> struct_pb2.Struct:
     return out
 
 
+def _request(invocation_id: str, **message: Any) -> _mw_pb2.InterceptRequest:
+    return _mw_pb2.InterceptRequest(invocation_id=invocation_id, **message)
+
+
 def _model_call(invocation_id: str, state: dict[str, Any]) -> _mw_pb2.InterceptRequest:
     return _mw_pb2.InterceptRequest(
         invocation_id=invocation_id,
@@ -254,16 +260,12 @@ async def test_intercept_stream_survives_bad_input_cancel_and_ends_with_the_requ
 
         call = stub.Intercept(timeout=SHORT_TIMEOUT)
         # An item and an outcome for invocations that never started: ignored.
-        await call.write(_mw_pb2.InterceptRequest(invocation_id="ghost", item=_mw_pb2.DownstreamItem()))
+        await call.write(_request("ghost", item=_mw_pb2.DownstreamItem()))
         await call.write(_answer("ghost", "boo", {}))
-        await call.write(_mw_pb2.InterceptRequest(invocation_id="empty"))
+        await call.write(_request("empty"))
         # A hook it does not serve: a failed `done`, not a broken stream.
-        await call.write(
-            _mw_pb2.InterceptRequest(
-                invocation_id="1",
-                invocation=_mw_pb2.HookInvocation(hook=_mw_pb2.HOOK_ON_REPLY, reply=_mw_pb2.ReplyArgs()),
-            )
-        )
+        on_reply = _mw_pb2.HookInvocation(hook=_mw_pb2.HOOK_ON_REPLY, reply=_mw_pb2.ReplyArgs())
+        await call.write(_request("1", invocation=on_reply))
         refused = await _read(call)
         assert refused.invocation_id == "1"
         assert refused.done.WhichOneof("result") == "error"
@@ -273,7 +275,7 @@ async def test_intercept_stream_survives_bad_input_cancel_and_ends_with_the_requ
         started = await _read(call)
         assert (started.invocation_id, started.WhichOneof("message")) == ("2", "call_next")
         assert started.call_next.WhichOneof("overrides") is None
-        await call.write(_mw_pb2.InterceptRequest(invocation_id="2", cancel=_mw_pb2.CancelInvocation()))
+        await call.write(_request("2", cancel=_mw_pb2.CancelInvocation()))
         await call.write(_answer("2", "never counted", {}))
         # A full invocation without usage: 3 words, other state keys kept. Answers come in
         # order on one stream, so anything for "2" would arrive before these.
@@ -303,10 +305,10 @@ async def test_intercept_stream_survives_bad_input_cancel_and_ends_with_the_requ
 async def test_transform_system_prompt_appends_the_tag(sidecar: str) -> None:
     async with grpc.aio.insecure_channel(sidecar) as channel:
         stub = _mw_grpc.MiddlewareServiceStub(channel)
-        response = await stub.TransformSystemPrompt(
-            _mw_pb2.TransformSystemPromptRequest(prompt="base", reply_id="r1", state=_struct({"a": 1})),
-            timeout=5,
+        request = _mw_pb2.TransformSystemPromptRequest(
+            prompt="base", reply_id="r1", state=_struct({"a": 1})
         )
+        response = await stub.TransformSystemPrompt(request, timeout=5)
         assert response.prompt == "base [node sidecar]"
         assert not response.HasField("mutation")
 

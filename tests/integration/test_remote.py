@@ -19,8 +19,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
-from hookmesh.remote import ClientTLS, RemoteMiddleware, ServerTLS, SidecarError, serve_middleware
 from hookmesh.remote import SERVICE_NAME as MW_SERVICE
+from hookmesh.remote import ClientTLS, RemoteMiddleware, ServerTLS, SidecarError, serve_middleware
 from hookmesh.schema import MessageKind, text_of
 from hookmesh.services._server import RunningServer
 from hookmesh.v1 import middleware_pb2, middleware_pb2_grpc
@@ -47,7 +47,9 @@ async def serve() -> AsyncIterator[Serve]:
 
     async def start(mw: Middleware, **connect: Any) -> tuple[RunningServer, RemoteMiddleware]:
         running = await serve_middleware(mw)
-        remote = await RemoteMiddleware.connect(f"127.0.0.1:{running.port}", **{"timeout": SHORT_TIMEOUT, **connect})
+        remote = await RemoteMiddleware.connect(
+            f"127.0.0.1:{running.port}", **{"timeout": SHORT_TIMEOUT, **connect}
+        )
         opened.append((running, remote))
         return running, remote
 
@@ -64,28 +66,36 @@ def received(running: RunningServer) -> dict[str, int]:
 
 
 def streaming_agent(kind: MessageKind, middlewares: list[Middleware], **kw: Any) -> Agent:
-    model = ScriptedChatModel(["a fairly long answer streamed in many small chunks"], stream=True, chunk_size=4)
+    model = ScriptedChatModel(
+        ["a fairly long answer streamed in many small chunks"], stream=True, chunk_size=4
+    )
     return Agent(model, kind=kind, middlewares=middlewares, tools=[echo], **kw)
 
 
 # --- subscriptions and modes -------------------------------------------------------------------
 
 
-async def test_unsubscribed_events_pass_with_no_message_to_the_sidecar(kind: MessageKind, serve: Serve) -> None:
+async def test_unsubscribed_events_pass_with_no_message_to_the_sidecar(
+    kind: MessageKind, serve: Serve
+) -> None:
     running, remote = await serve(rmws.Quiet())
     events = await collect(streaming_agent(kind, [remote]).reply("go"))
     assert types(events).count("text_block_delta") > 10
     assert received(running) == {"invocation": 1, "outcome": 1}
 
 
-async def test_subscribed_events_are_the_only_ones_forwarded(kind: MessageKind, serve: Serve) -> None:
+async def test_subscribed_events_are_the_only_ones_forwarded(
+    kind: MessageKind, serve: Serve
+) -> None:
     running, remote = await serve(rmws.EndOnly())
     events = await collect(streaming_agent(kind, [remote]).reply("go"))
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
     assert received(running) == {"invocation": 1, "item": 1, "outcome": 1}
 
 
-async def test_pre_only_costs_one_message_and_still_overrides(kind: MessageKind, serve: Serve) -> None:
+async def test_pre_only_costs_one_message_and_still_overrides(
+    kind: MessageKind, serve: Serve
+) -> None:
     running, remote = await serve(rmws.PreOnlyNoTools())
     model = ScriptedChatModel([ScriptedTurn(tool_calls=[("echo", {"text": "x"})])])
     events = await collect(Agent(model, kind=kind, tools=[echo], middlewares=[remote]).reply("go"))
@@ -128,7 +138,9 @@ async def test_a_silent_sidecar_hits_the_message_deadline(
         await stuck.cancelled.wait()
 
 
-async def test_a_cancelled_reply_cancels_its_open_invocations(kind: MessageKind, serve: Serve) -> None:
+async def test_a_cancelled_reply_cancels_its_open_invocations(
+    kind: MessageKind, serve: Serve
+) -> None:
     stuck = rmws.Stuck()
     _, remote = await serve(stuck)
     consumer = asyncio.create_task(collect(streaming_agent(kind, [remote]).reply("go")))
@@ -147,9 +159,13 @@ async def test_connecting_to_nothing_fails_clearly() -> None:
 
 
 @pytest.mark.parametrize("mode", ["fail_open", "fail_closed"])
-async def test_killing_the_sidecar_mid_reply_never_hangs_and_it_reconnects(kind: MessageKind, mode: str) -> None:
+async def test_killing_the_sidecar_mid_reply_never_hangs_and_it_reconnects(
+    kind: MessageKind, mode: str
+) -> None:
     async with sidecar_process("tests.remote_middlewares:Staller") as first:
-        remote = await RemoteMiddleware.connect(first.address, timeout=SHORT_TIMEOUT, failure_mode=mode)  # type: ignore[arg-type]
+        remote = await RemoteMiddleware.connect(
+            first.address, timeout=SHORT_TIMEOUT, failure_mode=mode
+        )  # type: ignore[arg-type]
         try:
             consumer = asyncio.create_task(collect(streaming_agent(kind, [remote]).reply("stall")))
             assert await first.line() == "entered"
@@ -215,7 +231,10 @@ def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def _cert(
-    subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[str, ec.EllipticCurvePrivateKey] | None, ca: bool
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: tuple[str, ec.EllipticCurvePrivateKey] | None,
+    ca: bool,
 ) -> bytes:
     now = datetime.datetime.now(datetime.UTC)
     issuer_name, issuer_key = issuer or (subject, key)
@@ -231,7 +250,9 @@ def _cert(
     )
     if not ca:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
             critical=False,
         )
     return builder.sign(issuer_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
@@ -264,10 +285,14 @@ async def test_tls_and_mutual_tls(kind: MessageKind, pki: dict[str, bytes], mutu
     )
     try:
         with pytest.raises(SidecarError):
-            await RemoteMiddleware.connect(target, timeout=0.3, tls=ClientTLS(ca_cert=pki["other_ca"]))
+            await RemoteMiddleware.connect(
+                target, timeout=0.3, tls=ClientTLS(ca_cert=pki["other_ca"])
+            )
         if mutual:
             with pytest.raises(SidecarError):
-                await RemoteMiddleware.connect(target, timeout=0.3, tls=ClientTLS(ca_cert=pki["ca"]))
+                await RemoteMiddleware.connect(
+                    target, timeout=0.3, tls=ClientTLS(ca_cert=pki["ca"])
+                )
         remote = await RemoteMiddleware.connect(target, timeout=SHORT_TIMEOUT, tls=client)
         try:
             events = await collect(streaming_agent(kind, [remote]).reply("go"))
@@ -306,6 +331,8 @@ async def test_hint_messages_only_their_owner_may_remove(kind: MessageKind, serv
     mine = make_hint(kind, "retrieved passages", remote.middleware_key(), id="h-mine")
     theirs = make_hint(kind, "someone else's", "rag", id="h-theirs")
     agent.state.context.extend([mine, theirs])
-    Proxy._apply(remote, agent, pb.StateMutation(remove_message_ids=["h-mine", "h-theirs"]), "on_reasoning")
+    Proxy._apply(
+        remote, agent, pb.StateMutation(remove_message_ids=["h-mine", "h-theirs"]), "on_reasoning"
+    )
     assert [m.id for m in agent.state.context] == ["h-theirs"]
     assert text_of(agent.state.context[0]) == "someone else's"

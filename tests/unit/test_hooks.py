@@ -12,8 +12,8 @@ from hookmesh.agent import Agent
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
 from hookmesh.remote import RemoteMiddleware, serve_middleware
-from hookmesh.services._server import RunningServer
 from hookmesh.schema import AgentEvent, Message, MessageKind, text_of
+from hookmesh.services._server import RunningServer
 from tests import middlewares as mws
 from tests.agent_helpers import SHORT_TIMEOUT, collect, customs, echo, report, types
 
@@ -148,7 +148,9 @@ async def test_acting_wraps_only_tool_io(kind: MessageKind, attach: Attach) -> N
         ScriptedTurn(tool_calls=[("echo", {"text": "b"})]),
         "done",
     ]
-    agent, _ = make_agent(kind, turns, [await attach(mws.ActingProbe()), await attach(mws.Denier("echo2"))])
+    agent, _ = make_agent(
+        kind, turns, [await attach(mws.ActingProbe()), await attach(mws.Denier("echo2"))]
+    )
     events = await collect(agent.reply("go"))
     state = report(events, "ActingProbe")
     # The call with invalid arguments never reaches on_acting; the result is written outside
@@ -166,7 +168,9 @@ async def test_acting_wraps_only_tool_io(kind: MessageKind, attach: Attach) -> N
 
 async def test_permission_hook_denies_outside_acting(kind: MessageKind, attach: Attach) -> None:
     turns = [ScriptedTurn(tool_calls=[("echo", {"text": "a"})]), "ok"]
-    agent, _ = make_agent(kind, turns, [await attach(mws.ActingProbe()), await attach(mws.Denier("echo"))])
+    agent, _ = make_agent(
+        kind, turns, [await attach(mws.ActingProbe()), await attach(mws.Denier("echo"))]
+    )
     events = await collect(agent.reply("go"))
     assert "calls" not in report(events, "ActingProbe")
     end = [e for e in events if e.type == "tool_result_end"]

@@ -164,7 +164,7 @@ async def test_async_generator_tools_stream_text_and_media(kind: MessageKind) ->
     deltas = [e for e in events if e.type == "tool_result_delta"]
     assert [d.text for d in deltas] == ["step 1, ", "step 2", "", '{"done": true}']  # type: ignore[union-attr]
     assert deltas[2].media == png  # type: ignore[union-attr]
-    result = [r for m in agent.state.context for r in tool_results(m)][0]
+    result = next(r for m in agent.state.context for r in tool_results(m))
     assert [b.type for b in result.output] == ["text", "image", "text"]
     assert result.output[0].text == "step 1, step 2"  # type: ignore[union-attr]
 

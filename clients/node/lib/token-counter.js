@@ -223,7 +223,7 @@ export class InterceptSession {
       tokens: counter(entry.state.tokens) + tokens,
       calls: counter(entry.state.calls) + 1,
     };
-    // this.send(id, { mutate: { state: toStruct(state) } });
+    this.send(id, { mutate: { state: toStruct(state) } });
     this.send(id, {
       emit: { reply_id: entry.replyId, custom: { name: TOKENS_EVENT, value: { numberValue: tokens } } },
     });

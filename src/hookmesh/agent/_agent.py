@@ -7,7 +7,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from hookmesh.agent._state import AgentState, PendingReply, Resume
 from hookmesh.agent._stream import OutputCollector, StreamOutcome, response_events
@@ -18,7 +18,9 @@ from hookmesh.middleware._base import ALLOW, ASK, HOOKS, Middleware, PermissionD
 from hookmesh.middleware._chain import build_await_chain, build_event_chain, core_step, culprit
 from hookmesh.schema import (
     AgentEvent,
+    AgenticMessage,
     FinishReason,
+    FlatMessage,
     Message,
     MessageKind,
     ModelCallEndEvent,
@@ -61,8 +63,24 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-_Step = tuple[ToolCall, Tool, dict[str, Any]] | tuple[ToolCall, str, ToolResultState]
-"""One call's action in a step: run it with parsed arguments, or answer it with text."""
+class _ToRun(NamedTuple):
+    """A call to execute, with its parsed arguments."""
+
+    call: ToolCall
+    tool: Tool
+    arguments: dict[str, Any]
+
+
+class _ToAnswer(NamedTuple):
+    """A call answered without running (denied, invalid, unknown tool)."""
+
+    call: ToolCall
+    text: str
+    state: ToolResultState
+
+
+_Step = _ToRun | _ToAnswer
+"""One call's action in a step."""
 
 
 class _Run:
@@ -71,6 +89,7 @@ class _Run:
     __slots__ = (
         "blocks",
         "cancelled",
+        "direct_call_id",
         "end",
         "final",
         "inside",
@@ -79,7 +98,6 @@ class _Run:
         "outbox",
         "paused",
         "reply_id",
-        "direct_call_id",
         "system",
         "task",
     )
@@ -153,19 +171,25 @@ class Agent:
             for t in mw.list_tools():
                 self.toolkit.add(t)
         by_hook = {h: [mw for mw in self.middlewares if mw.implements(h)] for h in HOOKS}
-        self._reply_chain = build_event_chain(self, by_hook["on_reply"], "on_reply", self._core_reply)
+        self._reply_chain = build_event_chain(
+            self, by_hook["on_reply"], "on_reply", self._core_reply
+        )
         self._reasoning_chain = build_event_chain(
             self, by_hook["on_reasoning"], "on_reasoning", self._core_reasoning
         )
         self._model_chain = build_await_chain(
             self, by_hook["on_model_call"], "on_model_call", self._core_model_call
         )
-        self._acting_chain = build_event_chain(self, by_hook["on_acting"], "on_acting", self._core_acting)
+        self._acting_chain = build_event_chain(
+            self, by_hook["on_acting"], "on_acting", self._core_acting
+        )
         self._permission_chain = build_await_chain(
             self, by_hook["on_check_permission"], "on_check_permission", self._core_permission
         )
         self._compress_chain = (
-            build_await_chain(self, by_hook["on_compress_context"], "on_compress_context", _no_compress)
+            build_await_chain(
+                self, by_hook["on_compress_context"], "on_compress_context", _no_compress
+            )
             if by_hook["on_compress_context"]
             else None
         )
@@ -192,12 +216,10 @@ class Agent:
             raise AgentBusyError("a reply is paused: resume it before starting another")
         if isinstance(inputs, str):
             messages: list[Message] = [make_user_text(self.kind, inputs)]
-        elif isinstance(inputs, Sequence):
-            check_messages(inputs, "inputs")
-            messages = to_kind(inputs, self.kind)
         else:
-            check_messages([inputs], "inputs")
-            messages = to_kind([inputs], self.kind)
+            given = [inputs] if isinstance(inputs, FlatMessage | AgenticMessage) else list(inputs)
+            check_messages(given, "inputs")
+            messages = to_kind(given, self.kind)
         return self._drive(new_id(), {"inputs": messages, "resume": None})
 
     def resume(self, resume: Resume) -> AsyncIterator[AgentEvent]:
@@ -322,7 +344,9 @@ class Agent:
     async def _core_reply(self, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:
         run = self._run
         assert run is not None
-        yield ReplyStartEvent(reply_id=run.reply_id, session_id=self.session_id, agent_name=self.name)
+        yield ReplyStartEvent(
+            reply_id=run.reply_id, session_id=self.session_id, agent_name=self.name
+        )
         try:
             prompt = await self._system_prompt()
             run.system = make_text(self.kind, "system", prompt) if prompt else None
@@ -345,7 +369,7 @@ class Agent:
                     run.message = None
                     async for event in self._reasoning_chain({"tool_choice": "auto"}):
                         yield event
-                    calls = tool_calls(run.message) if run.message is not None else []
+                    calls: list[ToolCall] = [] if run.message is None else tool_calls(run.message)
                     if not calls:
                         run.final = run.message
                         reason = "completed"
@@ -378,7 +402,9 @@ class Agent:
             except Exception as exc:
                 if mw.failure_mode != "fail_open":
                     raise
-                log.warning("middleware %s failed in on_system_prompt: %s", mw.middleware_key(), exc)
+                log.warning(
+                    "middleware %s failed in on_system_prompt: %s", mw.middleware_key(), exc
+                )
         return prompt
 
     async def _after_agent(self, run: _Run) -> None:
@@ -432,7 +458,10 @@ class Agent:
     async def _core_model_call(self, kwargs: dict[str, Any]) -> ModelResult:
         model: ChatModel = kwargs["model"]
         return await model(
-            kwargs["messages"], tools=kwargs["tools"], tool_choice=kwargs["tool_choice"], kind=self.kind
+            kwargs["messages"],
+            tools=kwargs["tools"],
+            tool_choice=kwargs["tool_choice"],
+            kind=self.kind,
         )
 
     @core_step
@@ -506,23 +535,29 @@ class Agent:
             tool = self.toolkit.get(call.name)
             if tool is None:
                 names = ", ".join(t.name for t in self.toolkit) or "none"
-                steps.append((call, f"Error: there is no tool named {call.name!r} (tools: {names})", "error"))
+                steps.append(
+                    _ToAnswer(
+                        call,
+                        f"Error: there is no tool named {call.name!r} (tools: {names})",
+                        "error",
+                    )
+                )
                 continue
             try:
                 arguments = tool.parse_arguments(call.arguments)
             except ToolArgumentError as exc:
-                steps.append((call, f"Error: {exc}", "error"))
+                steps.append(_ToAnswer(call, f"Error: {exc}", "error"))
                 continue
             decision = await self._permission_chain({"tool_call": call, "tool": tool})
             if decision.behavior == "deny":
                 reason = f": {decision.reason}" if decision.reason else ""
-                steps.append((call, f"Permission denied{reason}", "denied"))
+                steps.append(_ToAnswer(call, f"Permission denied{reason}", "denied"))
             elif decision.behavior == "ask":
                 confirm.append(call)
             elif tool.external:
                 external.append(call)
             else:
-                steps.append((call, tool, arguments))
+                steps.append(_ToRun(call, tool, arguments))
         async for event in self._execute(steps):
             yield event
         if confirm or external:
@@ -534,11 +569,10 @@ class Agent:
     ) -> AsyncIterator[AgentEvent]:
         run = self._run
         assert run is not None
-        awaiting = "confirmation" if confirm else "external"
         self.state.pending = PendingReply(
             reply_id=run.reply_id,
             iteration=iteration,
-            awaiting=awaiting,
+            awaiting="confirmation" if confirm else "external",
             confirm_calls=confirm,
             external_calls=external,
             direct_call_id=run.direct_call_id,
@@ -565,11 +599,11 @@ class Agent:
                 tool = self.toolkit.get(call.name)
                 if not answer.confirmed or tool is None:
                     reason = f": {answer.reason}" if answer.reason else ""
-                    steps.append((call, f"The user denied this call{reason}", "denied"))
+                    steps.append(_ToAnswer(call, f"The user denied this call{reason}", "denied"))
                 elif tool.external:
                     external.append(call)
                 else:
-                    steps.append((call, tool, tool.parse_arguments(call.arguments)))
+                    steps.append(_ToRun(call, tool, tool.parse_arguments(call.arguments)))
             async for event in self._execute(steps):
                 yield event
             if external:
@@ -606,18 +640,20 @@ class Agent:
         assert run is not None
         i = 0
         while i < len(steps):
-            call, what, how = steps[i]
-            if not isinstance(what, Tool):
-                async for event in self._answer_events(call, what, how):
+            step = steps[i]
+            if isinstance(step, _ToAnswer):
+                async for event in self._answer_events(step.call, step.text, step.state):
                     yield event
                 i += 1
                 continue
-            j = i + 1
-            if what.concurrency_safe:
-                while j < len(steps) and isinstance(steps[j][1], Tool) and steps[j][1].concurrency_safe:
-                    j += 1
-            batch: list[tuple[ToolCall, Tool, dict[str, Any]]] = steps[i:j]  # type: ignore[assignment]
-            collectors = {c.id: OutputCollector() for c, _, _ in batch}
+            batch = [step]
+            if step.tool.concurrency_safe:
+                while i + len(batch) < len(steps):
+                    nxt = steps[i + len(batch)]
+                    if not isinstance(nxt, _ToRun) or not nxt.tool.concurrency_safe:
+                        break
+                    batch.append(nxt)
+            collectors = {ran.call.id: OutputCollector() for ran in batch}
             stream = self._one(batch[0]) if len(batch) == 1 else self._together(batch)
             async for event in stream:
                 if event.type in ("tool_result_delta", "tool_result_end"):
@@ -628,32 +664,31 @@ class Agent:
             if run.outbox:
                 for event in _drain(run.outbox):
                     yield event
-            for c, _, _ in batch:
-                collector = collectors[c.id]
-                self._answer(c, collector.finish(), collector.state)  # type: ignore[arg-type]
-                if self._returns_directly(c, collector.state):  # type: ignore[arg-type]
-                    run.direct_call_id = c.id
-            i = j
+            for ran in batch:
+                collector = collectors[ran.call.id]
+                self._answer(ran.call, collector.finish(), collector.state)
+                if self._returns_directly(ran.call, collector.state):
+                    run.direct_call_id = ran.call.id
+            i += len(batch)
 
-    def _one(self, item: tuple[ToolCall, Tool, dict[str, Any]]) -> AsyncIterator[AgentEvent]:
-        call, tool, arguments = item
-        return self._acting_chain({"tool_call": call, "tool": tool, "arguments": arguments})
+    def _one(self, step: _ToRun) -> AsyncIterator[AgentEvent]:
+        return self._acting_chain(
+            {"tool_call": step.call, "tool": step.tool, "arguments": step.arguments}
+        )
 
-    async def _together(
-        self, batch: list[tuple[ToolCall, Tool, dict[str, Any]]]
-    ) -> AsyncIterator[AgentEvent]:
+    async def _together(self, batch: list[_ToRun]) -> AsyncIterator[AgentEvent]:
         queue: asyncio.Queue[AgentEvent | BaseException | None] = asyncio.Queue()
 
-        async def pump(item: tuple[ToolCall, Tool, dict[str, Any]]) -> None:
+        async def pump(step: _ToRun) -> None:
             try:
-                async for event in self._one(item):
+                async for event in self._one(step):
                     queue.put_nowait(event)
             except Exception as exc:
                 queue.put_nowait(exc)
             finally:
                 queue.put_nowait(None)
 
-        tasks = [asyncio.create_task(pump(item)) for item in batch]
+        tasks = [asyncio.create_task(pump(step)) for step in batch]
         try:
             running = len(tasks)
             while running:
@@ -704,7 +739,9 @@ def _check_resume(pending: PendingReply, resume: Resume) -> None:
     missing = expected - set(given)
     if missing:
         violations.append(
-            FieldViolation(field, f"answer every awaited call; missing: {', '.join(sorted(missing))}")
+            FieldViolation(
+                field, f"answer every awaited call; missing: {', '.join(sorted(missing))}"
+            )
         )
     if violations:
         raise SchemaError(violations)

@@ -21,6 +21,7 @@ from hookmesh.schema import (
     ToolCallEndEvent,
     ToolCallStartEvent,
     ToolOutputBlock,
+    ToolResultState,
     Usage,
     make_assistant,
     reasoning_of,
@@ -77,7 +78,9 @@ async def response_events(
                 open_kind, block_id = "reasoning", new_block_id()
                 yield ReasoningBlockStartEvent(reply_id=reply_id, block_id=block_id)
             reasoning.append(chunk.reasoning)
-            yield ReasoningBlockDeltaEvent(reply_id=reply_id, block_id=block_id, delta=chunk.reasoning)
+            yield ReasoningBlockDeltaEvent(
+                reply_id=reply_id, block_id=block_id, delta=chunk.reasoning
+            )
         if chunk.text:
             if open_kind != "text":
                 if open_kind == "reasoning":
@@ -97,7 +100,9 @@ async def response_events(
                 yield ToolCallStartEvent(reply_id=reply_id, call_id=piece.call_id, name=piece.name)
             if piece.arguments:
                 call.arguments.append(piece.arguments)
-                yield ToolCallDeltaEvent(reply_id=reply_id, call_id=piece.call_id, delta=piece.arguments)
+                yield ToolCallDeltaEvent(
+                    reply_id=reply_id, call_id=piece.call_id, delta=piece.arguments
+                )
         if chunk.usage is not None:
             usage = chunk.usage
         if chunk.stop_reason:
@@ -153,7 +158,7 @@ class OutputCollector:
     def __init__(self) -> None:
         self._text: list[str] = []
         self.output: list[ToolOutputBlock] = []
-        self.state = "success"
+        self.state: ToolResultState = "success"
 
     def add(self, event: AgentEvent) -> None:
         """Take in one tool_result_delta or tool_result_end event."""

@@ -69,7 +69,9 @@ class Tool:
         try:
             raw = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as exc:
-            raise ToolArgumentError(f"arguments are not valid JSON: {exc.msg} at {exc.pos}") from None
+            raise ToolArgumentError(
+                f"arguments are not valid JSON: {exc.msg} at {exc.pos}"
+            ) from None
         if not isinstance(raw, dict):
             raise ToolArgumentError(f"arguments must be a JSON object, got {type(raw).__name__}")
         if self._model is None:

@@ -11,4 +11,13 @@ from hookmesh.middleware._base import (
     PermissionDecision,
 )
 
-__all__ = ["ALLOW", "ASK", "HOOKS", "ONION_HOOKS", "FailureMode", "HookMode", "Middleware", "PermissionDecision"]
+__all__ = [
+    "ALLOW",
+    "ASK",
+    "HOOKS",
+    "ONION_HOOKS",
+    "FailureMode",
+    "HookMode",
+    "Middleware",
+    "PermissionDecision",
+]

@@ -132,7 +132,9 @@ def chunk_to_pb(chunk: ModelChunk) -> _mw_pb2.ModelChunk:
     )
     if chunk.tool_call is not None:
         tc = chunk.tool_call
-        pb.tool_call.CopyFrom(_mw_pb2.ToolCallDelta(call_id=tc.call_id, name=tc.name, arguments=tc.arguments))
+        pb.tool_call.CopyFrom(
+            _mw_pb2.ToolCallDelta(call_id=tc.call_id, name=tc.name, arguments=tc.arguments)
+        )
     if chunk.usage is not None:
         pb.usage.CopyFrom(_usage_to_proto(chunk.usage))
     return pb
@@ -143,7 +145,9 @@ def chunk_from_pb(pb: _mw_pb2.ModelChunk) -> ModelChunk:
     return ModelChunk(
         text=pb.text,
         reasoning=pb.reasoning,
-        tool_call=ToolCallDelta(tc.call_id, tc.name, tc.arguments) if pb.HasField("tool_call") else None,
+        tool_call=ToolCallDelta(tc.call_id, tc.name, tc.arguments)
+        if pb.HasField("tool_call")
+        else None,
         usage=_usage_from_proto(pb.usage) if pb.HasField("usage") else None,
         stop_reason=pb.stop_reason,
         response_id=pb.response_id,
@@ -171,7 +175,9 @@ def response_from_pb(pb: _mw_pb2.ModelResponse) -> ModelResponse:
 
 
 def decision_to_pb(decision: PermissionDecision) -> _mw_pb2.PermissionDecision:
-    return _mw_pb2.PermissionDecision(behavior=_BEHAVIOR_TO_PB[decision.behavior], reason=decision.reason)
+    return _mw_pb2.PermissionDecision(
+        behavior=_BEHAVIOR_TO_PB[decision.behavior], reason=decision.reason
+    )
 
 
 def decision_from_pb(pb: _mw_pb2.PermissionDecision) -> PermissionDecision:
@@ -182,12 +188,16 @@ def error_to_pb(exc: BaseException) -> _event_pb2.ReplyError:
     """An exception as a ReplyError (reason from a HookmeshError, else its type name)."""
     reason = getattr(exc, "reason", "MIDDLEWARE_ERROR")
     return _event_pb2.ReplyError(
-        reason=reason, message=str(exc) or type(exc).__name__, metadata={"errorType": type(exc).__name__}
+        reason=reason,
+        message=str(exc) or type(exc).__name__,
+        metadata={"errorType": type(exc).__name__},
     )
 
 
 def reply_error_from_pb(pb: _event_pb2.ReplyError) -> ReplyError:
-    return ReplyError(reason=pb.reason, message=pb.message, source=pb.source, metadata=dict(pb.metadata))
+    return ReplyError(
+        reason=pb.reason, message=pb.message, source=pb.source, metadata=dict(pb.metadata)
+    )
 
 
 def arguments_json(arguments: dict[str, Any]) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections import Counter
 import logging
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,8 +14,8 @@ import grpc
 
 from hookmesh.agent import AgentState
 from hookmesh.agent.models import ModelResponse
-from hookmesh.middleware import ONION_HOOKS, Middleware
 from hookmesh.errors import to_grpc_status
+from hookmesh.middleware import ONION_HOOKS, Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._proxy import RemoteHookError
 from hookmesh.schema import (
@@ -109,7 +109,9 @@ class _Sync:
                 out.replace_context.messages.extend(message_to_proto(m) for m in self.context)
             else:
                 before = set(self._sent_ids)
-                out.append_messages.extend(message_to_proto(m) for m in self.context if m.id not in before)
+                out.append_messages.extend(
+                    message_to_proto(m) for m in self.context if m.id not in before
+                )
                 now = set(ids)
                 out.remove_message_ids.extend(i for i in self._sent_ids if i not in now)
             self._sent_ids = ids
@@ -212,7 +214,9 @@ class _Session:
             if entry[1] <= 0:
                 del self.states[reply_id]
 
-    async def _run(self, call: _Call, hook: str, mode: str, invocation: _mw_pb2.HookInvocation) -> None:
+    async def _run(
+        self, call: _Call, hook: str, mode: str, invocation: _mw_pb2.HookInvocation
+    ) -> None:
         mw = self.host.middleware
         key = mw.middleware_key()
         reply_id = invocation.reply_id
@@ -223,7 +227,9 @@ class _Session:
             c.KIND_FROM_PB.get(invocation.kind, "flat"),
             reply_id,
             invocation.session_id,
-            AgentState.model_construct(context=context, middle_context={key: {reply_id: state}}, pending=None),
+            AgentState.model_construct(
+                context=context, middle_context={key: {reply_id: state}}, pending=None
+            ),
             emit=call.emit,
         )
         call.sync = _Sync(state, context, hook, key)
@@ -301,7 +307,9 @@ def _call_next(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
     if unknown:
         raise ValueError(f"{hook}: cannot override {', '.join(sorted(unknown))} from a sidecar")
     if hook == "on_reasoning":
-        return _mw_pb2.CallNext(reasoning=_mw_pb2.ReasoningOverrides(tool_choice=overrides.get("tool_choice")))
+        return _mw_pb2.CallNext(
+            reasoning=_mw_pb2.ReasoningOverrides(tool_choice=overrides.get("tool_choice"))
+        )
     if hook == "on_model_call":
         out = _mw_pb2.ModelCallOverrides()
         if "tool_choice" in overrides:
@@ -320,7 +328,12 @@ def _call_next(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
 
 
 async def _event_hook(
-    call: _Call, mw: Middleware, hook: str, mode: str, agent: SidecarAgent, inv: _mw_pb2.HookInvocation
+    call: _Call,
+    mw: Middleware,
+    hook: str,
+    mode: str,
+    agent: SidecarAgent,
+    inv: _mw_pb2.HookInvocation,
 ) -> None:
     pending: list[AgentEvent] = []
 
@@ -357,7 +370,12 @@ async def _event_hook(
 
 
 async def _model_hook(
-    call: _Call, mw: Middleware, hook: str, mode: str, agent: SidecarAgent, inv: _mw_pb2.HookInvocation
+    call: _Call,
+    mw: Middleware,
+    hook: str,
+    mode: str,
+    agent: SidecarAgent,
+    inv: _mw_pb2.HookInvocation,
 ) -> None:
     async def chunks() -> AsyncIterator[Any]:
         while True:
@@ -389,7 +407,12 @@ async def _model_hook(
 
 
 async def _permission_hook(
-    call: _Call, mw: Middleware, hook: str, mode: str, agent: SidecarAgent, inv: _mw_pb2.HookInvocation
+    call: _Call,
+    mw: Middleware,
+    hook: str,
+    mode: str,
+    agent: SidecarAgent,
+    inv: _mw_pb2.HookInvocation,
 ) -> None:
     async def next_handler() -> Any:
         call.control(call_next=_mw_pb2.CallNext())
@@ -402,7 +425,12 @@ async def _permission_hook(
 
 
 async def _compress_hook(
-    call: _Call, mw: Middleware, hook: str, mode: str, agent: SidecarAgent, inv: _mw_pb2.HookInvocation
+    call: _Call,
+    mw: Middleware,
+    hook: str,
+    mode: str,
+    agent: SidecarAgent,
+    inv: _mw_pb2.HookInvocation,
 ) -> None:
     async def next_handler() -> None:
         call.control(call_next=_mw_pb2.CallNext())
@@ -425,7 +453,9 @@ _RUNNERS = {
 
 async def _abort_failed(context: grpc.aio.ServicerContext, hook: str, exc: Exception) -> None:
     log.warning("middleware failed in %s: %s", hook, exc, exc_info=exc)
-    error = RemoteHookError(str(exc) or type(exc).__name__, metadata={"hook": hook, "errorType": type(exc).__name__})
+    error = RemoteHookError(
+        str(exc) or type(exc).__name__, metadata={"hook": hook, "errorType": type(exc).__name__}
+    )
     await context.abort_with_status(to_grpc_status(error))
 
 
@@ -445,7 +475,9 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
             self.modes[hook] = mode
             subscriptions = middleware.subscriptions.get(hook, ("*",))  # type: ignore[call-overload]
             hooks.append(
-                _mw_pb2.HookSpec(hook=c.HOOK_TO_PB[hook], mode=c.MODE_TO_PB[mode], subscriptions=subscriptions)
+                _mw_pb2.HookSpec(
+                    hook=c.HOOK_TO_PB[hook], mode=c.MODE_TO_PB[mode], subscriptions=subscriptions
+                )
             )
         self.tools = {t.name: t for t in middleware.list_tools()}
         self.description = _mw_pb2.DescribeResponse(
@@ -465,7 +497,9 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         return self.description
 
     async def Intercept(
-        self, request_iterator: AsyncIterator[_mw_pb2.InterceptRequest], context: grpc.aio.ServicerContext
+        self,
+        request_iterator: AsyncIterator[_mw_pb2.InterceptRequest],
+        context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[_mw_pb2.InterceptResponse]:
         session = _Session(self)
         reader = asyncio.create_task(session.read(request_iterator))
@@ -477,14 +511,18 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
             await asyncio.gather(reader, return_exceptions=True)
             await session.close()
 
-    def _agent(self, name: str, kind: int, reply_id: str, session_id: str, state: Any, context: Any) -> SidecarAgent:
+    def _agent(
+        self, name: str, kind: int, reply_id: str, session_id: str, state: Any, context: Any
+    ) -> SidecarAgent:
         key = self.middleware.middleware_key()
         messages = [message_from_proto(m, "context") for m in context]
         fresh = c.from_struct(state)
         agent_state = AgentState.model_construct(
             context=messages, middle_context={key: {reply_id: fresh}}, pending=None
         )
-        return SidecarAgent(name, c.KIND_FROM_PB.get(kind, "flat"), reply_id, session_id, agent_state)
+        return SidecarAgent(
+            name, c.KIND_FROM_PB.get(kind, "flat"), reply_id, session_id, agent_state
+        )
 
     async def TransformSystemPrompt(
         self, request: _mw_pb2.TransformSystemPromptRequest, context: grpc.aio.ServicerContext
@@ -501,7 +539,12 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         self, request: _mw_pb2.AfterAgentRequest, context: grpc.aio.ServicerContext
     ) -> _mw_pb2.AfterAgentResponse:
         agent = self._agent(
-            request.agent_name, request.kind, request.reply_id, request.session_id, request.state, request.context
+            request.agent_name,
+            request.kind,
+            request.reply_id,
+            request.session_id,
+            request.state,
+            request.context,
         )
         sync = _Sync(self.middleware.state(agent), agent.state.context, "after_agent", "")  # type: ignore[arg-type]
         final = message_from_proto(request.final_message, "final_message")
@@ -516,7 +559,9 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
     ) -> AsyncIterator[_mw_pb2.CallToolResponse]:
         tool = self.tools.get(request.name)
         if tool is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"this sidecar has no tool {request.name!r}")
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"this sidecar has no tool {request.name!r}"
+            )
         assert tool is not None
         try:
             arguments = tool.parse_arguments(request.arguments)

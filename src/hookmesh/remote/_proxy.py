@@ -76,7 +76,9 @@ class _HookSpec:
 class _Stream:
     """One long-lived Intercept call carrying every invocation, each with its own inbox."""
 
-    def __init__(self, stub: _mw_grpc.MiddlewareServiceStub, metadata: Sequence[tuple[str, str]]) -> None:
+    def __init__(
+        self, stub: _mw_grpc.MiddlewareServiceStub, metadata: Sequence[tuple[str, str]]
+    ) -> None:
         self._outgoing: asyncio.Queue[_mw_pb2.InterceptRequest | None] = asyncio.Queue()
         self.inboxes: dict[str, asyncio.Queue[Any]] = {}
         self._ids = itertools.count(1)
@@ -123,7 +125,7 @@ class _Stream:
 class _Invocation:
     """The agent's side of one hook invocation."""
 
-    __slots__ = ("agent", "id", "inbox", "mw", "stream", "hook")
+    __slots__ = ("agent", "hook", "id", "inbox", "mw", "stream")
 
     def __init__(self, mw: RemoteMiddleware, stream: _Stream, agent: Agent, hook: str) -> None:
         self.mw = mw
@@ -145,7 +147,9 @@ class _Invocation:
         return [message_to_proto(m) for m in self.agent.state.context]
 
     def outcome(self, **result: Any) -> None:
-        self.send(outcome=_mw_pb2.DownstreamOutcome(state=self.state(), context=self.context(), **result))
+        self.send(
+            outcome=_mw_pb2.DownstreamOutcome(state=self.state(), context=self.context(), **result)
+        )
 
     async def wait(self, *expected: str) -> tuple[list[AgentEvent], Any]:
         """Apply mutations and collect emits until one of `expected` arrives (or done)."""
@@ -258,11 +262,18 @@ class RemoteMiddleware(Middleware):
             )
         except grpc.aio.AioRpcError as exc:
             await channel.close()
-            raise SidecarError(f"sidecar {target} did not describe itself: {exc.code().name}: {exc.details()}") from None
+            raise SidecarError(
+                f"sidecar {target} did not describe itself: {exc.code().name}: {exc.details()}"
+            ) from None
         if description.protocol_version != c.PROTOCOL_VERSION:
             await channel.close()
-            raise SidecarError(f"sidecar {target} speaks protocol {description.protocol_version}, not {c.PROTOCOL_VERSION}")
-        return cls(target, description, channel, failure_mode=failure_mode, timeout=timeout, token=token)
+            raise SidecarError(
+                f"sidecar {target} speaks protocol {description.protocol_version}, "
+                f"not {c.PROTOCOL_VERSION}"
+            )
+        return cls(
+            target, description, channel, failure_mode=failure_mode, timeout=timeout, token=token
+        )
 
     async def aclose(self) -> None:
         """Close the stream and the channel."""
@@ -316,10 +327,15 @@ class RemoteMiddleware(Middleware):
             ids = set(mutation.remove_message_ids)
             context[:] = [m for m in context if not (m.id in ids and self._owns_hint(m))]
         if mutation.append_messages:
-            new = [message_from_proto(pb, "mutate.append_messages") for pb in mutation.append_messages]
+            new = [
+                message_from_proto(pb, "mutate.append_messages") for pb in mutation.append_messages
+            ]
             context.extend(to_kind(new, agent.kind))
         if mutation.HasField("replace_context") and hook == "on_compress_context":
-            new = [message_from_proto(pb, "mutate.replace_context") for pb in mutation.replace_context.messages]
+            new = [
+                message_from_proto(pb, "mutate.replace_context")
+                for pb in mutation.replace_context.messages
+            ]
             context[:] = to_kind(new, agent.kind)
 
     def _owns_hint(self, msg: Message) -> bool:
@@ -333,7 +349,9 @@ class RemoteMiddleware(Middleware):
         async def call(**arguments: Any) -> AsyncIterator[Any]:
             request = _mw_pb2.CallToolRequest(name=spec.name, arguments=c.arguments_json(arguments))
             try:
-                async for piece in self._stub.CallTool(request, timeout=self.timeout, metadata=self._metadata):
+                async for piece in self._stub.CallTool(
+                    request, timeout=self.timeout, metadata=self._metadata
+                ):
                     arm = piece.WhichOneof("piece")
                     if arm == "text":
                         yield piece.text
@@ -342,7 +360,9 @@ class RemoteMiddleware(Middleware):
                     elif arm == "end" and piece.end == _content_pb2.TOOL_RESULT_STATE_ERROR:
                         raise RemoteHookError(f"tool {spec.name} failed in the sidecar")
             except grpc.aio.AioRpcError as exc:
-                raise SidecarError(f"tool {spec.name}: {exc.code().name}: {exc.details()}") from None
+                raise SidecarError(
+                    f"tool {spec.name}: {exc.code().name}: {exc.details()}"
+                ) from None
 
         definition = c.tool_definition(spec)
         return Tool(
@@ -362,22 +382,30 @@ class RemoteMiddleware(Middleware):
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.ABORTED:
                 raise RemoteHookError(exc.details() or "the sidecar's hook failed") from None
-            raise SidecarError(f"sidecar {self.target}: {exc.code().name}: {exc.details()}") from None
+            raise SidecarError(
+                f"sidecar {self.target}: {exc.code().name}: {exc.details()}"
+            ) from None
 
     # --- onion hooks -----------------------------------------------------------------------
 
-    def on_reply(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+    def on_reply(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
         args = _mw_pb2.ReplyArgs(
             inputs=[message_to_proto(m) for m in kwargs.get("inputs", ())],
             resume=kwargs.get("resume") is not None,
         )
         return self._events("on_reply", agent, kwargs, next_handler, reply=args)
 
-    def on_reasoning(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+    def on_reasoning(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
         args = _mw_pb2.ReasoningArgs(tool_choice=kwargs.get("tool_choice", "auto"))
         return self._events("on_reasoning", agent, kwargs, next_handler, reasoning=args)
 
-    def on_acting(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+    def on_acting(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
         args = _mw_pb2.ActingArgs(tool_call=c.tool_call_to_pb(kwargs["tool_call"]))
         return self._events("on_acting", agent, kwargs, next_handler, acting=args)
 
@@ -425,7 +453,9 @@ class RemoteMiddleware(Middleware):
                 if not spec.wants(event.type):
                     yield event
                     continue
-                inv.send(item=_mw_pb2.DownstreamItem(state=inv.state(), event=c.event_to_proto(event)))
+                inv.send(
+                    item=_mw_pb2.DownstreamItem(state=inv.state(), event=c.event_to_proto(event))
+                )
                 events, message = await inv.wait("verdict")
                 for emitted in events:
                     yield emitted
@@ -457,7 +487,8 @@ class RemoteMiddleware(Middleware):
             out["tool_choice"] = pb.tool_choice
         if arm == "model_call" and pb.HasField("messages"):
             out["messages"] = to_kind(
-                [message_from_proto(m, "call_next.messages") for m in pb.messages.messages], agent.kind
+                [message_from_proto(m, "call_next.messages") for m in pb.messages.messages],
+                agent.kind,
             )
         if arm == "acting" and pb.HasField("arguments"):
             call = kwargs["tool_call"].model_copy(update={"arguments": pb.arguments})
@@ -469,7 +500,9 @@ class RemoteMiddleware(Middleware):
         spec = self._specs["on_model_call"]
         args = _mw_pb2.ModelCallArgs(
             model_name=kwargs["model"].model_name,
-            messages=[message_to_proto(m) for m in kwargs["messages"]] if self.needs_context else [],
+            messages=[message_to_proto(m) for m in kwargs["messages"]]
+            if self.needs_context
+            else [],
             tools=[c.tool_spec(t) for t in kwargs["tools"]],
             tool_choice=kwargs["tool_choice"],
         )
@@ -491,7 +524,9 @@ class RemoteMiddleware(Middleware):
             if message.WhichOneof("message") == "done":
                 finished = True
                 if message.done.WhichOneof("result") != "model_response":
-                    raise SidecarError("a short-circuiting on_model_call must return a model response")
+                    raise SidecarError(
+                        "a short-circuiting on_model_call must return a model response"
+                    )
                 return c.response_from_pb(message.done.model_response)
             overrides = self._overrides("on_model_call", message.call_next, agent, kwargs)
             if spec.mode == "pre_only":
@@ -522,7 +557,9 @@ class RemoteMiddleware(Middleware):
             if not finished:
                 inv.close(cancel=True)
 
-    async def _observe_stream(self, inv: _Invocation, stream: Any, spec: _HookSpec) -> AsyncIterator[Any]:
+    async def _observe_stream(
+        self, inv: _Invocation, stream: Any, spec: _HookSpec
+    ) -> AsyncIterator[Any]:
         try:
             async for chunk in stream:
                 if spec.wants("chunk"):
@@ -532,7 +569,9 @@ class RemoteMiddleware(Middleware):
         finally:
             inv.close(cancel=False)
 
-    async def _intercept_stream(self, inv: _Invocation, stream: Any, spec: _HookSpec) -> AsyncIterator[Any]:
+    async def _intercept_stream(
+        self, inv: _Invocation, stream: Any, spec: _HookSpec
+    ) -> AsyncIterator[Any]:
         finished = False
         try:
             try:
@@ -556,7 +595,9 @@ class RemoteMiddleware(Middleware):
         for event in events:
             inv.agent.emit(event)
 
-    async def on_check_permission(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> PermissionDecision:
+    async def on_check_permission(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
+    ) -> PermissionDecision:
         args = _mw_pb2.CheckPermissionArgs(
             tool_call=c.tool_call_to_pb(kwargs["tool_call"]), tool=c.tool_spec(kwargs["tool"])
         )
@@ -583,8 +624,12 @@ class RemoteMiddleware(Middleware):
         finally:
             inv.close(cancel=not finished)
 
-    async def on_compress_context(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> None:
-        inv = self._invoke(agent, "on_compress_context", compress_context=_mw_pb2.CompressContextArgs())
+    async def on_compress_context(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
+    ) -> None:
+        inv = self._invoke(
+            agent, "on_compress_context", compress_context=_mw_pb2.CompressContextArgs()
+        )
         finished = False
         try:
             events, message = await inv.wait("call_next")
@@ -603,7 +648,10 @@ class RemoteMiddleware(Middleware):
 
     async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
         request = _mw_pb2.TransformSystemPromptRequest(
-            prompt=prompt, reply_id=agent.reply_id, agent_name=agent.name, state=c.struct(self.state(agent))
+            prompt=prompt,
+            reply_id=agent.reply_id,
+            agent_name=agent.name,
+            state=c.struct(self.state(agent)),
         )
         response = await self._unary_call(self._stub.TransformSystemPrompt, request)
         self._apply(agent, response.mutation, "on_system_prompt")
@@ -617,7 +665,9 @@ class RemoteMiddleware(Middleware):
             kind=c.KIND_TO_PB[agent.kind],
             final_message=message_to_proto(final),
             state=c.struct(self.state(agent)),
-            context=[message_to_proto(m) for m in agent.state.context] if self.needs_context else [],
+            context=[message_to_proto(m) for m in agent.state.context]
+            if self.needs_context
+            else [],
         )
         response = await self._unary_call(self._stub.AfterAgent, request)
         self._apply(agent, response.mutation, "after_agent")

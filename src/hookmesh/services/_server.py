@@ -74,9 +74,18 @@ async def start_server(
     for s in services:
         s.add(s.servicer, server)
     reflection.enable_server_reflection(
-        [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server
+        [
+            *names,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ],
+        server,
     )
-    port = server.add_secure_port(address, server_credentials(tls)) if tls else server.add_insecure_port(address)
+    port = (
+        server.add_secure_port(address, server_credentials(tls))
+        if tls
+        else server.add_insecure_port(address)
+    )
     await server.start()
     for name in ("", *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

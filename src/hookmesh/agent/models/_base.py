@@ -71,7 +71,12 @@ class ModelError(HookmeshError):
     source = "model"
 
     def __init__(
-        self, message: str, *, status: int = 0, body: str = "", metadata: dict[str, str] | None = None
+        self,
+        message: str,
+        *,
+        status: int = 0,
+        body: str = "",
+        metadata: dict[str, str] | None = None,
     ) -> None:
         meta = dict(metadata or {})
         if status:

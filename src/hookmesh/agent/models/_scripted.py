@@ -64,7 +64,9 @@ class ScriptedChatModel(ChatModel):
         model_name: str = "scripted",
     ) -> None:
         self._script: Script | None = turns if callable(turns) else None
-        self._turns = [] if callable(turns) else [ScriptedTurn(t) if isinstance(t, str) else t for t in turns]
+        self._turns = (
+            [] if callable(turns) else [ScriptedTurn(t) if isinstance(t, str) else t for t in turns]
+        )
         self.stream = stream
         self.chunk_size = max(1, chunk_size)
         self.delay = delay
@@ -84,14 +86,18 @@ class ScriptedChatModel(ChatModel):
         index = self.calls - 1
         if index >= len(self._turns):
             if not self.repeat or not self._turns:
-                raise ModelError(f"scripted model has no turn {index + 1} (script has {len(self._turns)})")
+                raise ModelError(
+                    f"scripted model has no turn {index + 1} (script has {len(self._turns)})"
+                )
             index %= len(self._turns)
         return self._turns[index]
 
     def _calls(self, turn: ScriptedTurn, tool_choice: ToolChoice) -> list[ToolCall]:
         calls = []
         for name, args in turn.tool_calls:
-            if tool_choice == "none" or tool_choice not in ("auto", "required") and name != tool_choice:
+            if tool_choice == "none" or (
+                tool_choice not in ("auto", "required") and name != tool_choice
+            ):
                 continue
             self._ids += 1
             arguments = args if isinstance(args, str) else json.dumps(args)
@@ -114,13 +120,16 @@ class ScriptedChatModel(ChatModel):
         calls = self._calls(turn, tool_choice)
         text = turn.text or (NO_TOOLS_TEXT if turn.tool_calls and not calls else "")
         usage = turn.usage or Usage(
-            input_tokens=sum(len(str(m)) for m in messages) // 16, output_tokens=max(1, len(text) // 4)
+            input_tokens=sum(len(str(m)) for m in messages) // 16,
+            output_tokens=max(1, len(text) // 4),
         )
         stop = "tool_calls" if calls else "stop"
         if self.stream:
             return self._chunks(turn.reasoning, text, calls, usage, stop)
         message = make_assistant(kind, text, calls, reasoning=turn.reasoning, name=self.model_name)
-        return ModelResponse(message=message, usage=usage, stop_reason=stop, response_id=f"resp_{self.calls}")
+        return ModelResponse(
+            message=message, usage=usage, stop_reason=stop, response_id=f"resp_{self.calls}"
+        )
 
     async def _chunks(
         self, reasoning: str, text: str, calls: list[ToolCall], usage: Usage, stop: str
