@@ -5,10 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.llm-installed
+NODE_DIR := clients/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 PROTOS := $(wildcard protos/hookmesh/v1/*.proto)
 GEN_DIR := src
 
-.PHONY: all demo test lint proto proto-check bench llm clean
+.PHONY: all demo test lint proto proto-check bench llm node clean
 
 all: test
 
@@ -24,6 +26,13 @@ $(LLM_STAMP): $(STAMP) scripts/install-llm.sh
 	touch $(LLM_STAMP)
 
 llm: $(LLM_STAMP)
+
+# The Node.js sidecar and client's pinned dependencies.
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	npm ci --prefix $(NODE_DIR)
+	touch $(NODE_STAMP)
+
+node: $(NODE_STAMP)
 
 # Regenerate src/hookmesh/v1 from protos/ (messages, .pyi stubs and gRPC stubs).
 proto: $(STAMP)
@@ -44,7 +53,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(STAMP) $(LLM_STAMP) proto-check lint
+test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) proto-check lint
 	$(BIN)/pytest -q
 
 demo: $(STAMP)
@@ -54,4 +63,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/middleware_overhead.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(NODE_DIR)/node_modules

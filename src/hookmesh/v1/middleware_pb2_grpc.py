@@ -44,8 +44,10 @@ class MiddlewareServiceStub:
     4. After `call_next`, in mode HOOK_MODE_INTERCEPT, the agent sends each
     downstream event the sidecar subscribed to; the sidecar answers each
     with any `emit`/`mutate`, then one `verdict` (keep or drop the event).
-    Subscribed model chunks (on_model_call) are sent without waiting and
-    get no verdict: a sidecar observes a model stream, it cannot edit it.
+    Subscribed model chunks (on_model_call) are sent without waiting, get
+    no verdict and carry no state: a sidecar observes a model stream, it
+    cannot edit it. A streamed model call has two outcomes: `stream_start`
+    (not answered), then the chunks, then `stream_end` (answered by `done`).
     Items it did not subscribe to pass upstream with no message. Then the agent sends `outcome` (the
     downstream's result, or its error) and the sidecar answers with any
     `emit`/`mutate` and one `done` (the hook's result, or unchanged).
@@ -56,8 +58,9 @@ class MiddlewareServiceStub:
     invocation; the agent's failure mode for the middleware decides whether
     the reply ends with an error or goes on without it. The agent sends
     `cancel` when it abandons an invocation (the reply was cancelled).
-    6. Closing the stream cleanly ends all invocations still open as cancelled;
-    the agent reopens a stream for the next invocation.
+    6. When the agent closes its side of the stream, every invocation still
+    open is cancelled and the sidecar ends the stream with OK; the agent
+    opens a new stream for its next invocation.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
     bearer token in the `authorization` metadata (UNAUTHENTICATED otherwise).
@@ -115,8 +118,10 @@ class MiddlewareServiceServicer:
     4. After `call_next`, in mode HOOK_MODE_INTERCEPT, the agent sends each
     downstream event the sidecar subscribed to; the sidecar answers each
     with any `emit`/`mutate`, then one `verdict` (keep or drop the event).
-    Subscribed model chunks (on_model_call) are sent without waiting and
-    get no verdict: a sidecar observes a model stream, it cannot edit it.
+    Subscribed model chunks (on_model_call) are sent without waiting, get
+    no verdict and carry no state: a sidecar observes a model stream, it
+    cannot edit it. A streamed model call has two outcomes: `stream_start`
+    (not answered), then the chunks, then `stream_end` (answered by `done`).
     Items it did not subscribe to pass upstream with no message. Then the agent sends `outcome` (the
     downstream's result, or its error) and the sidecar answers with any
     `emit`/`mutate` and one `done` (the hook's result, or unchanged).
@@ -127,8 +132,9 @@ class MiddlewareServiceServicer:
     invocation; the agent's failure mode for the middleware decides whether
     the reply ends with an error or goes on without it. The agent sends
     `cancel` when it abandons an invocation (the reply was cancelled).
-    6. Closing the stream cleanly ends all invocations still open as cancelled;
-    the agent reopens a stream for the next invocation.
+    6. When the agent closes its side of the stream, every invocation still
+    open is cancelled and the sidecar ends the stream with OK; the agent
+    opens a new stream for its next invocation.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
     bearer token in the `authorization` metadata (UNAUTHENTICATED otherwise).
@@ -224,8 +230,10 @@ class MiddlewareService:
     4. After `call_next`, in mode HOOK_MODE_INTERCEPT, the agent sends each
     downstream event the sidecar subscribed to; the sidecar answers each
     with any `emit`/`mutate`, then one `verdict` (keep or drop the event).
-    Subscribed model chunks (on_model_call) are sent without waiting and
-    get no verdict: a sidecar observes a model stream, it cannot edit it.
+    Subscribed model chunks (on_model_call) are sent without waiting, get
+    no verdict and carry no state: a sidecar observes a model stream, it
+    cannot edit it. A streamed model call has two outcomes: `stream_start`
+    (not answered), then the chunks, then `stream_end` (answered by `done`).
     Items it did not subscribe to pass upstream with no message. Then the agent sends `outcome` (the
     downstream's result, or its error) and the sidecar answers with any
     `emit`/`mutate` and one `done` (the hook's result, or unchanged).
@@ -236,8 +244,9 @@ class MiddlewareService:
     invocation; the agent's failure mode for the middleware decides whether
     the reply ends with an error or goes on without it. The agent sends
     `cancel` when it abandons an invocation (the reply was cancelled).
-    6. Closing the stream cleanly ends all invocations still open as cancelled;
-    the agent reopens a stream for the next invocation.
+    6. When the agent closes its side of the stream, every invocation still
+    open is cancelled and the sidecar ends the stream with OK; the agent
+    opens a new stream for its next invocation.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
     bearer token in the `authorization` metadata (UNAUTHENTICATED otherwise).

@@ -1,0 +1,157 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from hookmesh.v1 import content_pb2 as _content_pb2
+from hookmesh.v1 import event_pb2 as _event_pb2
+from hookmesh.v1 import message_pb2 as _message_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_STATUS_UNSPECIFIED: _ClassVar[SessionStatus]
+    SESSION_STATUS_IDLE: _ClassVar[SessionStatus]
+    SESSION_STATUS_RUNNING: _ClassVar[SessionStatus]
+    SESSION_STATUS_AWAITING_CONFIRMATION: _ClassVar[SessionStatus]
+    SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION: _ClassVar[SessionStatus]
+SESSION_STATUS_UNSPECIFIED: SessionStatus
+SESSION_STATUS_IDLE: SessionStatus
+SESSION_STATUS_RUNNING: SessionStatus
+SESSION_STATUS_AWAITING_CONFIRMATION: SessionStatus
+SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION: SessionStatus
+
+class ReplyRequest(_message.Message):
+    __slots__ = ("session_id", "messages", "options")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
+    options: ReplyOptions
+    def __init__(self, session_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., options: _Optional[_Union[ReplyOptions, _Mapping]] = ...) -> None: ...
+
+class ReplyOptions(_message.Message):
+    __slots__ = ("max_iters", "tool_choice", "model")
+    MAX_ITERS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    max_iters: int
+    tool_choice: str
+    model: str
+    def __init__(self, max_iters: _Optional[int] = ..., tool_choice: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
+class ReplyResponse(_message.Message):
+    __slots__ = ("event",)
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: _event_pb2.AgentEvent
+    def __init__(self, event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ...) -> None: ...
+
+class ResumeRequest(_message.Message):
+    __slots__ = ("session_id", "confirmations", "external_results")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMATIONS_FIELD_NUMBER: _ClassVar[int]
+    EXTERNAL_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    confirmations: _containers.RepeatedCompositeFieldContainer[ToolConfirmation]
+    external_results: _containers.RepeatedCompositeFieldContainer[ExternalToolResult]
+    def __init__(self, session_id: _Optional[str] = ..., confirmations: _Optional[_Iterable[_Union[ToolConfirmation, _Mapping]]] = ..., external_results: _Optional[_Iterable[_Union[ExternalToolResult, _Mapping]]] = ...) -> None: ...
+
+class ToolConfirmation(_message.Message):
+    __slots__ = ("call_id", "confirmed", "reason")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    confirmed: bool
+    reason: str
+    def __init__(self, call_id: _Optional[str] = ..., confirmed: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ExternalToolResult(_message.Message):
+    __slots__ = ("call_id", "output", "state")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    output: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
+    state: _content_pb2.ToolResultState
+    def __init__(self, call_id: _Optional[str] = ..., output: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., state: _Optional[_Union[_content_pb2.ToolResultState, str]] = ...) -> None: ...
+
+class ResumeResponse(_message.Message):
+    __slots__ = ("event",)
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: _event_pb2.AgentEvent
+    def __init__(self, event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ...) -> None: ...
+
+class InterruptRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class InterruptResponse(_message.Message):
+    __slots__ = ("interrupted",)
+    INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
+    interrupted: bool
+    def __init__(self, interrupted: _Optional[bool] = ...) -> None: ...
+
+class GetSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class GetSessionResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: Session
+    def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class Session(_message.Message):
+    __slots__ = ("session_id", "agent_name", "status", "context", "pending_calls", "create_time", "update_time")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    PENDING_CALLS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    agent_name: str
+    status: SessionStatus
+    context: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
+    pending_calls: _containers.RepeatedCompositeFieldContainer[_message_pb2.ToolCall]
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., pending_calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions", "next_page_token")
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[Session]
+    next_page_token: str
+    def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class DeleteSessionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
