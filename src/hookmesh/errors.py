@@ -43,7 +43,7 @@ class SchemaError(HookmeshError, ValueError):
     reason = "INVALID_SCHEMA"
     code = grpc.StatusCode.INVALID_ARGUMENT
 
-    def __init__(self, violations: list[FieldViolation]) -> None:
+    def __init__(self, violations: list[FieldViolation], *, reason: str | None = None) -> None:
         if not violations:
             raise ValueError("SchemaError needs at least one violation")
         first = violations[0]
@@ -53,11 +53,29 @@ class SchemaError(HookmeshError, ValueError):
             metadata={"field": first.field, "violationCount": str(len(violations))},
         )
         self.violations = violations
+        if reason is not None:
+            self.reason = reason
 
     @classmethod
-    def single(cls, field: str, description: str) -> SchemaError:
+    def single(cls, field: str, description: str, *, reason: str | None = None) -> SchemaError:
         """One violation."""
-        return cls([FieldViolation(field, description)])
+        return cls([FieldViolation(field, description)], reason=reason)
+
+
+class RequestError(HookmeshError):
+    """A request the service refuses, with its own status code and stable reason."""
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        reason: str,
+        message: str,
+        *,
+        metadata: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        self.code = code
+        self.reason = reason
 
 
 def to_status(error: HookmeshError) -> status_pb2.Status:
@@ -109,3 +127,12 @@ def field_violations_of(status: status_pb2.Status) -> list[FieldViolation]:
             detail.Unpack(bad)
             out.extend(FieldViolation(v.field, v.description) for v in bad.field_violations)
     return out
+
+
+def status_of(error: grpc.RpcError) -> status_pb2.Status | None:
+    """The rich status a failed call carries (from its trailers), or None."""
+    trailers = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key == rpc_status.GRPC_DETAILS_METADATA_KEY:
+            return status_pb2.Status.FromString(value)  # type: ignore[arg-type]
+    return None

@@ -94,12 +94,14 @@ class _Run:
         "final",
         "inside",
         "interrupted",
+        "max_iters",
         "message",
         "outbox",
         "paused",
         "reply_id",
         "system",
         "task",
+        "tool_choice",
     )
 
     def __init__(self, reply_id: str) -> None:
@@ -116,6 +118,8 @@ class _Run:
         self.direct_call_id = ""
         self.system: Message | None = None
         self.task = asyncio.current_task()
+        self.tool_choice = "auto"
+        self.max_iters = DEFAULT_MAX_ITERS
 
     def block_id(self) -> str:
         self.blocks += 1
@@ -205,11 +209,23 @@ class Agent:
 
     # --- public API ------------------------------------------------------------------------
 
-    def reply(self, inputs: str | Message | Sequence[Message] = ()) -> AsyncIterator[AgentEvent]:
+    def reply(
+        self,
+        inputs: str | Message | Sequence[Message] = (),
+        *,
+        tool_choice: str = "auto",
+        max_iters: int | None = None,
+    ) -> AsyncIterator[AgentEvent]:
         """Answer `inputs` (text, or messages of either kind), streaming events.
 
         The stream always ends with reply_end. Raises `SchemaError` for malformed inputs and
         `AgentBusyError` when a reply is running or paused.
+
+        Args:
+            inputs: A user text, or messages of either kind (converted to the agent's kind).
+            tool_choice: For the first reasoning step (later steps use ``auto``, so a forced
+                call cannot loop until max_iters).
+            max_iters: This reply's limit instead of the agent's.
         """
         self._check_idle()
         if self.state.pending is not None:
@@ -220,7 +236,10 @@ class Agent:
             given = [inputs] if isinstance(inputs, FlatMessage | AgenticMessage) else list(inputs)
             check_messages(given, "inputs")
             messages = to_kind(given, self.kind)
-        return self._drive(new_id(), {"inputs": messages, "resume": None})
+        if max_iters is not None and max_iters < 1:
+            raise ValueError("max_iters must be at least 1")
+        kwargs = {"inputs": messages, "resume": None}
+        return self._drive(new_id(), kwargs, tool_choice, max_iters or self.max_iters)
 
     def resume(self, resume: Resume) -> AsyncIterator[AgentEvent]:
         """Continue the paused reply with confirmations or external results."""
@@ -229,7 +248,9 @@ class Agent:
         if pending is None:
             raise AgentBusyError("there is no paused reply to resume")
         _check_resume(pending, resume)
-        return self._drive(pending.reply_id, {"inputs": [], "resume": resume})
+        return self._drive(
+            pending.reply_id, {"inputs": [], "resume": resume}, "auto", self.max_iters
+        )
 
     def emit(self, event: AgentEvent) -> None:
         """Queue `event` on the running reply's stream, for hooks that return a result rather
@@ -260,8 +281,12 @@ class Agent:
         if self._run is not None:
             raise AgentBusyError("the agent is already replying")
 
-    async def _drive(self, reply_id: str, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+    async def _drive(
+        self, reply_id: str, kwargs: dict[str, Any], tool_choice: str, max_iters: int
+    ) -> AsyncIterator[AgentEvent]:
         run = self._run = _Run(reply_id)
+        run.tool_choice = tool_choice
+        run.max_iters = max_iters
         self.reply_id = reply_id
         self.last_finish_reason = None
         stream = self._reply_chain(kwargs)
@@ -363,11 +388,12 @@ class Agent:
                     yield event
             reason: FinishReason = "exceed_max_iters"
             if not run.paused and not run.direct_call_id:
-                for iteration in range(first, self.max_iters):
+                for iteration in range(first, run.max_iters):
                     if self._compress_chain is not None:
                         await self._compress_chain({})
                     run.message = None
-                    async for event in self._reasoning_chain({"tool_choice": "auto"}):
+                    choice = run.tool_choice if iteration == first else "auto"
+                    async for event in self._reasoning_chain({"tool_choice": choice}):
                         yield event
                     calls: list[ToolCall] = [] if run.message is None else tool_calls(run.message)
                     if not calls:

@@ -16,7 +16,7 @@ from hookmesh.agent.tools import Tool
 from hookmesh.errors import HookmeshError
 from hookmesh.middleware import FailureMode, Middleware, PermissionDecision
 from hookmesh.remote import _codec as c
-from hookmesh.remote._security import ClientTLS, channel_credentials
+from hookmesh.remote._security import ClientTLS, open_channel
 from hookmesh.schema import (
     HINT_METADATA_KEY,
     AgentEvent,
@@ -247,11 +247,7 @@ class RemoteMiddleware(Middleware):
             SidecarError: The sidecar did not answer Describe in time, or speaks an unknown
                 protocol version.
         """
-        if tls is None:
-            channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
-        else:
-            creds, options = channel_credentials(tls)
-            channel = grpc.aio.secure_channel(target, creds, options=[*_CHANNEL_OPTIONS, *options])
+        channel = open_channel(target, tls, _CHANNEL_OPTIONS)
         metadata = (("authorization", f"Bearer {token}"),) if token else ()
         try:
             description = await _mw_grpc.MiddlewareServiceStub(channel).Describe(

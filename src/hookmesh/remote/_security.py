@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
+from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
 _OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/")
 
@@ -57,6 +58,19 @@ def channel_credentials(tls: ClientTLS) -> tuple[grpc.ChannelCredentials, list[t
     )
     options = [("grpc.ssl_target_name_override", tls.server_name)] if tls.server_name else []
     return creds, options
+
+
+def open_channel(
+    target: str, tls: ClientTLS | None = None, options: Sequence[tuple[str, Any]] = ()
+) -> grpc.aio.Channel:
+    """A grpc.aio channel to `target`, TLS when `tls` is given, carrying trace context."""
+    interceptors = aio_client_interceptors()
+    if tls is None:
+        return grpc.aio.insecure_channel(target, options=list(options), interceptors=interceptors)
+    creds, tls_options = channel_credentials(tls)
+    return grpc.aio.secure_channel(
+        target, creds, options=[*options, *tls_options], interceptors=interceptors
+    )
 
 
 def server_credentials(tls: ServerTLS) -> grpc.ServerCredentials:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from hookmesh._imports import load_object
 from hookmesh.middleware import Middleware
 from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.remote._security import ServerTLS
@@ -39,23 +39,20 @@ async def serve_middleware(
     )
 
 
-def load_middleware(spec: str) -> Middleware:
-    """Import ``pkg.module:attr``; a class or factory is called with no arguments.
+def load_middleware(spec: str, **params: Any) -> Middleware:
+    """Import ``pkg.module:attr``; a class or factory is called with `params`.
 
     Raises:
         ValueError: The spec is malformed or does not name a middleware.
     """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"middleware spec {spec!r} must look like 'package.module:attribute'")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot load middleware {spec!r}: {exc}") from None
+    target = load_object(spec)
     if isinstance(target, type) or (callable(target) and not isinstance(target, Middleware)):
-        target = target()
+        try:
+            target = target(**params)
+        except TypeError as exc:
+            raise ValueError(f"cannot build middleware {spec!r}: {exc}") from None
+    elif params:
+        raise ValueError(f"{spec!r} is an instance: it takes no params")
     if not isinstance(target, Middleware):
         raise ValueError(f"{spec!r} is a {type(target).__name__}, not a Middleware")
     return target

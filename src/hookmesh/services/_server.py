@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from hookmesh.remote._security import ServerTLS, TokenInterceptor, server_credentials
 
@@ -66,7 +67,8 @@ async def start_server(
         interceptors: More server interceptors, applied after the token check.
         options: gRPC server options.
     """
-    chain = [*([TokenInterceptor(token)] if token else []), *interceptors]
+    # Tracing comes first so a rejected call still joins the caller's trace.
+    chain = [aio_server_interceptor(), *([TokenInterceptor(token)] if token else []), *interceptors]
     server = grpc.aio.server(interceptors=chain, options=list(options))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -1,0 +1,355 @@
+"""Python clients of the AgentService: `AgentClient` (asyncio) and `SyncAgentClient`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import grpc
+
+from hookmesh.agent import Confirmation, ExternalResult
+from hookmesh.client._errors import AgentClientError
+from hookmesh.remote._security import ClientTLS, channel_credentials, open_channel
+from hookmesh.schema import (
+    AgentEvent,
+    Message,
+    ToolCall,
+    block_to_proto,
+    event_from_proto,
+    make_user_text,
+    message_from_proto,
+    message_to_proto,
+)
+from hookmesh.schema._proto import _STATE_TO_PB
+from hookmesh.v1 import agent_pb2 as _agent_pb2
+from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
+
+DEFAULT_TIMEOUT = 300.0
+"""Seconds a reply (the whole stream) or any other call may take."""
+
+SessionStatus = Literal["idle", "running", "awaiting_confirmation", "awaiting_external_execution"]
+_STATUS: dict[int, SessionStatus] = {
+    _agent_pb2.SESSION_STATUS_IDLE: "idle",
+    _agent_pb2.SESSION_STATUS_RUNNING: "running",
+    _agent_pb2.SESSION_STATUS_AWAITING_CONFIRMATION: "awaiting_confirmation",
+    _agent_pb2.SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION: "awaiting_external_execution",
+}
+
+
+@dataclass
+class SessionInfo:
+    """A session as the service reports it."""
+
+    session_id: str
+    agent_name: str
+    status: SessionStatus
+    context: list[Message]
+    pending_calls: list[ToolCall]
+    create_time: datetime
+    update_time: datetime
+
+
+def _session(pb: _agent_pb2.Session) -> SessionInfo:
+    return SessionInfo(
+        session_id=pb.session_id,
+        agent_name=pb.agent_name,
+        status=_STATUS.get(pb.status, "idle"),
+        context=[message_from_proto(m, "session.context") for m in pb.context],
+        pending_calls=[
+            ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in pb.pending_calls
+        ],
+        create_time=pb.create_time.ToDatetime(),
+        update_time=pb.update_time.ToDatetime(),
+    )
+
+
+def _reply_request(
+    messages: str | Message | Sequence[Message],
+    session_id: str,
+    max_iters: int,
+    tool_choice: str,
+    model: str,
+) -> _agent_pb2.ReplyRequest:
+    if isinstance(messages, str):
+        messages = [make_user_text("flat", messages)]
+    elif not isinstance(messages, Sequence):
+        messages = [messages]
+    return _agent_pb2.ReplyRequest(
+        session_id=session_id,
+        messages=[message_to_proto(m) for m in messages],
+        options=_agent_pb2.ReplyOptions(max_iters=max_iters, tool_choice=tool_choice, model=model),
+    )
+
+
+def _resume_request(
+    session_id: str,
+    confirmations: Sequence[Confirmation],
+    external_results: Sequence[ExternalResult],
+) -> _agent_pb2.ResumeRequest:
+    results = []
+    for r in external_results:
+        output = (
+            [make_user_text("agentic", r.output).blocks[0]]
+            if isinstance(r.output, str)
+            else r.output
+        )  # type: ignore[union-attr]
+        results.append(
+            _agent_pb2.ExternalToolResult(
+                call_id=r.call_id,
+                output=[block_to_proto(b) for b in output],
+                state=_STATE_TO_PB[r.state],
+            )
+        )
+    return _agent_pb2.ResumeRequest(
+        session_id=session_id,
+        confirmations=[
+            _agent_pb2.ToolConfirmation(call_id=c.call_id, confirmed=c.confirmed, reason=c.reason)
+            for c in confirmations
+        ],
+        external_results=results,
+    )
+
+
+def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def text_of_events(events: Sequence[AgentEvent]) -> str:
+    """The answer text of a reply's events (text deltas joined)."""
+    return "".join(e.delta for e in events if e.type == "text_block_delta")
+
+
+class AgentClient:
+    """Asyncio client of an AgentService.
+
+    Use as ``async with AgentClient("127.0.0.1:7000") as client:``. Every call has a deadline
+    (`timeout`, overridable per call); leaving a reply's iteration early cancels the call,
+    which interrupts the reply on the server.
+
+    Args:
+        target: ``host:port`` of the service.
+        timeout: Default deadline in seconds for each call (a reply's whole stream).
+        tls: TLS settings; plaintext when None.
+        token: Bearer token to send (a secret).
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        tls: ClientTLS | None = None,
+        token: str | None = None,
+    ) -> None:
+        self.timeout = timeout
+        self._channel = open_channel(target, tls)
+        self._stub = _agent_grpc.AgentServiceStub(self._channel)
+        self._metadata = _metadata(token)
+
+    async def __aenter__(self) -> AgentClient:
+        return self
+
+    async def __aexit__(self, *unused_exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the channel (cancelling calls in flight)."""
+        await self._channel.close()
+
+    async def _events(self, call: Any) -> AsyncIterator[AgentEvent]:
+        try:
+            async for response in call:
+                yield event_from_proto(response.event)
+        except grpc.aio.AioRpcError as exc:
+            raise AgentClientError.from_rpc_error(exc) from None
+        finally:
+            call.cancel()
+
+    def reply(
+        self,
+        messages: str | Message | Sequence[Message],
+        *,
+        session_id: str = "",
+        max_iters: int = 0,
+        tool_choice: str = "",
+        model: str = "",
+        timeout: float | None = None,
+    ) -> AsyncIterator[AgentEvent]:
+        """Stream one reply's events. A str becomes one user message.
+
+        Raises:
+            AgentClientError: The service refused the request or the call failed.
+        """
+        request = _reply_request(messages, session_id, max_iters, tool_choice, model)
+        call = self._stub.Reply(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        return self._events(call)
+
+    async def text(self, messages: str | Message | Sequence[Message], **options: Any) -> str:
+        """Run a reply and return its answer text."""
+        return text_of_events([e async for e in self.reply(messages, **options)])
+
+    def resume(
+        self,
+        session_id: str,
+        *,
+        confirmations: Sequence[Confirmation] = (),
+        external_results: Sequence[ExternalResult] = (),
+        timeout: float | None = None,
+    ) -> AsyncIterator[AgentEvent]:
+        """Continue a paused reply, streaming its events."""
+        request = _resume_request(session_id, confirmations, external_results)
+        call = self._stub.Resume(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        return self._events(call)
+
+    async def _unary(self, method: Any, request: Any, timeout: float | None) -> Any:
+        try:
+            return await method(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise AgentClientError.from_rpc_error(exc) from None
+
+    async def interrupt(self, session_id: str, *, timeout: float | None = None) -> bool:
+        """Stop the session's running reply; False when none was running."""
+        response = await self._unary(
+            self._stub.Interrupt, _agent_pb2.InterruptRequest(session_id=session_id), timeout
+        )
+        return bool(response.interrupted)
+
+    async def get_session(self, session_id: str, *, timeout: float | None = None) -> SessionInfo:
+        """The session with its context."""
+        response = await self._unary(
+            self._stub.GetSession, _agent_pb2.GetSessionRequest(session_id=session_id), timeout
+        )
+        return _session(response.session)
+
+    async def list_sessions(
+        self, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
+    ) -> tuple[list[SessionInfo], str]:
+        """One page of sessions (without context) and the next page's token."""
+        request = _agent_pb2.ListSessionsRequest(page_size=page_size, page_token=page_token)
+        response = await self._unary(self._stub.ListSessions, request, timeout)
+        return [_session(s) for s in response.sessions], response.next_page_token
+
+    async def delete_session(self, session_id: str, *, timeout: float | None = None) -> None:
+        """Delete a session that is not replying."""
+        await self._unary(
+            self._stub.DeleteSession,
+            _agent_pb2.DeleteSessionRequest(session_id=session_id),
+            timeout,
+        )
+
+
+class SyncAgentClient:
+    """Blocking client of an AgentService, for scripts and notebooks (same API as AgentClient)."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        tls: ClientTLS | None = None,
+        token: str | None = None,
+    ) -> None:
+        self.timeout = timeout
+        if tls is None:
+            self._channel = grpc.insecure_channel(target)
+        else:
+            creds, options = channel_credentials(tls)
+            self._channel = grpc.secure_channel(target, creds, options=options)
+        self._stub = _agent_grpc.AgentServiceStub(self._channel)
+        self._metadata = _metadata(token)
+
+    def __enter__(self) -> SyncAgentClient:
+        return self
+
+    def __exit__(self, *unused_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._channel.close()
+
+    def _events(self, call: Any) -> Iterator[AgentEvent]:
+        try:
+            for response in call:
+                yield event_from_proto(response.event)
+        except grpc.RpcError as exc:
+            raise AgentClientError.from_rpc_error(exc) from None
+        finally:
+            call.cancel()
+
+    def reply(
+        self,
+        messages: str | Message | Sequence[Message],
+        *,
+        session_id: str = "",
+        max_iters: int = 0,
+        tool_choice: str = "",
+        model: str = "",
+        timeout: float | None = None,
+    ) -> Iterator[AgentEvent]:
+        """Stream one reply's events."""
+        request = _reply_request(messages, session_id, max_iters, tool_choice, model)
+        return self._events(
+            self._stub.Reply(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        )
+
+    def text(self, messages: str | Message | Sequence[Message], **options: Any) -> str:
+        """Run a reply and return its answer text."""
+        return text_of_events(list(self.reply(messages, **options)))
+
+    def resume(
+        self,
+        session_id: str,
+        *,
+        confirmations: Sequence[Confirmation] = (),
+        external_results: Sequence[ExternalResult] = (),
+        timeout: float | None = None,
+    ) -> Iterator[AgentEvent]:
+        """Continue a paused reply."""
+        request = _resume_request(session_id, confirmations, external_results)
+        return self._events(
+            self._stub.Resume(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        )
+
+    def _unary(self, method: Any, request: Any, timeout: float | None) -> Any:
+        try:
+            return method(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise AgentClientError.from_rpc_error(exc) from None
+
+    def interrupt(self, session_id: str, *, timeout: float | None = None) -> bool:
+        """Stop the session's running reply."""
+        return bool(
+            self._unary(
+                self._stub.Interrupt, _agent_pb2.InterruptRequest(session_id=session_id), timeout
+            ).interrupted
+        )
+
+    def get_session(self, session_id: str, *, timeout: float | None = None) -> SessionInfo:
+        """The session with its context."""
+        return _session(
+            self._unary(
+                self._stub.GetSession, _agent_pb2.GetSessionRequest(session_id=session_id), timeout
+            ).session
+        )
+
+    def list_sessions(
+        self, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
+    ) -> tuple[list[SessionInfo], str]:
+        """One page of sessions and the next page's token."""
+        response = self._unary(
+            self._stub.ListSessions,
+            _agent_pb2.ListSessionsRequest(page_size=page_size, page_token=page_token),
+            timeout,
+        )
+        return [_session(s) for s in response.sessions], response.next_page_token
+
+    def delete_session(self, session_id: str, *, timeout: float | None = None) -> None:
+        """Delete a session that is not replying."""
+        self._unary(
+            self._stub.DeleteSession,
+            _agent_pb2.DeleteSessionRequest(session_id=session_id),
+            timeout,
+        )

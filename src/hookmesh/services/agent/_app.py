@@ -1,0 +1,155 @@
+"""Building and starting the agent service from its configuration."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from hookmesh._imports import load_object
+from hookmesh.agent import Tool, tool
+from hookmesh.agent.models import ChatModel, OpenAIChatModel, ScriptedChatModel, ScriptedTurn
+from hookmesh.middleware import Middleware
+from hookmesh.remote import ClientTLS, RemoteMiddleware, load_middleware
+from hookmesh.services._server import RunningServer, Service, start_server
+from hookmesh.services.agent._config import (
+    AgentServiceConfig,
+    LocalMiddlewareConfig,
+    ModelConfig,
+    ScriptedModelConfig,
+    secret,
+)
+from hookmesh.services.agent._servicer import AgentServicer
+from hookmesh.services.agent._store import open_store
+from hookmesh.v1 import agent_pb2 as _agent_pb2
+from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
+
+SERVICE_NAME = _agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+
+
+def build_model(config: ModelConfig) -> ChatModel:
+    """The chat model a config entry describes."""
+    if isinstance(config, ScriptedModelConfig):
+        turns = []
+        for turn in config.turns:
+            if isinstance(turn, str):
+                turns.append(ScriptedTurn(text=turn))
+            else:
+                calls = [(c["name"], c.get("arguments", {})) for c in turn.get("tool_calls", [])]
+                turns.append(
+                    ScriptedTurn(
+                        text=turn.get("text", ""),
+                        tool_calls=calls,
+                        reasoning=turn.get("reasoning", ""),
+                    )
+                )
+        return ScriptedChatModel(
+            turns, stream=config.stream, chunk_size=config.chunk_size, repeat=config.repeat
+        )
+    return OpenAIChatModel(
+        config.base_url,
+        config.model,
+        api_key=secret(config.api_key_env) or "",
+        stream=config.stream,
+        timeout=config.timeout,
+    )
+
+
+def load_tool(spec: str) -> Tool:
+    """A tool from an import path (a `Tool`, or a plain function made into one)."""
+    target = load_object(spec)
+    if isinstance(target, Tool):
+        return target
+    if callable(target):
+        return tool(target)  # type: ignore[no-any-return]
+    raise ValueError(f"{spec!r} is a {type(target).__name__}, not a tool")
+
+
+@dataclass
+class AgentService:
+    """A running agent service: its server, servicer and what to close on shutdown."""
+
+    server: RunningServer
+    servicer: AgentServicer
+    resources: AsyncExitStack
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return self.server.port
+
+    async def stop(self, grace: float | None) -> None:
+        """Stop accepting calls, let in-flight replies finish for `grace` s, then interrupt
+        them; sessions are persisted as each reply ends."""
+        await self.server.stop(grace)
+        await self.resources.aclose()
+
+
+async def build_middlewares(
+    config: AgentServiceConfig, stack: AsyncExitStack, sidecars: dict[str, str]
+) -> list[Middleware]:
+    """Instantiate local middlewares and connect remote ones (closed by `stack`)."""
+    out: list[Middleware] = []
+    for i, entry in enumerate(config.middlewares):
+        if isinstance(entry, LocalMiddlewareConfig):
+            out.append(load_middleware(entry.import_path, **entry.params))
+            continue
+        target = entry.target or sidecars.get(entry.sidecar, "")
+        if not target:
+            raise ValueError(
+                f"middlewares[{i}]: set target, or sidecar to one of: {', '.join(sidecars) or 'none'}"
+            )
+        tls = None
+        if entry.tls is not None:
+            tls = ClientTLS(
+                entry.tls.ca_cert,
+                entry.tls.client_cert,
+                entry.tls.client_key,
+                entry.tls.server_name,
+            )
+        remote = await RemoteMiddleware.connect(
+            target,
+            failure_mode=entry.failure_mode,
+            timeout=entry.timeout,
+            tls=tls,
+            token=secret(entry.token_env),
+        )
+        stack.push_async_callback(remote.aclose)
+        out.append(remote)
+    return out
+
+
+async def start_agent_service(
+    config: AgentServiceConfig,
+    *,
+    address: str | None = None,
+    sidecars: dict[str, str] | None = None,
+) -> AgentService:
+    """Build everything the config names and start serving (health, reflection, tracing).
+
+    Args:
+        config: The configuration.
+        address: Overrides `config.listen` (tests pass ``127.0.0.1:0``).
+        sidecars: Addresses of named sidecars, for remote middlewares that name one.
+    """
+    stack = AsyncExitStack()
+    try:
+        store = open_store(config.store)
+        stack.push_async_callback(store.close)
+        models = {name: build_model(m) for name, m in config.models.items()}
+        for model in models.values():
+            aclose: Any = getattr(model, "aclose", None)
+            if aclose is not None:
+                stack.push_async_callback(aclose)
+        tools = [load_tool(spec) for spec in config.tools]
+        middlewares = await build_middlewares(config, stack, sidecars or {})
+        servicer = AgentServicer(config, store, models, tools, middlewares)
+        server = await start_server(
+            [Service(SERVICE_NAME, servicer, _agent_grpc.add_AgentServiceServicer_to_server)],
+            address or config.listen,
+            options=[("grpc.max_receive_message_length", 2 * config.max_request_bytes)],
+        )
+    except BaseException:
+        await stack.aclose()
+        raise
+    return AgentService(server, servicer, stack)

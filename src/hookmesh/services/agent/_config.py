@@ -1,0 +1,202 @@
+"""The agent service's configuration: one YAML file, overridable by HOOKMESH_* variables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScriptedModelConfig(_Strict):
+    """A scripted model (tests and the offline demo)."""
+
+    type: Literal["scripted"] = "scripted"
+    turns: list[str | dict[str, Any]] = Field(default_factory=lambda: ["Hello from hookmesh."])
+    """Each a text answer, or ``{text, tool_calls: [{name, arguments}], reasoning}``."""
+    stream: bool = True
+    """Stream the answer in chunks."""
+    chunk_size: int = Field(8, ge=1)
+    """Characters per streamed chunk."""
+    repeat: bool = True
+    """Start the script again when it runs out."""
+
+
+class OpenAIModelConfig(_Strict):
+    """An OpenAI-compatible Chat Completions endpoint."""
+
+    type: Literal["openai"] = "openai"
+    base_url: str
+    """E.g. ``http://127.0.0.1:8080/v1``."""
+    model: str
+    """The model name the server expects."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the API key (the key itself never goes in the file)."""
+    stream: bool = True
+    """Use SSE streaming."""
+    timeout: float = Field(60.0, gt=0)
+    """Seconds per request."""
+
+
+ModelConfig = Annotated[ScriptedModelConfig | OpenAIModelConfig, Field(discriminator="type")]
+
+
+class LocalMiddlewareConfig(_Strict):
+    """A middleware running in the agent's process."""
+
+    type: Literal["local"] = "local"
+    import_path: str = Field(alias="import")
+    """``package.module:attribute`` (a class, a factory or an instance)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the class or factory."""
+
+
+class RemoteTLSConfig(_Strict):
+    """TLS to a sidecar; file paths."""
+
+    ca_cert: str | None = None
+    """CA to trust (system roots when unset)."""
+    client_cert: str | None = None
+    """Client certificate for mTLS."""
+    client_key: str | None = None
+    """Client key for mTLS."""
+    server_name: str = ""
+    """Expected certificate name when it differs from the target host."""
+
+
+class RemoteMiddlewareConfig(_Strict):
+    """A middleware served by a sidecar."""
+
+    type: Literal["remote"] = "remote"
+    target: str = ""
+    """``host:port`` of the sidecar."""
+    sidecar: str = ""
+    """Or: the name of a sidecar that `hookmesh up` starts (its address is filled in)."""
+    failure_mode: Literal["fail_closed", "fail_open"] = "fail_closed"
+    """What a sidecar failure does to the reply."""
+    timeout: float = Field(5.0, gt=0)
+    """Seconds to wait for each sidecar message."""
+    tls: RemoteTLSConfig | None = None
+    """TLS settings; plaintext when unset."""
+    token_env: str | None = None
+    """Environment variable holding the bearer token."""
+
+
+MiddlewareConfig = Annotated[
+    LocalMiddlewareConfig | RemoteMiddlewareConfig, Field(discriminator="type")
+]
+
+
+class SidecarConfig(_Strict):
+    """A sidecar `hookmesh up` starts."""
+
+    name: str
+    """Referred to by remote middlewares' `sidecar`."""
+    middleware: str
+    """``package.module:attribute`` to serve."""
+    listen: str = "127.0.0.1:0"
+    """Address; port 0 picks a free one."""
+
+
+class AgentSettings(_Strict):
+    """The agent itself."""
+
+    name: str = "assistant"
+    """Reported in reply_start and traces."""
+    system_prompt: str = "You are a helpful assistant."
+    """Base system prompt."""
+    kind: Literal["flat", "agentic"] = "flat"
+    """Message kind of every session's context."""
+    max_iters: int = Field(20, ge=1, le=1000)
+    """Most reasoning steps per reply."""
+    model: str = "default"
+    """Name of the default model in `models`."""
+    allow_model_override: bool = False
+    """Whether ReplyOptions.model may pick another configured model."""
+
+
+class AgentServiceConfig(BaseSettings):
+    """Everything `hookmesh serve agent` reads (see docs/config.md)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HOOKMESH_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    listen: str = "127.0.0.1:7000"
+    """Address to serve on; port 0 picks a free one."""
+    store: str = "sqlite:///hookmesh-data/agent.db"
+    """Session store: ``sqlite:///path`` (WAL). PostgreSQL is a documented extension point."""
+    max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest accepted request; bigger ones get INVALID_ARGUMENT."""
+    max_messages: int = Field(256, ge=1)
+    """Most messages in one Reply request."""
+    grace_seconds: float = Field(10.0, ge=0)
+    """On SIGTERM, in-flight replies get this long before they are interrupted."""
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    """The agent."""
+    models: dict[str, ModelConfig] = Field(
+        default_factory=lambda: {"default": ScriptedModelConfig()}
+    )
+    """Models by name."""
+    tools: list[str] = Field(default_factory=list)
+    """Tools as ``package.module:attribute`` import paths."""
+    middlewares: list[MiddlewareConfig] = Field(default_factory=list)
+    """Middlewares, outermost first."""
+    sidecars: list[SidecarConfig] = Field(default_factory=list)
+    """Sidecars `hookmesh up` starts before the agent."""
+
+    @field_validator("models")
+    @classmethod
+    def _has_models(cls, models: dict[str, Any]) -> dict[str, Any]:
+        if not models:
+            raise ValueError("configure at least one model")
+        return models
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment variables override the file, which overrides the defaults.
+        return (env_settings, init_settings)
+
+
+def load_config(path: str | Path | None = None, **overrides: Any) -> AgentServiceConfig:
+    """Read the YAML file at `path` (if any), then apply HOOKMESH_* variables and `overrides`.
+
+    Raises:
+        ValueError: The file is unreadable or invalid; the message names the bad keys.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ValueError(f"cannot read config {path}: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"config {path} must be a mapping at the top level")
+        data = loaded
+    data.update(overrides)
+    config = AgentServiceConfig(**data)
+    model = config.models.get(config.agent.model)
+    if model is None:
+        raise ValueError(
+            f"agent.model {config.agent.model!r} is not one of models: {', '.join(config.models)}"
+        )
+    return config
+
+
+def secret(env_name: str | None) -> str | None:
+    """The value of the environment variable `env_name` (None when unset or not named)."""
+    return os.environ.get(env_name) if env_name else None
