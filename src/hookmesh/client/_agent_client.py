@@ -14,7 +14,10 @@ from hookmesh.client._errors import AgentClientError
 from hookmesh.remote._security import ClientTLS, channel_credentials, open_channel
 from hookmesh.schema import (
     AgentEvent,
+    AgenticMessage,
+    FlatMessage,
     Message,
+    TextBlock,
     ToolCall,
     block_to_proto,
     event_from_proto,
@@ -73,12 +76,14 @@ def _reply_request(
     model: str,
 ) -> _agent_pb2.ReplyRequest:
     if isinstance(messages, str):
-        messages = [make_user_text("flat", messages)]
-    elif not isinstance(messages, Sequence):
-        messages = [messages]
+        batch = [make_user_text("flat", messages)]
+    elif isinstance(messages, FlatMessage | AgenticMessage):
+        batch = [messages]
+    else:
+        batch = list(messages)
     return _agent_pb2.ReplyRequest(
         session_id=session_id,
-        messages=[message_to_proto(m) for m in messages],
+        messages=[message_to_proto(m) for m in batch],
         options=_agent_pb2.ReplyOptions(max_iters=max_iters, tool_choice=tool_choice, model=model),
     )
 
@@ -90,11 +95,7 @@ def _resume_request(
 ) -> _agent_pb2.ResumeRequest:
     results = []
     for r in external_results:
-        output = (
-            [make_user_text("agentic", r.output).blocks[0]]
-            if isinstance(r.output, str)
-            else r.output
-        )  # type: ignore[union-attr]
+        output = [TextBlock(text=r.output)] if isinstance(r.output, str) else r.output  # type: ignore[union-attr]
         results.append(
             _agent_pb2.ExternalToolResult(
                 call_id=r.call_id,

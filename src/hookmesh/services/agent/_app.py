@@ -96,9 +96,8 @@ async def build_middlewares(
             continue
         target = entry.target or sidecars.get(entry.sidecar, "")
         if not target:
-            raise ValueError(
-                f"middlewares[{i}]: set target, or sidecar to one of: {', '.join(sidecars) or 'none'}"
-            )
+            known = ", ".join(sidecars) or "none"
+            raise ValueError(f"middlewares[{i}]: set target, or sidecar to one of: {known}")
         tls = None
         if entry.tls is not None:
             tls = ClientTLS(

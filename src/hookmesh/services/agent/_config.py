@@ -15,11 +15,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _hello() -> list[str | dict[str, Any]]:
+    return ["Hello from hookmesh."]
+
+
 class ScriptedModelConfig(_Strict):
     """A scripted model (tests and the offline demo)."""
 
     type: Literal["scripted"] = "scripted"
-    turns: list[str | dict[str, Any]] = Field(default_factory=lambda: ["Hello from hookmesh."])
+    turns: list[str | dict[str, Any]] = Field(default_factory=_hello)
     """Each a text answer, or ``{text, tool_calls: [{name, arguments}], reasoning}``."""
     stream: bool = True
     """Stream the answer in chunks."""
@@ -122,6 +126,10 @@ class AgentSettings(_Strict):
     """Whether ReplyOptions.model may pick another configured model."""
 
 
+def _default_models() -> dict[str, ModelConfig]:
+    return {"default": ScriptedModelConfig()}
+
+
 class AgentServiceConfig(BaseSettings):
     """Everything `hookmesh serve agent` reads (see docs/config.md)."""
 
@@ -141,9 +149,7 @@ class AgentServiceConfig(BaseSettings):
     """On SIGTERM, in-flight replies get this long before they are interrupted."""
     agent: AgentSettings = Field(default_factory=AgentSettings)
     """The agent."""
-    models: dict[str, ModelConfig] = Field(
-        default_factory=lambda: {"default": ScriptedModelConfig()}
-    )
+    models: dict[str, ModelConfig] = Field(default_factory=_default_models)
     """Models by name."""
     tools: list[str] = Field(default_factory=list)
     """Tools as ``package.module:attribute`` import paths."""
