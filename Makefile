@@ -57,7 +57,7 @@ test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) proto-check lint
 	$(BIN)/pytest -q
 
 demo: $(STAMP)
-	$(BIN)/python -m hookmesh.demo
+	$(BIN)/hookmesh demo
 
 bench: $(STAMP)
 	$(BIN)/python bench/middleware_overhead.py

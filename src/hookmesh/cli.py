@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
 app = typer.Typer(
     name="hookmesh",
@@ -88,19 +90,163 @@ def sidecar(
         running = await serve_middleware(mw, address, tls=tls, token=token)
         host = address.rpartition(":")[0]
         print(f"listening on {host}:{running.port}", flush=True)
+        logging.getLogger("hookmesh.sidecar").info("serving %s", mw.middleware_key())
         await serve_until_signal(running)
 
     _run(run())
 
 
-def _run(coro: object) -> None:
-    logging.basicConfig(level=os.environ.get("HOOKMESH_LOG_LEVEL", "INFO"), stream=sys.stderr)
+serve_app = typer.Typer(help="Run one service.", no_args_is_help=True)
+app.add_typer(serve_app, name="serve")
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML config file (see docs/config.md).")
+]
+
+
+def _config(path: Path | None, **overrides: Any) -> Any:
+    from hookmesh.services.agent import load_config
+
+    try:
+        return load_config(path, **{k: v for k, v in overrides.items() if v is not None})
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
+
+
+@serve_app.command("agent")
+def serve_agent(
+    config: ConfigOption = None,
+    listen: Annotated[
+        str | None, typer.Option(help="Address; overrides the config's listen.")
+    ] = None,
+) -> None:
+    """Serve the agent service (sessions in SQLite) until SIGTERM/SIGINT."""
+    from hookmesh.services._server import serve_until_signal
+    from hookmesh.services.agent import start_agent_service
+
+    settings = _config(config, listen=listen and _host_port(listen))
+
+    async def run() -> None:
+        service = await start_agent_service(settings)
+        host = settings.listen.rpartition(":")[0]
+        print(f"agent service listening on {host}:{service.port}", flush=True)
+        try:
+            await serve_until_signal(service.server, settings.grace_seconds)
+        finally:
+            await service.resources.aclose()
+
+    _run(run())
+
+
+@app.command()
+def up(
+    config: ConfigOption = None,
+    listen: Annotated[str | None, typer.Option(help="Agent service address.")] = None,
+) -> None:
+    """Start the whole suite on loopback (sidecars, then the agent); Ctrl-C stops it."""
+    from hookmesh._suite import start_suite
+
+    settings = _config(config, listen=listen and _host_port(listen))
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with start_suite(settings) as suite:
+            console = Console()
+            console.print(f"agent service  [bold]{suite.agent_address}[/bold]")
+            for name, address in suite.sidecars.items():
+                console.print(f"sidecar {name:7s}[bold]{address}[/bold]")
+            console.print("[dim]Ctrl-C stops everything.[/dim]")
+            await stop.wait()
+            console.print("[dim]stopping…[/dim]")
+
+    _run(run())
+
+
+@app.command()
+def chat(
+    message: Annotated[
+        str | None, typer.Argument(help="One message; omit for an interactive chat.")
+    ] = None,
+    target: Annotated[str, typer.Option(help="Agent service address.")] = "127.0.0.1:7000",
+    session: Annotated[str, typer.Option(help="Session id; a new session when empty.")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds a reply may take.")] = 300.0,
+) -> None:
+    """Talk to an agent service: text streams as it arrives, tools and middlewares compactly."""
+    from hookmesh._console import EventPrinter
+    from hookmesh.client import AgentClient, AgentClientError
+
+    printer = EventPrinter(as_json=as_json)
+
+    async def run() -> int:
+        session_id = session
+        async with AgentClient(target, timeout=timeout) as client:
+            while True:
+                text = message if message is not None else _prompt()
+                if text is None:
+                    return 0
+                try:
+                    async for event in client.reply(text, session_id=session_id):
+                        printer.show(event)
+                        if event.type == "reply_start":
+                            session_id = event.session_id
+                except AgentClientError as exc:
+                    printer.console.print(f"[red]error: {exc}[/red]")
+                    return 1
+                if message is not None:
+                    return 0
+
+    raise typer.Exit(_run(run()))
+
+
+def _prompt() -> str | None:
+    try:
+        line = input("you> ")
+    except EOFError:
+        return None
+    return line if line.strip() not in ("", "/quit", "/exit") else None
+
+
+@app.command()
+def demo() -> None:
+    """Run the suite with the embedded demo config and one conversation, then stop."""
+    from hookmesh._console import EventPrinter
+    from hookmesh._suite import start_suite
+    from hookmesh.client import AgentClient
+    from hookmesh.demo import QUESTION, demo_config
+
+    settings = demo_config()
+
+    async def run() -> int:
+        console = Console(highlight=False)
+        async with start_suite(settings) as suite:
+            sidecar = suite.sidecars["audit"]
+            console.print(
+                f"[dim]agent service {suite.agent_address}; sidecar audit {sidecar}[/dim]"
+            )
+            console.print(f"[bold]you:[/bold] {QUESTION}")
+            finish = None
+            printer = EventPrinter(console)
+            async with AgentClient(suite.agent_address, timeout=120) as client:
+                async for event in client.reply(QUESTION):
+                    printer.show(event)
+                    if event.type == "reply_end":
+                        finish = event.finish_reason
+        return 0 if finish == "completed" else 1
+
+    raise typer.Exit(_run(run()))
+
+
+def _run(coro: Any) -> Any:
+    logging.basicConfig(level=os.environ.get("HOOKMESH_LOG_LEVEL", "WARNING"), stream=sys.stderr)
     try:
         import uvloop
-
-        uvloop.run(coro)  # type: ignore[arg-type]
     except ImportError:
-        asyncio.run(coro)  # type: ignore[arg-type]
+        return asyncio.run(coro)
+    return uvloop.run(coro)
 
 
 def main() -> None:

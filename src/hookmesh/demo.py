@@ -1,16 +1,18 @@
-"""The offline demo: one conversation with a tool call through an in-process middleware."""
+"""The demo: the suite on loopback and one conversation through a local and a remote middleware."""
 
 from __future__ import annotations
 
-import asyncio
 import os
+import tempfile
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
-from hookmesh.agent import Agent, tool
-from hookmesh.agent.models import ChatModel, OpenAIChatModel, ScriptedChatModel, ScriptedTurn
+from hookmesh.agent import tool
 from hookmesh.middleware import Middleware
 from hookmesh.schema import AgentEvent, CustomEvent
+from hookmesh.services.agent import AgentServiceConfig, load_config
+
+QUESTION = "What should I wear in Oslo today?"
 
 
 @tool(read_only=True, concurrency_safe=True)
@@ -25,78 +27,87 @@ def get_weather(city: str) -> str:
 
 
 class UsageMeter(Middleware):
-    """Counts model calls per reply and reports them as a custom event before reply_end."""
+    """In process: counts model calls and tokens per reply, reported before reply_end."""
 
-    async def on_model_call(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> Any:
+    async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
         state = self.state(agent)
         state["model_calls"] = state.get("model_calls", 0) + 1
         return await next_handler()
 
     async def on_reply(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
     ) -> AsyncIterator[AgentEvent]:
         async for event in next_handler():
+            if event.type == "model_call_end" and event.usage is not None:
+                state = self.state(agent)
+                state["tokens"] = state.get("tokens", 0) + event.usage.output_tokens
             if event.type == "reply_end":
                 yield CustomEvent(
-                    reply_id=event.reply_id, name="usage_meter", value=self.state(agent)
+                    reply_id=event.reply_id,
+                    name="usage_meter (in-process)",
+                    value=self.state(agent),
                 )
             yield event
 
 
-def demo_model() -> ChatModel:
-    """The scripted model, or an OpenAI-compatible one when OPENAI_BASE_URL is set."""
-    base_url = os.environ.get("OPENAI_BASE_URL")
-    if base_url:
-        return OpenAIChatModel(
-            base_url,
-            os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
-            api_key=os.environ.get("OPENAI_API_KEY", ""),
-        )
-    return ScriptedChatModel(
-        [
-            ScriptedTurn(
-                tool_calls=[("get_weather", {"city": "Oslo"})], reasoning="I should look it up."
-            ),
-            "It is -3 °C with snow in Oslo: wear a warm coat.",
+class AuditTrail(Middleware):
+    """Served by a sidecar: records each tool run and announces it to the client."""
+
+    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_acting": ("tool_result_end",)}
+
+    async def on_acting(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        call = kwargs["tool_call"]
+        async for event in next_handler():
+            yield event
+            if event.type == "tool_result_end":
+                audited = self.state(agent).setdefault("audited", [])
+                audited.append(call.name)
+                yield CustomEvent(
+                    reply_id=event.reply_id,
+                    name="audit_trail (sidecar)",
+                    value={"tool": call.name, "call_id": call.id, "state": event.state},
+                )
+
+
+def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
+    """The embedded demo configuration (OpenAI-compatible model when OPENAI_BASE_URL is set)."""
+    data_dir = data_dir or tempfile.mkdtemp(prefix="hookmesh-demo-")
+    models: dict[str, Any] = {
+        "default": {
+            "type": "scripted",
+            "turns": [
+                {
+                    "reasoning": "The user needs the weather first.",
+                    "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}],
+                },
+                "It is -3 °C with snow in Oslo: wear a warm coat, a hat and boots.",
+            ],
+        }
+    }
+    if os.environ.get("OPENAI_BASE_URL"):
+        models = {
+            "default": {
+                "type": "openai",
+                "base_url": os.environ["OPENAI_BASE_URL"],
+                "model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
+            }
+        }
+    return load_config(
+        None,
+        listen="127.0.0.1:0",
+        store=f"sqlite:///{data_dir}/agent.db",
+        grace_seconds=2,
+        agent={
+            "name": "demo",
+            "system_prompt": "You are a concise assistant. Use tools for facts.",
+        },
+        models=models,
+        tools=["hookmesh.demo:get_weather"],
+        middlewares=[
+            {"type": "local", "import": "hookmesh.demo:UsageMeter"},
+            {"type": "remote", "sidecar": "audit", "failure_mode": "fail_open"},
         ],
-        stream=True,
+        sidecars=[{"name": "audit", "middleware": "hookmesh.demo:AuditTrail"}],
     )
-
-
-def show(event: AgentEvent) -> None:
-    """Print one event compactly."""
-    t = event.type
-    if t == "text_block_delta":
-        print(event.delta, end="", flush=True)  # type: ignore[union-attr]
-    elif t == "text_block_end":
-        print()
-    elif t == "tool_call_start":
-        print(f"  -> tool call {event.name} ({event.call_id})")  # type: ignore[union-attr]
-    elif t == "tool_result_delta":
-        print(f"  <- tool result: {event.text}")  # type: ignore[union-attr]
-    elif t == "custom":
-        print(f"  [middleware {event.name}] {event.value}")  # type: ignore[union-attr]
-    elif t in ("reply_start", "reply_end", "model_call_start", "model_call_end"):
-        extra = f" {event.finish_reason}" if t == "reply_end" else ""  # type: ignore[union-attr]
-        print(f"[{t}{extra}]")
-
-
-async def main() -> int:
-    agent = Agent(
-        demo_model(),
-        name="demo",
-        system_prompt="You are a concise assistant.",
-        tools=[get_weather],
-        middlewares=[UsageMeter()],
-    )
-    print("user: What should I wear in Oslo today?")
-    finish = None
-    async for event in agent.reply("What should I wear in Oslo today?"):
-        show(event)
-        if event.type == "reply_end":
-            finish = event.finish_reason
-    return 0 if finish == "completed" else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))

@@ -20,7 +20,7 @@ from hookmesh.schema import (
     message_from_proto,
     message_to_proto,
 )
-from hookmesh.schema._proto import _usage_from_proto, _usage_to_proto
+from hookmesh.schema._proto import _usage_from_proto, _usage_to_proto, json_value
 from hookmesh.v1 import event_pb2 as _event_pb2
 from hookmesh.v1 import message_pb2 as _message_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
@@ -68,19 +68,7 @@ def struct(data: dict[str, Any]) -> struct_pb2.Struct:
 
 def from_struct(pb: struct_pb2.Struct) -> dict[str, Any]:
     """A Struct as a JSON object, ints restored where the double is integral."""
-    return _ints(json_format.MessageToDict(pb))  # type: ignore[no-any-return]
-
-
-def _ints(value: Any) -> Any:
-    # NOTE(hookmesh): Struct carries every number as a double; middleware state is mostly
-    # counters, so integral doubles come back as ints to keep `state["n"] += 1` exact.
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _ints(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_ints(v) for v in value]
-    return value
+    return json_value(json_format.MessageToDict(pb))  # type: ignore[no-any-return]
 
 
 def tool_call_to_pb(call: ToolCall) -> _message_pb2.ToolCall:

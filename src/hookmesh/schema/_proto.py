@@ -95,8 +95,23 @@ def _struct(data: dict[str, Any]) -> struct_pb2.Struct:
     return out
 
 
+def json_value(value: Any) -> Any:
+    """A decoded Struct/Value with integral doubles turned back into ints.
+
+    NOTE(hookmesh): protobuf carries every JSON number as a double; counters and ids are the
+    common case, so ``3.0`` comes back as ``3`` (values beyond 2**53 stay floats).
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_value(v) for v in value]
+    return value
+
+
 def _dict(pb: struct_pb2.Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(pb)
+    return json_value(json_format.MessageToDict(pb))  # type: ignore[no-any-return]
 
 
 # --- blocks ------------------------------------------------------------------------------
@@ -490,7 +505,7 @@ def _custom_to_proto(ev: e.CustomEvent) -> _event_pb2.CustomEvent:
 
 
 def _custom_from_proto(pb: _event_pb2.CustomEvent, reply_id: str, path: str) -> e.CustomEvent:
-    value = json_format.MessageToDict(pb.value) if pb.HasField("value") else None
+    value = json_value(json_format.MessageToDict(pb.value)) if pb.HasField("value") else None
     return e.CustomEvent(reply_id=reply_id, name=pb.name, value=value)
 
 
