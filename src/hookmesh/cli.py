@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -71,7 +70,7 @@ def sidecar(
     Prints `listening on HOST:PORT` once it accepts calls; stops gracefully on SIGTERM/SIGINT.
     """
     from hookmesh.remote import ServerTLS, load_middleware, serve_middleware
-    from hookmesh.services._server import serve_until_signal
+    from hookmesh.services._server import DEFAULT_GRACE, wait_for_signal
 
     address = _host_port(listen)
     if (tls_cert is None) != (tls_key is None):
@@ -91,7 +90,10 @@ def sidecar(
         host = address.rpartition(":")[0]
         print(f"listening on {host}:{running.port}", flush=True)
         logging.getLogger("hookmesh.sidecar").info("serving %s", mw.middleware_key())
-        await serve_until_signal(running)
+        try:
+            await wait_for_signal()
+        finally:
+            await running.stop(DEFAULT_GRACE)
 
     _run(run())
 
@@ -121,7 +123,7 @@ def serve_agent(
     ] = None,
 ) -> None:
     """Serve the agent service (sessions in SQLite) until SIGTERM/SIGINT."""
-    from hookmesh.services._server import serve_until_signal
+    from hookmesh.services._server import wait_for_signal
     from hookmesh.services.agent import start_agent_service
 
     settings = _config(config, listen=listen and _host_port(listen))
@@ -131,9 +133,9 @@ def serve_agent(
         host = settings.listen.rpartition(":")[0]
         print(f"agent service listening on {host}:{service.port}", flush=True)
         try:
-            await serve_until_signal(service.server, settings.grace_seconds)
+            await wait_for_signal()
         finally:
-            await service.resources.aclose()
+            await service.stop(settings.grace_seconds)
 
     _run(run())
 
@@ -145,21 +147,18 @@ def up(
 ) -> None:
     """Start the whole suite on loopback (sidecars, then the agent); Ctrl-C stops it."""
     from hookmesh._suite import start_suite
+    from hookmesh.services._server import wait_for_signal
 
     settings = _config(config, listen=listen and _host_port(listen))
 
     async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         async with start_suite(settings) as suite:
             console = Console()
             console.print(f"agent service  [bold]{suite.agent_address}[/bold]")
             for name, address in suite.sidecars.items():
                 console.print(f"sidecar {name:7s}[bold]{address}[/bold]")
             console.print("[dim]Ctrl-C stops everything.[/dim]")
-            await stop.wait()
+            await wait_for_signal()
             console.print("[dim]stopping…[/dim]")
 
     _run(run())

@@ -270,7 +270,9 @@ async def test_confirmation_pauses_and_resumes_in_another_process(
     )
     assert {e.reply_id for e in resumed} == {events[0].reply_id}
     assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
-    result = next(r for m in restored.state.context for r in tool_results(m) if r.call_id == call_id)
+    result = next(
+        r for m in restored.state.context for r in tool_results(m) if r.call_id == call_id
+    )
     if confirmed:
         assert (result.state, result.text) == ("success", "deleted /tmp/x")
     else:

@@ -8,9 +8,8 @@ import * as protoLoader from '@grpc/proto-loader';
 /** The repository's protos/ directory: the import root of every hookmesh/v1 file. */
 export const PROTO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'protos');
 
-const FILES = ['content.proto', 'event.proto', 'message.proto', 'middleware.proto'].map(
-  (name) => `hookmesh/v1/${name}`,
-);
+const FILES = ['agent.proto', 'content.proto', 'event.proto', 'message.proto', 'middleware.proto'];
+const PATHS = FILES.map((name) => `hookmesh/v1/${name}`);
 
 // NOTE(node): google/protobuf/{struct,timestamp}.proto need no include directory:
 // protobufjs (under proto-loader) bundles the well-known types and resolves any import
@@ -28,9 +27,10 @@ const LOADER_OPTIONS = {
  * The hookmesh.v1 package as grpc-js service and message constructors.
  *
  * @returns {object} `hookmesh.v1` of grpc.loadPackageDefinition: `MiddlewareService` is the
- *   service definition (`.service`) to pass to `Server.addService`.
+ *   service definition (`.service`) to pass to `Server.addService`; `AgentService` is the
+ *   client constructor (`new AgentService(target, credentials)`).
  */
 export function loadHookmesh() {
-  const definition = protoLoader.loadSync(FILES, LOADER_OPTIONS);
+  const definition = protoLoader.loadSync(PATHS, LOADER_OPTIONS);
   return grpc.loadPackageDefinition(definition).hookmesh.v1;
 }

@@ -12,11 +12,13 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from opentelemetry.instrumentation.grpc import aio_server_interceptor
+from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
 from hookmesh.remote._security import ServerTLS, TokenInterceptor, server_credentials
 
 log = logging.getLogger("hookmesh.server")
+
+_HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 
 DEFAULT_GRACE = 5.0
 """Seconds in-flight calls get to finish on shutdown."""
@@ -67,8 +69,10 @@ async def start_server(
         interceptors: More server interceptors, applied after the token check.
         options: gRPC server options.
     """
-    # Tracing comes first so a rejected call still joins the caller's trace.
-    chain = [aio_server_interceptor(), *([TokenInterceptor(token)] if token else []), *interceptors]
+    # Tracing comes first so a rejected call still joins the caller's trace. Health is not
+    # traced: its aio Watch writes via the context, which the tracing wrapper cannot wrap.
+    tracing = aio_server_interceptor(filter_=filters.negate(filters.service_name(_HEALTH)))
+    chain = [tracing, *([TokenInterceptor(token)] if token else []), *interceptors]
     server = grpc.aio.server(interceptors=chain, options=list(options))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -94,14 +98,10 @@ async def start_server(
     return RunningServer(server, port, health_servicer, {s.name: s.servicer for s in services})
 
 
-async def serve_until_signal(running: RunningServer, grace: float = DEFAULT_GRACE) -> None:
-    """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+async def wait_for_signal() -> None:
+    """Return on the first SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        log.info("shutting down (grace %.1f s)", grace)
-        await running.stop(grace)
+    await stop.wait()

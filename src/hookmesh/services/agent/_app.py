@@ -24,6 +24,7 @@ from hookmesh.services.agent._store import open_store
 from hookmesh.v1 import agent_pb2 as _agent_pb2
 from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
 
+_DRAIN_TIMEOUT = 10.0
 SERVICE_NAME = _agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 
 
@@ -82,6 +83,7 @@ class AgentService:
         """Stop accepting calls, let in-flight replies finish for `grace` s, then interrupt
         them; sessions are persisted as each reply ends."""
         await self.server.stop(grace)
+        await self.servicer.drain(_DRAIN_TIMEOUT)
         await self.resources.aclose()
 
 

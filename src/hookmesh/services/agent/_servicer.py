@@ -7,6 +7,7 @@ import base64
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -84,6 +85,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self.tools = list(tools)
         self.middlewares = list(middlewares)
         self._running: dict[str, Agent | None] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -150,6 +153,17 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         if session_id in self._running:
             raise _busy(session_id)
         self._running[session_id] = None
+        self._idle.clear()
+
+    def _release(self, session_id: str) -> None:
+        self._running.pop(session_id, None)
+        if not self._running:
+            self._idle.set()
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (up to `timeout` s) until every reply has ended and been persisted."""
+        async with asyncio.timeout(timeout):
+            await self._idle.wait()
 
     async def _stream(
         self,
@@ -209,14 +223,14 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             events = agent.reply(messages, tool_choice=choice, max_iters=max_iters)
         except HookmeshError as exc:
             if claimed:
-                self._running.pop(session_id, None)
+                self._release(session_id)
             await context.abort_with_status(to_grpc_status(exc))
             return
         try:
             async for response in self._stream(session_id, agent, events, _agent_pb2.ReplyResponse):
                 yield response
         finally:
-            self._running.pop(session_id, None)
+            self._release(session_id)
 
     async def Resume(
         self, request: _agent_pb2.ResumeRequest, context: grpc.aio.ServicerContext
@@ -242,7 +256,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             events = agent.resume(resume)
         except HookmeshError as exc:
             if claimed:
-                self._running.pop(session_id, None)
+                self._release(session_id)
             await context.abort_with_status(to_grpc_status(exc))
             return
         try:
@@ -251,7 +265,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             ):
                 yield response
         finally:
-            self._running.pop(session_id, None)
+            self._release(session_id)
 
     async def Interrupt(
         self, request: _agent_pb2.InterruptRequest, context: grpc.aio.ServicerContext
@@ -293,9 +307,21 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
     async def GetSession(
         self, request: _agent_pb2.GetSessionRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.GetSessionResponse:
-        stored = await self.store.get(request.session_id) if request.session_id else None
+        session_id = request.session_id
+        stored = await self.store.get(session_id) if session_id else None
+        live = self._running.get(session_id)
+        if live is not None:
+            # A running reply is fresher than the store (which is written when it ends).
+            now = datetime.now(UTC)
+            stored = StoredSession(
+                session_id,
+                live.name,
+                live.state,
+                stored.create_time if stored else now,
+                now,
+            )
         if stored is None:
-            await context.abort_with_status(to_grpc_status(_not_found(request.session_id)))
+            await context.abort_with_status(to_grpc_status(_not_found(session_id)))
         assert stored is not None
         return _agent_pb2.GetSessionResponse(session=self._session(stored, with_context=True))
 

@@ -1,0 +1,252 @@
+#!/usr/bin/env node
+// hookmesh chat in Node.js: sends one message to an AgentService and streams the reply.
+import process from 'node:process';
+import { parseArgs } from 'node:util';
+
+import { AgentClient, AgentClientError } from './lib/agent-client.js';
+
+const USAGE = `usage: node chat.js [--target HOST:PORT] [--session ID] [--json] [options] MESSAGE...
+
+Sends MESSAGE (the words joined by spaces) as one user message to hookmesh.v1.AgentService
+and streams the reply: text as it arrives, "→ tool args" for tool calls, "← tool state: text"
+for their results, "[name] json" for custom events and "end: <finish reason>" last.
+  --target HOST:PORT  the agent service (default 127.0.0.1:7000)
+  --session ID        continue this session (a new one when unset; its id is printed first)
+  --json              print each event as one JSON line instead (bytes as base64)
+  --timeout SECONDS   deadline of the whole reply (default 300)
+  --token-env NAME    send "authorization: Bearer <token>", the token read from env var NAME
+  --max-iters N       most reasoning steps (default: the agent's setting)
+  --tool-choice C     auto, none, required or a tool name
+  --model NAME        a configured model, if the server allows overrides
+Exit status: 0 when the reply ends (completed, paused, interrupted or out of steps),
+1 when the call or the reply fails ("error: ..." on stderr), 2 on bad usage, 130 on Ctrl-C.`;
+
+const EXIT_OK = 0;
+const EXIT_ERROR = 1;
+const EXIT_USAGE = 2;
+const EXIT_SIGINT = 130;
+const SHORT = 120;
+
+function usageError(message) {
+  process.stderr.write(`chat.js: ${message}\n${USAGE}\n`);
+  process.exit(EXIT_USAGE);
+}
+
+function options() {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      allowPositionals: true,
+      options: {
+        target: { type: 'string', default: '127.0.0.1:7000' },
+        session: { type: 'string', default: '' },
+        json: { type: 'boolean', default: false },
+        timeout: { type: 'string', default: '300' },
+        'token-env': { type: 'string' },
+        'max-iters': { type: 'string', default: '0' },
+        'tool-choice': { type: 'string', default: '' },
+        model: { type: 'string', default: '' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (err) {
+    usageError(err.message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(EXIT_OK);
+  }
+  const text = positionals.join(' ');
+  if (!text.trim()) usageError('give the message to send');
+  if (!values.target) usageError('--target must not be empty');
+  const timeout = Number(values.timeout);
+  if (!Number.isFinite(timeout) || timeout <= 0) usageError('--timeout must be seconds > 0');
+  const maxIters = Number(values['max-iters']);
+  if (!Number.isInteger(maxIters) || maxIters < 0) usageError('--max-iters must be an integer >= 0');
+  let token;
+  if (values['token-env'] !== undefined) {
+    token = process.env[values['token-env']];
+    if (!token) usageError(`--token-env: environment variable ${values['token-env']} is empty or unset`);
+  }
+  return {
+    target: values.target,
+    json: values.json,
+    text,
+    token,
+    timeoutMs: timeout * 1000,
+    reply: {
+      sessionId: values.session,
+      maxIters,
+      toolChoice: values['tool-choice'],
+      model: values.model,
+    },
+  };
+}
+
+/** `FINISH_REASON_COMPLETED` -> `completed`; `TOOL_RESULT_STATE_UNSPECIFIED` -> `success`. */
+function shortEnum(name, prefix) {
+  if (name === `${prefix}UNSPECIFIED` && prefix === 'TOOL_RESULT_STATE_') return 'success';
+  return String(name).replace(prefix, '').toLowerCase();
+}
+
+/** One line of at most SHORT characters. */
+function oneLine(text) {
+  const flat = String(text).replace(/\s+/g, ' ').trim();
+  return flat.length > SHORT ? `${flat.slice(0, SHORT - 1)}…` : flat;
+}
+
+/** JSON.stringify with Buffers as base64, as in the proto3 JSON mapping. */
+function jsonLine(event) {
+  return JSON.stringify(event, function bytesAsBase64(key, value) {
+    const raw = this[key];
+    return Buffer.isBuffer(raw) ? raw.toString('base64') : value;
+  });
+}
+
+/** Prints events for a person: text as it streams, everything else on short lines. */
+class HumanPrinter {
+  #atLineStart = true;
+  #calls = new Map();
+  #results = new Map();
+  #data = new Map();
+
+  #text(text) {
+    if (!text) return;
+    process.stdout.write(text);
+    this.#atLineStart = text.endsWith('\n');
+  }
+
+  #line(line) {
+    if (!this.#atLineStart) process.stdout.write('\n');
+    process.stdout.write(`${line}\n`);
+    this.#atLineStart = true;
+  }
+
+  print(event) {
+    switch (event.type) {
+      case 'reply_start':
+        if (event.session_id) this.#line(`session: ${event.session_id}`);
+        break;
+      case 'text_block_delta':
+        this.#text(event.delta);
+        break;
+      case 'text_block_end':
+        if (!this.#atLineStart) this.#line('');
+        break;
+      case 'tool_call_start':
+        this.#calls.set(event.call_id, { name: event.name, args: '' });
+        break;
+      case 'tool_call_delta': {
+        const call = this.#calls.get(event.call_id);
+        if (call) call.args += event.delta;
+        break;
+      }
+      case 'tool_call_end': {
+        const call = this.#calls.get(event.call_id);
+        this.#calls.delete(event.call_id);
+        if (call) this.#line(`→ ${call.name}${call.args ? ` ${oneLine(call.args)}` : ''}`);
+        break;
+      }
+      case 'tool_result_start':
+        this.#results.set(event.call_id, { name: event.name, text: '', media: 0 });
+        break;
+      case 'tool_result_delta': {
+        const result = this.#results.get(event.call_id);
+        if (result && event.delta === 'text') result.text += event.text;
+        else if (result && event.delta === 'media') result.media += 1;
+        break;
+      }
+      case 'tool_result_end': {
+        const result = this.#results.get(event.call_id) ?? { name: '?', text: '', media: 0 };
+        this.#results.delete(event.call_id);
+        const state = shortEnum(event.state, 'TOOL_RESULT_STATE_');
+        const media = result.media ? ` [+${result.media} media]` : '';
+        this.#line(`← ${result.name} ${state}: ${oneLine(result.text)}${media}`);
+        break;
+      }
+      case 'data_block_start':
+        this.#data.set(event.block_id, { type: event.media_type, name: event.name, bytes: 0 });
+        break;
+      case 'data_block_delta': {
+        const block = this.#data.get(event.block_id);
+        if (block) block.bytes += event.data?.length ?? 0;
+        break;
+      }
+      case 'data_block_end': {
+        const block = this.#data.get(event.block_id);
+        this.#data.delete(event.block_id);
+        if (block) this.#line(`[data ${block.type}${block.name ? ` ${block.name}` : ''}] ${block.bytes} bytes`);
+        break;
+      }
+      case 'hint_block':
+        this.#line(`[hint ${event.hint?.source ?? ''}] ${oneLine(event.hint?.text ?? '')}`);
+        break;
+      case 'require_user_confirm':
+        for (const call of event.tool_calls) {
+          this.#line(`? confirm ${call.name} ${oneLine(call.arguments)} (call ${call.id})`);
+        }
+        break;
+      case 'require_external_execution':
+        for (const call of event.tool_calls) {
+          this.#line(`? run ${call.name} ${oneLine(call.arguments)} (call ${call.id})`);
+        }
+        break;
+      case 'custom':
+        this.#line(`[${event.name}] ${JSON.stringify(event.value)}`);
+        break;
+      case 'reply_end':
+        this.#line(`end: ${shortEnum(event.finish_reason, 'FINISH_REASON_')}`);
+        break;
+      default:
+        // model calls and reasoning: shown by --json only.
+        break;
+    }
+  }
+}
+
+/** The `error: ...` line(s) for a failure. */
+function describe(err) {
+  if (!(err instanceof AgentClientError)) return `error: ${err?.stack ?? err}`;
+  const what = [err.codeName ?? (err.source || 'reply'), err.reason].filter(Boolean).join(' ');
+  const lines = [`error: ${what}: ${err.details}`];
+  for (const v of err.violations) lines.push(`  ${v.field}: ${v.description}`);
+  return lines.join('\n');
+}
+
+async function main() {
+  const opts = options();
+  const client = new AgentClient(opts.target, { timeoutMs: opts.timeoutMs, token: opts.token });
+  const abort = new AbortController();
+  process.once('SIGINT', () => abort.abort());
+  const printer = opts.json ? null : new HumanPrinter();
+  let end;
+  try {
+    const events = client.reply(opts.text, { ...opts.reply, signal: abort.signal });
+    for await (const event of events) {
+      if (printer) printer.print(event);
+      else process.stdout.write(`${jsonLine(event)}\n`);
+      if (event.type === 'reply_end') end = event;
+    }
+  } catch (err) {
+    if (abort.signal.aborted) {
+      process.stderr.write('interrupted\n');
+      return EXIT_SIGINT;
+    }
+    process.stderr.write(`${describe(err)}\n`);
+    return EXIT_ERROR;
+  } finally {
+    client.close();
+  }
+  if (end === undefined) {
+    process.stderr.write('error: the stream closed without reply_end\n');
+    return EXIT_ERROR;
+  }
+  if (end.finish_reason === 'FINISH_REASON_ERROR') {
+    process.stderr.write(`${describe(AgentClientError.fromReplyError(end.error))}\n`);
+    return EXIT_ERROR;
+  }
+  return EXIT_OK;
+}
+
+process.exitCode = await main();

@@ -1,0 +1,424 @@
+"""The agent service over real gRPC on loopback: replies, sessions, bad input, concurrency,
+restarts, shutdown, clients."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import struct_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from hookmesh.agent import Confirmation
+from hookmesh.client import AgentClient, AgentClientError, SyncAgentClient, text_of_events
+from hookmesh.schema import AgenticMessage, FlatMessage, TextBlock, text_of, tool_results
+from hookmesh.services.agent import SERVICE_NAME, AgentService, load_config, start_agent_service
+from hookmesh.v1 import agent_pb2, agent_pb2_grpc, content_pb2, message_pb2
+from tests.agent_helpers import SHORT_TIMEOUT
+from tests.service_tools import GateState
+
+pytestmark = pytest.mark.timeout(60)
+
+TOOL_THEN_ANSWER = [{"tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]}, "the answer"]
+
+Start = Callable[..., Awaitable[AgentService]]
+
+
+@pytest.fixture
+async def start(tmp_path: Path) -> AsyncIterator[Start]:
+    """Start agent services on 127.0.0.1:0 with a store in tmp_path; stopped at the end."""
+    services: list[AgentService] = []
+    GateState.reset()
+
+    async def run(turns: list[Any] | None = None, **config: Any) -> AgentService:
+        settings = load_config(
+            None,
+            store=f"sqlite:///{tmp_path}/agent.db",
+            tools=[
+                "tests.agent_helpers:echo",
+                "tests.service_tools:gate",
+                "tests.service_tools:delete_file",
+            ],
+            models={
+                "default": {"type": "scripted", "turns": turns or ["hello there"], "stream": True}
+            },
+            grace_seconds=0.5,
+            **config,
+        )
+        service = await start_agent_service(settings, address="127.0.0.1:0")
+        services.append(service)
+        return service
+
+    try:
+        yield run
+    finally:
+        for service in services:
+            await service.stop(None)
+
+
+def target(service: AgentService) -> str:
+    return f"127.0.0.1:{service.port}"
+
+
+@pytest.mark.parametrize("kind", ["flat", "agentic"])
+async def test_reply_creates_a_session_and_continues_it(start: Start, kind: str) -> None:
+    service = await start(TOOL_THEN_ANSWER, agent={"kind": kind})
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        events = [e async for e in client.reply("hello")]
+        assert events[0].type == "reply_start" and events[-1].type == "reply_end"
+        assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+        session_id = events[0].session_id  # type: ignore[union-attr]
+        assert session_id and events[-1].session_id == session_id  # type: ignore[union-attr]
+        assert text_of_events(events) == "the answer"
+        # The other kind of input is converted to the agent's kind.
+        other = (
+            AgenticMessage(role="user", blocks=[TextBlock(text="again")])
+            if kind == "flat"
+            else FlatMessage(role="user", content="again")
+        )
+        await client.text([other], session_id=session_id)
+        session = await client.get_session(session_id)
+        assert session.status == "idle"
+        assert {m.kind for m in session.context} == {kind}
+        assert [text_of(m) for m in session.context if m.role == "user" and text_of(m)][:2] == [
+            "hello",
+            "again",
+        ]
+        assert [r.text for m in session.context for r in tool_results(m)] == ["hi", "hi"]
+
+
+def _flat_user(text: str) -> message_pb2.Message:
+    return message_pb2.Message(
+        flat=message_pb2.FlatMessage(role=message_pb2.ROLE_USER, content=text)
+    )
+
+
+BAD_REQUESTS: list[tuple[str, agent_pb2.ReplyRequest, str, str]] = [
+    ("no messages", agent_pb2.ReplyRequest(), "INVALID_SCHEMA", "messages"),
+    (
+        "unset oneof",
+        agent_pb2.ReplyRequest(messages=[message_pb2.Message(id="m")]),
+        "INVALID_SCHEMA",
+        "messages[0]",
+    ),
+    (
+        "tool role in agentic",
+        agent_pb2.ReplyRequest(
+            messages=[
+                message_pb2.Message(agentic=message_pb2.AgenticMessage(role=message_pb2.ROLE_TOOL))
+            ]
+        ),
+        "INVALID_SCHEMA",
+        "messages[0].agentic.role",
+    ),
+    (
+        "media without source",
+        agent_pb2.ReplyRequest(
+            messages=[
+                message_pb2.Message(
+                    agentic=message_pb2.AgenticMessage(
+                        role=message_pb2.ROLE_USER,
+                        blocks=[
+                            content_pb2.ContentBlock(image=content_pb2.MediaBlock(name="cat.png"))
+                        ],
+                    )
+                )
+            ]
+        ),
+        "INVALID_SCHEMA",
+        "messages[0].agentic.blocks[0].image.source",
+    ),
+    (
+        "tool result in an assistant message",
+        agent_pb2.ReplyRequest(
+            messages=[
+                message_pb2.Message(
+                    agentic=message_pb2.AgenticMessage(
+                        role=message_pb2.ROLE_ASSISTANT,
+                        blocks=[
+                            content_pb2.ContentBlock(
+                                tool_result=content_pb2.ToolResultBlock(call_id="c")
+                            )
+                        ],
+                    )
+                )
+            ]
+        ),
+        "INVALID_SCHEMA",
+        "messages[0].agentic.blocks[0].tool_result",
+    ),
+    (
+        "oversized",
+        agent_pb2.ReplyRequest(messages=[_flat_user("x" * 70_000)]),
+        "REQUEST_TOO_LARGE",
+        "messages",
+    ),
+    (
+        "bad session id",
+        agent_pb2.ReplyRequest(session_id="no spaces!", messages=[_flat_user("hi")]),
+        "INVALID_SCHEMA",
+        "session_id",
+    ),
+    (
+        "unknown tool_choice",
+        agent_pb2.ReplyRequest(
+            messages=[_flat_user("hi")], options=agent_pb2.ReplyOptions(tool_choice="nope")
+        ),
+        "INVALID_OPTIONS",
+        "options.tool_choice",
+    ),
+    (
+        "model override not allowed",
+        agent_pb2.ReplyRequest(
+            messages=[_flat_user("hi")], options=agent_pb2.ReplyOptions(model="other")
+        ),
+        "INVALID_OPTIONS",
+        "options.model",
+    ),
+]
+
+
+async def test_bad_input_gets_invalid_argument_with_details_and_the_server_stays_up(
+    start: Start,
+) -> None:
+    service = await start(max_request_bytes=65_536)
+    async with grpc.aio.insecure_channel(target(service)) as channel:
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        for name, request, reason, field in BAD_REQUESTS:
+            call = stub.Reply(request, timeout=SHORT_TIMEOUT)
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                [r async for r in call]
+            error = AgentClientError.from_rpc_error(exc.value)
+            assert error.code == grpc.StatusCode.INVALID_ARGUMENT, name
+            assert error.reason == reason, name
+            assert [v.field for v in error.violations][:1] == [field], name
+        # Still serving.
+        responses = [
+            r
+            async for r in stub.Reply(
+                agent_pb2.ReplyRequest(messages=[_flat_user("hi")]), timeout=SHORT_TIMEOUT
+            )
+        ]
+        assert responses[-1].event.reply_end.finish_reason == 1
+    # Beyond twice the limit gRPC itself refuses the message.
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        with pytest.raises(AgentClientError) as too_big:
+            await client.text("x" * 200_000)
+        assert too_big.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_unknown_sessions_are_not_found(start: Start) -> None:
+    service = await start()
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        for call in (
+            client.get_session("ghost"),
+            client.interrupt("ghost"),
+            client.delete_session("ghost"),
+        ):
+            with pytest.raises(AgentClientError) as exc:
+                await call
+            assert (exc.value.code, exc.value.reason) == (
+                grpc.StatusCode.NOT_FOUND,
+                "SESSION_NOT_FOUND",
+            )
+        with pytest.raises(AgentClientError) as exc:
+            [
+                e
+                async for e in client.resume(
+                    "ghost", confirmations=[Confirmation(call_id="c", confirmed=True)]
+                )
+            ]
+        assert exc.value.reason == "SESSION_NOT_FOUND"
+
+
+async def test_a_second_reply_on_a_busy_session_fails_precondition(start: Start) -> None:
+    service = await start([{"tool_calls": [{"name": "gate", "arguments": {}}]}, "done"])
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        first = client.reply("go", session_id="s1")
+        head = [await anext(first)]
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            await GateState.started.wait()
+        with pytest.raises(AgentClientError) as exc:
+            await client.text("me too", session_id="s1")
+        assert (exc.value.code, exc.value.reason) == (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "SESSION_BUSY",
+        )
+        session = await client.get_session("s1")
+        assert session.status == "running"
+        with pytest.raises(AgentClientError) as busy_delete:
+            await client.delete_session("s1")
+        assert busy_delete.value.reason == "SESSION_BUSY"
+        GateState.release.set()
+        rest = [e async for e in first]
+        assert (head + rest)[-1].finish_reason == "completed"  # type: ignore[union-attr]
+
+
+async def test_interrupt_stops_a_running_reply(start: Start) -> None:
+    service = await start([{"tool_calls": [{"name": "gate", "arguments": {}}]}, "done"])
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        consumer = asyncio.create_task(_collect(client.reply("go", session_id="s2")))
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            await GateState.started.wait()
+        assert await client.interrupt("s2") is True
+        events = await asyncio.wait_for(consumer, SHORT_TIMEOUT)
+        assert events[-1].finish_reason == "interrupted"
+        assert await client.interrupt("s2") is False
+        session = await client.get_session("s2")
+        assert [r.state for m in session.context for r in tool_results(m)] == ["interrupted"]
+
+
+async def _collect(stream: Any) -> list[Any]:
+    return [e async for e in stream]
+
+
+async def test_a_cancelled_call_interrupts_and_the_session_keeps_what_happened(
+    start: Start,
+) -> None:
+    service = await start([{"tool_calls": [{"name": "gate", "arguments": {}}]}, "done"])
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        consumer = asyncio.create_task(_collect(client.reply("go", session_id="s3")))
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            await GateState.started.wait()
+        consumer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await consumer
+        await service.servicer.drain(SHORT_TIMEOUT)
+        session = await client.get_session("s3")
+        assert session.status == "idle"
+        assert text_of(session.context[0]) == "go"
+        assert [r.state for m in session.context for r in tool_results(m)] == ["interrupted"]
+
+
+async def test_a_paused_reply_resumes_after_a_restart(start: Start) -> None:
+    turns = [
+        {"tool_calls": [{"name": "delete_file", "arguments": {"path": "/tmp/x"}}]},
+        "deleted it",
+    ]
+    first = await start(turns)
+    async with AgentClient(target(first), timeout=SHORT_TIMEOUT) as client:
+        events = [e async for e in client.reply("clean up", session_id="s4")]
+        assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+        session = await client.get_session("s4")
+        assert session.status == "awaiting_confirmation"
+        call_id = session.pending_calls[0].id
+        with pytest.raises(AgentClientError) as paused:
+            await client.text("something else", session_id="s4")
+        assert paused.value.reason == "REPLY_PAUSED"
+    await first.stop(1)
+    second = await start(["deleted it"])  # a fresh process: its model continues the story
+    async with AgentClient(target(second), timeout=SHORT_TIMEOUT) as client:
+        with pytest.raises(AgentClientError) as wrong:
+            [
+                e
+                async for e in client.resume(
+                    "s4", confirmations=[Confirmation(call_id="nope", confirmed=True)]
+                )
+            ]
+        assert (wrong.value.code, wrong.value.violations[0].field) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "confirmations[0].call_id",
+        )
+        resumed = [
+            e
+            async for e in client.resume(
+                "s4", confirmations=[Confirmation(call_id=call_id, confirmed=True)]
+            )
+        ]
+        assert resumed[0].reply_id == events[0].reply_id
+        assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+        session = await client.get_session("s4")
+        assert session.status == "idle"
+        assert [r.text for m in session.context for r in tool_results(m)] == ["deleted /tmp/x"]
+        with pytest.raises(AgentClientError) as nothing:
+            [e async for e in client.resume("s4")]
+        assert nothing.value.reason == "NO_PAUSED_REPLY"
+
+
+async def test_graceful_shutdown_interrupts_after_the_grace_and_persists(
+    start: Start, tmp_path: Path
+) -> None:
+    service = await start([{"tool_calls": [{"name": "gate", "arguments": {}}]}, "done"])
+    client = AgentClient(target(service), timeout=SHORT_TIMEOUT)
+    consumer = asyncio.create_task(_collect(client.reply("go", session_id="s5")))
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        await GateState.started.wait()
+    async with grpc.aio.insecure_channel(target(service)) as channel:
+        watch = health_pb2_grpc.HealthStub(channel).Watch(
+            health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=SHORT_TIMEOUT
+        )
+        statuses = aiter(watch)
+        assert (await anext(statuses)).status == health_pb2.HealthCheckResponse.SERVING
+        stopping = asyncio.create_task(service.stop(0.3))
+        # Draining: health says NOT_SERVING while the in-flight reply still has its grace.
+        assert (await anext(statuses)).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        await stopping
+    with pytest.raises((AgentClientError, asyncio.CancelledError)):
+        await consumer
+    await client.close()
+    restarted = await start()
+    async with AgentClient(target(restarted), timeout=SHORT_TIMEOUT) as again:
+        session = await again.get_session("s5")
+        assert [r.state for m in session.context for r in tool_results(m)] == ["interrupted"]
+
+
+async def test_list_and_delete_sessions(start: Start) -> None:
+    service = await start()
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        for i in range(5):
+            await client.text("hi", session_id=f"list-{i}")
+        seen: list[str] = []
+        token = ""
+        while True:
+            page, token = await client.list_sessions(page_size=2, page_token=token)
+            assert len(page) <= 2
+            seen.extend(s.session_id for s in page)
+            if not token:
+                break
+        assert sorted(seen) == [f"list-{i}" for i in range(5)]
+        await client.delete_session("list-0")
+        with pytest.raises(AgentClientError):
+            await client.get_session("list-0")
+        with pytest.raises(AgentClientError) as bad:
+            await client.list_sessions(page_token="garbage!")
+        assert bad.value.violations[0].field == "page_token"
+
+
+async def test_the_sync_client(start: Start) -> None:
+    service = await start(TOOL_THEN_ANSWER)
+
+    def use() -> tuple[str, str]:
+        with SyncAgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+            events = list(client.reply("hello", session_id="sync"))
+            session = client.get_session("sync")
+            try:
+                client.get_session("nope")
+            except AgentClientError as exc:
+                reason = exc.reason
+            return text_of_events(events) + "|" + session.status, reason
+
+    text, reason = await asyncio.to_thread(use)
+    assert text == "the answer|idle"
+    assert reason == "SESSION_NOT_FOUND"
+
+
+async def test_health_and_reflection_are_served(start: Start) -> None:
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    service = await start()
+    async with grpc.aio.insecure_channel(target(service)) as channel:
+        status = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=SHORT_TIMEOUT
+        )
+        assert status.status == health_pb2.HealthCheckResponse.SERVING
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        responses = stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=SHORT_TIMEOUT
+        )
+        names = [s.name async for r in responses for s in r.list_services_response.service]
+        assert SERVICE_NAME in names
+    assert struct_pb2  # the well-known types are importable alongside
