@@ -24,23 +24,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
+import itertools
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from asyncio.subprocess import PIPE
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ScriptedChatModel
 from hookmesh.client import AgentClient
-from hookmesh.schema import TextBlockDeltaEvent, event_to_proto, make_user_text, message_to_proto
+from hookmesh.schema import (
+    TextBlockDeltaEvent,
+    event_from_proto,
+    event_to_proto,
+    make_user_text,
+    message_to_proto,
+)
 from hookmesh.services.agent import AgentService, load_config, start_agent_service
 from hookmesh.v1 import agent_pb2 as _agent_pb2
 from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
@@ -78,7 +83,9 @@ async def start_raw_server(address: str = "127.0.0.1:0") -> tuple[grpc.aio.Serve
     """A bare grpc.aio server streaming N copies of one pre-built message (N in the request)."""
     message = _delta_response()
 
-    async def stream(request: bytes, unused_context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async def stream(
+        request: bytes, unused_context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
         for _ in range(int(request)):
             yield message
 
@@ -116,18 +123,17 @@ async def start_agent(tmp: str, address: str = "127.0.0.1:0") -> AgentService:
 
 # --- clients -------------------------------------------------------------------------------
 
-Round = Callable[[], Awaitable[tuple[int, float, list[float]]]]
+Round = Callable[[], AsyncIterator[Any]]
+"""Starts one call; iterating it yields the messages (or events) received."""
 
 
-async def _count(stream: AsyncIterator[Any]) -> tuple[int, float, list[float]]:
-    stamps = []
-    clock = time.perf_counter
-    start = clock()
-    async for _ in stream:
-        stamps.append(clock())
-    elapsed = clock() - start
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    return len(stamps), elapsed, gaps
+class Sample(NamedTuple):
+    """One round: messages received, wall seconds, CPU seconds (both sides), client gaps."""
+
+    messages: int
+    wall: float
+    cpu: float
+    gaps: list[float]
 
 
 def raw_round(channel: grpc.aio.Channel) -> Round:
@@ -135,28 +141,50 @@ def raw_round(channel: grpc.aio.Channel) -> Round:
         _RAW_METHOD, response_deserializer=_agent_pb2.ReplyResponse.FromString
     )
     request = str(_EVENTS_PER_REPLY).encode()
-    return lambda: _count(method(request, timeout=TIMEOUT))
+    return lambda: method(request, timeout=TIMEOUT)
 
 
 def stub_round(channel: grpc.aio.Channel) -> Round:
     stub = _agent_grpc.AgentServiceStub(channel)
     request = _agent_pb2.ReplyRequest(messages=[message_to_proto(make_user_text("flat", "hi"))])
-    return lambda: _count(stub.Reply(request, timeout=TIMEOUT))
+    return lambda: stub.Reply(request, timeout=TIMEOUT)
 
 
 def client_round(client: AgentClient) -> Round:
-    return lambda: _count(client.reply("hi", timeout=TIMEOUT))
+    return lambda: client.reply("hi", timeout=TIMEOUT)
 
 
-async def measure(rounds: dict[str, Round], n_rounds: int) -> dict[str, list[Any]]:
-    """Warm up each, then run `n_rounds` interleaved rounds; (count, elapsed, gaps) per round."""
+CpuClock = Callable[[], Awaitable[float]]
+"""CPU seconds used so far by the client and server processes."""
+
+
+async def _own_cpu() -> float:
+    return time.process_time()
+
+
+async def _sample(run: Round, cpu: CpuClock) -> Sample:
+    clock = time.perf_counter
+    stamps = []
+    cpu_start = await cpu()
+    start = clock()
+    async for _ in run():
+        stamps.append(clock())
+    wall = clock() - start
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    return Sample(len(stamps), wall, await cpu() - cpu_start, gaps)
+
+
+async def measure(
+    rounds: dict[str, Round], n_rounds: int, cpu: CpuClock = _own_cpu
+) -> dict[str, list[Sample]]:
+    """Warm up each kind, then run `n_rounds` interleaved rounds of every kind."""
     for run in rounds.values():
-        await run()
-    results: dict[str, list[Any]] = {name: [] for name in rounds}
+        await _sample(run, cpu)
+    results: dict[str, list[Sample]] = {name: [] for name in rounds}
     for _ in range(n_rounds):
         for name, run in rounds.items():
             gc.collect()
-            results[name].append(await run())
+            results[name].append(await _sample(run, cpu))
     return results
 
 
@@ -165,27 +193,34 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def report(title: str, results: dict[str, list[Any]]) -> None:
+def report(title: str, results: dict[str, list[Sample]]) -> None:
+    """Print events/s, CPU per event and gaps per kind, then each kind's ratio to raw."""
     print(f"  {title}")
-    rates: dict[str, float] = {}
-    for name, rows in results.items():
-        per_round = [count / elapsed for count, elapsed, _ in rows]
-        gaps = [g for _, _, round_gaps in rows for g in round_gaps]
-        rates[name] = statistics.median(per_round)
-        counts = {count for count, _, _ in rows}
+    rates: dict[str, list[float]] = {}
+    cpu_us: dict[str, float] = {}
+    for name, samples in results.items():
+        rates[name] = [s.messages / s.wall for s in samples]
+        cpu_us[name] = statistics.median(s.cpu / s.messages * 1e6 for s in samples)
+        gaps = [g for s in samples for g in s.gaps]
+        counts = "/".join(str(c) for c in sorted({s.messages for s in samples}))
         print(
-            f"    {name:13s} {rates[name]:9,.0f} events/s "
-            f"(rounds {min(per_round):,.0f}-{max(per_round):,.0f}; {'/'.join(map(str, counts))} "
-            f"msgs)  gap p50 {_pct(gaps, 0.5) * 1e6:6.1f} µs  p99 {_pct(gaps, 0.99) * 1e6:7.1f} µs"
+            f"    {name:12s} {statistics.median(rates[name]):7,.0f} events/s "
+            f"(rounds {min(rates[name]):6,.0f}-{max(rates[name]):6,.0f}, {counts} msgs)  "
+            f"CPU {cpu_us[name]:5.1f} µs/event  "
+            f"gap p50 {_pct(gaps, 0.5) * 1e6:5.1f} µs p99 {_pct(gaps, 0.99) * 1e6:6.1f} µs"
         )
     raw = rates["raw"]
     for name in ("agent/stub", "agent/client"):
-        if name in rates:
-            ratio = rates[name] / raw
-            print(
-                f"    {name} / raw = {ratio:5.1%}  (target >= {TARGET:.0%}: "
-                f"{'met' if ratio >= TARGET else 'missed'})"
-            )
+        if name not in rates:
+            continue
+        ratio = statistics.median(rates[name]) / statistics.median(raw)
+        pairs = sorted(a / r for a, r in zip(rates[name], raw, strict=True))
+        by_cpu = cpu_us["raw"] / cpu_us[name]
+        print(
+            f"    {name} / raw: {ratio:4.0%} of events/s (round pairs {pairs[0]:.0%}-"
+            f"{pairs[-1]:.0%}), {by_cpu:4.0%} by CPU/event; target >= {TARGET:.0%}: "
+            f"{'met' if ratio >= TARGET else 'MISSED'}"
+        )
 
 
 async def one_process(n_rounds: int) -> None:
@@ -216,15 +251,20 @@ async def one_process(n_rounds: int) -> None:
 
 
 async def two_processes(loop: str, n_rounds: int) -> None:
-    child = subprocess.Popen(
-        [sys.executable, __file__, "--serve", loop],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--serve", loop, stdin=PIPE, stdout=PIPE
     )
     assert child.stdout is not None and child.stdin is not None
+    pipe_in, pipe_out = child.stdin, child.stdout
+
+    async def both_cpu() -> float:
+        # NOTE(bench): asks the child for its CPU clock, outside the timed window.
+        pipe_in.write(b"\n")
+        await pipe_in.drain()
+        return time.process_time() + float(await pipe_out.readline())
+
     try:
-        raw_port, agent_port = map(int, child.stdout.readline().split())
+        raw_port, agent_port = map(int, (await pipe_out.readline()).split())
         raw_channel = grpc.aio.insecure_channel(f"127.0.0.1:{raw_port}")
         agent_channel = grpc.aio.insecure_channel(f"127.0.0.1:{agent_port}")
         try:
@@ -233,23 +273,25 @@ async def two_processes(loop: str, n_rounds: int) -> None:
             results = await measure(
                 {"raw": raw_round(raw_channel), "agent/stub": stub_round(agent_channel)},
                 n_rounds,
+                both_cpu,
             )
         finally:
             await raw_channel.close()
             await agent_channel.close()
     finally:
-        child.stdin.close()
-        child.wait(timeout=30)
+        pipe_in.close()
+        await asyncio.wait_for(child.wait(), 30)
     report(f"2 processes ({loop} both sides): servers in a child process", results)
 
 
 async def serve_child() -> None:
-    """Child of the 2-process variant: serve until stdin closes."""
+    """Child of the 2-process variant: serve, answer each stdin line with its CPU seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         raw_server, raw_port = await start_raw_server()
         agent = await start_agent(tmp)
         print(raw_port, agent.port, flush=True)
-        await asyncio.to_thread(sys.stdin.read)
+        while await asyncio.to_thread(sys.stdin.readline):
+            print(time.process_time(), flush=True)
         await agent.stop(None)
         await raw_server.stop(None)
 
@@ -258,12 +300,12 @@ async def serve_child() -> None:
 
 
 async def breakdown() -> None:
-    """µs per event of each server-side stage, in-process, without gRPC."""
+    """µs per event of each stage, in-process and without gRPC (best of 5 replies)."""
     model = ScriptedChatModel(["x" * TEXT_CHARS], stream=True, chunk_size=CHUNK, repeat=True)
 
-    async def run(stage: Callable[[Any], Any]) -> float:
-        best = []
-        for _ in range(3):
+    async def per_event_us(stage: Callable[[Any], Any]) -> float:
+        times = []
+        for _ in range(6):  # the first is a warm-up
             agent = Agent(model, kind="flat", system_prompt="You are a helpful assistant.")
             gc.collect()
             n = 0
@@ -271,22 +313,35 @@ async def breakdown() -> None:
             async for event in agent.reply("hi"):
                 stage(event)
                 n += 1
-            best.append((time.perf_counter() - start) / n * 1e6)
-        return min(best)
+            times.append((time.perf_counter() - start) / n * 1e6)
+        return min(times[1:])
 
     response = _agent_pb2.ReplyResponse
-    stages = {
-        "agent events": lambda ev: None,
+    server = {
+        "agent events (model chunks -> pydantic events)": lambda ev: None,
         "+ event_to_proto": event_to_proto,
-        "+ ReplyResponse(event=)": lambda ev: response(event=event_to_proto(ev)),
-        "+ SerializeToString": lambda ev: response(event=event_to_proto(ev)).SerializeToString(),
+        "+ ReplyResponse(event=...)": lambda ev: response(event=event_to_proto(ev)),
+        "+ SerializeToString (gRPC does it)": lambda ev: response(
+            event=event_to_proto(ev)
+        ).SerializeToString(),
     }
-    print("  per-event server work without gRPC (min of 3 replies):")
+    print("per-event work without gRPC (asyncio, best of 5 replies), server side, cumulative:")
     previous = 0.0
-    for name, stage in stages.items():
-        us = await run(stage)
-        print(f"    {name:26s} {us:6.2f} µs cumulative  ({us - previous:+.2f})")
+    for name, stage in server.items():
+        us = await per_event_us(stage)
+        print(f"    {name:48s} {us:5.2f} µs ({us - previous:+.2f})")
         previous = us
+    wire = _delta_response().SerializeToString()
+    decoded = response.FromString(wire)
+    n = 20_000
+    for name, fn in {
+        "ReplyResponse.FromString (both clients)": lambda: response.FromString(wire),
+        "event_from_proto (AgentClient only)": lambda: event_from_proto(decoded.event),
+    }.items():
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        print(f"    client: {name:40s} {(time.perf_counter() - start) / n * 1e6:5.2f} µs")
 
 
 # --- main ----------------------------------------------------------------------------------

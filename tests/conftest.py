@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -26,3 +27,20 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if name.startswith("HOOKMESH_"):
             monkeypatch.delenv(name)
     yield
+
+
+@pytest.fixture(scope="session")
+def span_exporter() -> Iterator[Any]:
+    """An SDK tracer provider with an in-memory exporter, installed once for the process
+    (OpenTelemetry allows one global provider); tests clear it before use."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    yield exporter
+    provider.shutdown()

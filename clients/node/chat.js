@@ -132,7 +132,7 @@ class HumanPrinter {
         this.#text(event.delta);
         break;
       case 'text_block_end':
-        if (!this.#atLineStart) this.#line('');
+        this.#text(this.#atLineStart ? '' : '\n');
         break;
       case 'tool_call_start':
         this.#calls.set(event.call_id, { name: event.name, args: '' });
@@ -210,7 +210,10 @@ function describe(err) {
   if (!(err instanceof AgentClientError)) return `error: ${err?.stack ?? err}`;
   const what = [err.codeName ?? (err.source || 'reply'), err.reason].filter(Boolean).join(' ');
   const lines = [`error: ${what}: ${err.details}`];
-  for (const v of err.violations) lines.push(`  ${v.field}: ${v.description}`);
+  for (const v of err.violations) {
+    const line = `${v.field}: ${v.description}`;
+    if (!err.details.includes(line)) lines.push(`  ${line}`);
+  }
   return lines.join('\n');
 }
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from opentelemetry import propagate, trace
 
 from hookmesh.agent import AgentState
 from hookmesh.agent.models import ModelResponse
@@ -35,6 +36,7 @@ from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
 log = logging.getLogger("hookmesh.sidecar")
+_tracer = trace.get_tracer("hookmesh.sidecar")
 
 _HOOK_ORDER = (*ONION_HOOKS, "on_system_prompt", "after_agent")
 
@@ -233,9 +235,12 @@ class _Session:
             emit=call.emit,
         )
         call.sync = _Sync(state, context, hook, key)
+        parent = propagate.extract(invocation.trace_context)
         try:
-            runner = _RUNNERS[hook]
-            await runner(call, mw, hook, mode, agent, invocation)
+            with _tracer.start_as_current_span(
+                f"middleware {key} {hook}", context=parent, kind=trace.SpanKind.SERVER
+            ):
+                await _RUNNERS[hook](call, mw, hook, mode, agent, invocation)
         except asyncio.CancelledError:
             pass
         except Exception as exc:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from opentelemetry import propagate
 
 from hookmesh.agent.models import ModelResponse
 from hookmesh.agent.tools import Tool
@@ -309,6 +310,7 @@ class RemoteMiddleware(Middleware):
             context=inv.context(),
             **kwargs_arm,
         )
+        propagate.inject(invocation.trace_context)
         inv.send(invocation=invocation)
         return inv
 

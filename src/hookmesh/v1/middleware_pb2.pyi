@@ -153,7 +153,14 @@ class InterceptResponse(_message.Message):
     def __init__(self, invocation_id: _Optional[str] = ..., call_next: _Optional[_Union[CallNext, _Mapping]] = ..., emit: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., mutate: _Optional[_Union[StateMutation, _Mapping]] = ..., verdict: _Optional[_Union[ItemVerdict, _Mapping]] = ..., done: _Optional[_Union[HookDone, _Mapping]] = ...) -> None: ...
 
 class HookInvocation(_message.Message):
-    __slots__ = ("hook", "reply_id", "agent_name", "session_id", "kind", "state", "context", "reply", "reasoning", "model_call", "acting", "check_permission", "compress_context")
+    __slots__ = ("hook", "reply_id", "agent_name", "session_id", "kind", "state", "context", "trace_context", "reply", "reasoning", "model_call", "acting", "check_permission", "compress_context")
+    class TraceContextEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     HOOK_FIELD_NUMBER: _ClassVar[int]
     REPLY_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -161,6 +168,7 @@ class HookInvocation(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     MODEL_CALL_FIELD_NUMBER: _ClassVar[int]
@@ -174,13 +182,14 @@ class HookInvocation(_message.Message):
     kind: MessageKind
     state: _struct_pb2.Struct
     context: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
+    trace_context: _containers.ScalarMap[str, str]
     reply: ReplyArgs
     reasoning: ReasoningArgs
     model_call: ModelCallArgs
     acting: ActingArgs
     check_permission: CheckPermissionArgs
     compress_context: CompressContextArgs
-    def __init__(self, hook: _Optional[_Union[Hook, str]] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., reply: _Optional[_Union[ReplyArgs, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningArgs, _Mapping]] = ..., model_call: _Optional[_Union[ModelCallArgs, _Mapping]] = ..., acting: _Optional[_Union[ActingArgs, _Mapping]] = ..., check_permission: _Optional[_Union[CheckPermissionArgs, _Mapping]] = ..., compress_context: _Optional[_Union[CompressContextArgs, _Mapping]] = ...) -> None: ...
+    def __init__(self, hook: _Optional[_Union[Hook, str]] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., reply: _Optional[_Union[ReplyArgs, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningArgs, _Mapping]] = ..., model_call: _Optional[_Union[ModelCallArgs, _Mapping]] = ..., acting: _Optional[_Union[ActingArgs, _Mapping]] = ..., check_permission: _Optional[_Union[CheckPermissionArgs, _Mapping]] = ..., compress_context: _Optional[_Union[CompressContextArgs, _Mapping]] = ...) -> None: ...
 
 class ReplyArgs(_message.Message):
     __slots__ = ("inputs", "resume")
