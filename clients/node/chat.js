@@ -63,11 +63,13 @@ function options() {
   const timeout = Number(values.timeout);
   if (!Number.isFinite(timeout) || timeout <= 0) usageError('--timeout must be seconds > 0');
   const maxIters = Number(values['max-iters']);
-  if (!Number.isInteger(maxIters) || maxIters < 0) usageError('--max-iters must be an integer >= 0');
+  if (!Number.isInteger(maxIters) || maxIters < 0) {
+    usageError('--max-iters must be an integer >= 0');
+  }
   let token;
   if (values['token-env'] !== undefined) {
     token = process.env[values['token-env']];
-    if (!token) usageError(`--token-env: environment variable ${values['token-env']} is empty or unset`);
+    if (!token) usageError(`--token-env: environment variable ${values['token-env']} is unset`);
   }
   return {
     target: values.target,
@@ -176,7 +178,8 @@ class HumanPrinter {
       case 'data_block_end': {
         const block = this.#data.get(event.block_id);
         this.#data.delete(event.block_id);
-        if (block) this.#line(`[data ${block.type}${block.name ? ` ${block.name}` : ''}] ${block.bytes} bytes`);
+        const name = block?.name ? ` ${block.name}` : '';
+        if (block) this.#line(`[data ${block.type}${name}] ${block.bytes} bytes`);
         break;
       }
       case 'hint_block':

@@ -239,8 +239,25 @@ def demo() -> None:
     raise typer.Exit(_run(run()))
 
 
+def _setup_tracing() -> None:
+    """Export spans over OTLP when the standard OTEL_EXPORTER_OTLP_ENDPOINT is set."""
+    if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        return
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    name = os.environ.get("OTEL_SERVICE_NAME", "hookmesh")
+    provider = TracerProvider(resource=Resource.create({"service.name": name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+
+
 def _run(coro: Any) -> Any:
     logging.basicConfig(level=os.environ.get("HOOKMESH_LOG_LEVEL", "WARNING"), stream=sys.stderr)
+    _setup_tracing()
     try:
         import uvloop
     except ImportError:

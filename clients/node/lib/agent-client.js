@@ -1,4 +1,4 @@
-// AgentClient: hookmesh.v1.AgentService over @grpc/grpc-js, with deadlines, cancellation and rich errors.
+// AgentClient: an AgentService client over @grpc/grpc-js, with deadlines, cancel and rich errors.
 import * as grpc from '@grpc/grpc-js';
 
 import { loadHookmesh } from './proto.js';
@@ -194,7 +194,8 @@ export class AgentClient {
     this.#timeoutMs = checkTimeout(timeoutMs);
     this.#token = token;
     const Client = agentServiceClient();
-    this.#stub = new Client(target, credentials ?? grpc.credentials.createInsecure(), channelOptions);
+    const channelCredentials = credentials ?? grpc.credentials.createInsecure();
+    this.#stub = new Client(target, channelCredentials, channelOptions);
   }
 
   #metadata() {

@@ -54,7 +54,7 @@ function loadTypes() {
   return types;
 }
 
-/** The message name of an Any's type URL: `type.googleapis.com/google.rpc.ErrorInfo` -> `google.rpc.ErrorInfo`. */
+/** The message name in an Any's type URL (`type.googleapis.com/google.rpc.ErrorInfo`). */
 function typeName(typeUrl) {
   return typeUrl.slice(typeUrl.lastIndexOf('/') + 1);
 }
