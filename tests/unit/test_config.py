@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from hookmesh.services.agent import load_config
 from hookmesh.services.agent import _config as cfg
+from hookmesh.services.agent import load_config
 
 ROOT = Path(__file__).parents[2]
 
