@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from hookmesh.middleware import Middleware
+from hookmesh.schema import MessageKind
 
 # NOTE: generated inputs are nested pydantic models; their build time varies with machine
 # load, so no per-example deadline (the per-test pytest timeout still holds).
@@ -44,3 +47,45 @@ def span_exporter() -> Iterator[Any]:
     trace.set_tracer_provider(provider)
     yield exporter
     provider.shutdown()
+
+
+@pytest.fixture(params=["flat", "agentic"])
+def kind(request: pytest.FixtureRequest) -> MessageKind:
+    """Both message kinds: every agent-level test runs on each."""
+    return request.param  # type: ignore[no-any-return]
+
+
+Attach = Callable[[Middleware], Awaitable[Middleware]]
+"""Attach a middleware to an agent: returns what to put in its middleware list."""
+
+
+@pytest.fixture(params=["local", "sidecar"])
+async def attach(request: pytest.FixtureRequest) -> AsyncIterator[Attach]:
+    """How a test middleware joins the agent: in process, or served by a sidecar on loopback.
+
+    Tests using it run both ways: same events, same order, same state.
+    """
+    from hookmesh.remote import RemoteMiddleware, serve_middleware
+
+    servers: list[Any] = []
+    remotes: list[Any] = []
+
+    async def local(mw: Middleware) -> Middleware:
+        return mw
+
+    async def sidecar(mw: Middleware) -> Middleware:
+        running = await serve_middleware(mw)
+        servers.append(running)
+        remote = await RemoteMiddleware.connect(
+            f"127.0.0.1:{running.port}", failure_mode=mw.failure_mode, timeout=10.0
+        )
+        remotes.append(remote)
+        return remote
+
+    try:
+        yield local if request.param == "local" else sidecar
+    finally:
+        for remote in remotes:
+            await remote.aclose()
+        for running in servers:
+            await running.stop(None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -11,51 +11,12 @@ import pytest
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
-from hookmesh.remote import RemoteMiddleware, serve_middleware
 from hookmesh.schema import AgentEvent, Message, MessageKind, text_of
-from hookmesh.services._server import RunningServer
 from tests import middlewares as mws
-from tests.agent_helpers import SHORT_TIMEOUT, collect, customs, echo, report, types
+from tests.agent_helpers import collect, customs, echo, report, types
+from tests.conftest import Attach
 
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture(params=["flat", "agentic"])
-def kind(request: pytest.FixtureRequest) -> MessageKind:
-    return request.param  # type: ignore[no-any-return]
-
-
-Attach = Callable[[Middleware], Awaitable[Middleware]]
-
-
-@pytest.fixture(params=["local", "sidecar"])
-async def attach(request: pytest.FixtureRequest) -> AsyncIterator[Attach]:
-    """How a test middleware joins the agent: in process, or served by a sidecar on loopback.
-
-    The whole hook-rule suite runs both ways: same events, same order, same state.
-    """
-    servers: list[RunningServer] = []
-    remotes: list[RemoteMiddleware] = []
-
-    async def local(mw: Middleware) -> Middleware:
-        return mw
-
-    async def sidecar(mw: Middleware) -> Middleware:
-        running = await serve_middleware(mw)
-        servers.append(running)
-        remote = await RemoteMiddleware.connect(
-            f"127.0.0.1:{running.port}", failure_mode=mw.failure_mode, timeout=SHORT_TIMEOUT
-        )
-        remotes.append(remote)
-        return remote
-
-    try:
-        yield local if request.param == "local" else sidecar
-    finally:
-        for remote in remotes:
-            await remote.aclose()
-        for running in servers:
-            await running.stop(None)
 
 
 def make_agent(
