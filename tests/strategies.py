@@ -270,7 +270,7 @@ def flat_messages(
         fields["reasoning_content"] = draw(texts)
     if role == "tool":
         fields["tool_call_id"] = draw(non_empty_texts)
-    if role == "tool" or not canonical:
+    if role == "tool":
         fields["tool_name"] = draw(texts)
         fields["tool_result_state"] = draw(tool_result_states)
     return FlatMessage(role=role, **fields)

@@ -78,10 +78,14 @@ def _flat(msg: FlatMessage, path: str) -> list[FieldViolation]:
                     f"{path}.tool_call_id", "a tool message needs the tool_call_id it answers"
                 )
             )
-    elif msg.tool_call_id:
-        out.append(
-            FieldViolation(f"{path}.tool_call_id", "only tool messages carry a tool_call_id")
-        )
+    else:
+        for name, value, default in (
+            ("tool_call_id", msg.tool_call_id, ""),
+            ("tool_name", msg.tool_name, ""),
+            ("tool_result_state", msg.tool_result_state, "success"),
+        ):
+            if value != default:
+                out.append(FieldViolation(f"{path}.{name}", f"only tool messages carry a {name}"))
     if msg.tool_calls and msg.role != "assistant":
         out.append(FieldViolation(f"{path}.tool_calls", "only assistant messages make tool calls"))
     for i, call in enumerate(msg.tool_calls):

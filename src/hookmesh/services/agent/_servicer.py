@@ -211,6 +211,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             self._claim(session_id)
             claimed = True
             stored = await self.store.get(session_id)
+            if stored is None:
+                await self.store.put(session_id, self.config.agent.name, AgentState())
             state = stored.state if stored is not None else AgentState()
             if state.pending is not None:
                 raise RequestError(
