@@ -107,14 +107,14 @@ class _Sync:
                 msg.id = uuid.uuid4().hex
         ids = [m.id for m in self.context]
         if ids != self._sent_ids:
-            if self.hook == "on_compress_context":
+            before, now = set(self._sent_ids), set(ids)
+            kept = [i for i in self._sent_ids if i in now]
+            added = [m for m in self.context if m.id not in before]
+            if self.hook == "on_compress_context" or ids != kept + [m.id for m in added]:
+                # More than appends and removals (an insertion, a reorder): send it all.
                 out.replace_context.messages.extend(message_to_proto(m) for m in self.context)
             else:
-                before = set(self._sent_ids)
-                out.append_messages.extend(
-                    message_to_proto(m) for m in self.context if m.id not in before
-                )
-                now = set(ids)
+                out.append_messages.extend(message_to_proto(m) for m in added)
                 out.remove_message_ids.extend(i for i in self._sent_ids if i not in now)
             self._sent_ids = ids
             changed = True
@@ -273,7 +273,7 @@ def _kwargs(hook: str, invocation: _mw_pb2.HookInvocation) -> dict[str, Any]:
     if hook == "on_model_call" and arm == "model_call":
         args = invocation.model_call
         return {
-            "model": _ModelRef(args.model_name),
+            "model": _ModelRef(args.model_name, args.provider_name),
             "messages": [message_from_proto(m, "model_call.messages") for m in args.messages],
             "tools": [c.tool_definition(t) for t in args.tools],
             "tool_choice": args.tool_choice,
@@ -289,8 +289,9 @@ def _kwargs(hook: str, invocation: _mw_pb2.HookInvocation) -> dict[str, Any]:
 class _ModelRef:
     """The model named in an on_model_call invocation (the sidecar cannot call it)."""
 
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, model_name: str, provider_name: str) -> None:
         self.model_name = model_name
+        self.provider_name = provider_name
 
 
 class _ToolRef:

@@ -152,8 +152,12 @@ class _Invocation:
             outcome=_mw_pb2.DownstreamOutcome(state=self.state(), context=self.context(), **result)
         )
 
-    async def wait(self, *expected: str) -> tuple[list[AgentEvent], Any]:
-        """Apply mutations and collect emits until one of `expected` arrives (or done)."""
+    async def wait(self, *expected: str, failed: bool = False) -> tuple[list[AgentEvent], Any]:
+        """Apply mutations and collect emits until one of `expected` arrives (or done).
+
+        `failed`: the downstream failed, so a done carrying that error is no hook failure
+        (the agent re-raises the downstream's own exception).
+        """
         events: list[AgentEvent] = []
         timeout = self.mw.timeout
         while True:
@@ -172,7 +176,7 @@ class _Invocation:
                 events.append(event_from_proto(message.emit))
             elif arm == "mutate":
                 self.mw._apply(self.agent, message.mutate, self.hook)
-            elif arm == "done" and message.done.WhichOneof("result") == "error":
+            elif arm == "done" and message.done.WhichOneof("result") == "error" and not failed:
                 error = message.done.error
                 raise RemoteHookError(error.message, metadata=dict(error.metadata))
             elif arm in expected or arm == "done":
@@ -329,7 +333,7 @@ class RemoteMiddleware(Middleware):
                 message_from_proto(pb, "mutate.append_messages") for pb in mutation.append_messages
             ]
             context.extend(to_kind(new, agent.kind))
-        if mutation.HasField("replace_context") and hook == "on_compress_context":
+        if mutation.HasField("replace_context") and self.needs_context:
             new = [
                 message_from_proto(pb, "mutate.replace_context")
                 for pb in mutation.replace_context.messages
@@ -443,7 +447,7 @@ class RemoteMiddleware(Middleware):
                     break
                 except Exception as exc:
                     inv.outcome(error=c.error_to_pb(exc))
-                    events, _ = await inv.wait("done")
+                    events, _ = await inv.wait("done", failed=True)
                     for emitted in events:
                         yield emitted
                     finished = True
@@ -498,6 +502,7 @@ class RemoteMiddleware(Middleware):
         spec = self._specs["on_model_call"]
         args = _mw_pb2.ModelCallArgs(
             model_name=kwargs["model"].model_name,
+            provider_name=kwargs["model"].provider_name,
             messages=[message_to_proto(m) for m in kwargs["messages"]]
             if self.needs_context
             else [],
@@ -534,7 +539,7 @@ class RemoteMiddleware(Middleware):
                 result = await next_handler(**overrides)
             except Exception as exc:
                 inv.outcome(error=c.error_to_pb(exc))
-                events, _ = await inv.wait("done")
+                events, _ = await inv.wait("done", failed=True)
                 for event in events:
                     agent.emit(event)
                 finished = True
@@ -579,7 +584,7 @@ class RemoteMiddleware(Middleware):
                     yield chunk
             except Exception as exc:
                 inv.outcome(error=c.error_to_pb(exc))
-                await self._finish(inv)
+                await self._finish(inv, failed=True)
                 finished = True
                 raise
             inv.outcome(stream_end=_mw_pb2.StreamEnd())
@@ -588,8 +593,8 @@ class RemoteMiddleware(Middleware):
         finally:
             inv.close(cancel=not finished)
 
-    async def _finish(self, inv: _Invocation) -> None:
-        events, _ = await inv.wait("done")
+    async def _finish(self, inv: _Invocation, failed: bool = False) -> None:
+        events, _ = await inv.wait("done", failed=failed)
         for event in events:
             inv.agent.emit(event)
 

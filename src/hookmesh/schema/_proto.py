@@ -267,7 +267,11 @@ def _flat_to_proto(msg: FlatMessage) -> _message_pb2.FlatMessage:
         tool_name=msg.tool_name,
         reasoning_content=msg.reasoning_content,
         name=msg.name,
-        tool_result_state=_STATE_TO_PB[msg.tool_result_state] if msg.role == "tool" else 0,
+        tool_result_state=(
+            _STATE_TO_PB[msg.tool_result_state]
+            if msg.role == "tool"
+            else _content_pb2.TOOL_RESULT_STATE_UNSPECIFIED
+        ),
     )
     if msg.usage is not None:
         body.usage.CopyFrom(_usage_to_proto(msg.usage))

@@ -206,16 +206,18 @@ class ReasoningArgs(_message.Message):
     def __init__(self, tool_choice: _Optional[str] = ...) -> None: ...
 
 class ModelCallArgs(_message.Message):
-    __slots__ = ("model_name", "messages", "tools", "tool_choice")
+    __slots__ = ("model_name", "messages", "tools", "tool_choice", "provider_name")
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_NAME_FIELD_NUMBER: _ClassVar[int]
     model_name: str
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     tools: _containers.RepeatedCompositeFieldContainer[ToolSpec]
     tool_choice: str
-    def __init__(self, model_name: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolSpec, _Mapping]]] = ..., tool_choice: _Optional[str] = ...) -> None: ...
+    provider_name: str
+    def __init__(self, model_name: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolSpec, _Mapping]]] = ..., tool_choice: _Optional[str] = ..., provider_name: _Optional[str] = ...) -> None: ...
 
 class ActingArgs(_message.Message):
     __slots__ = ("tool_call",)

@@ -82,7 +82,10 @@ class BudgetMiddleware(Middleware):
         async for event in next_handler():
             if event.type == "model_call_end" and event.usage is not None:
                 usage = event.usage
-                cost = self.input_weight * usage.input_tokens + self.output_weight * usage.output_tokens
+                cost = (
+                    self.input_weight * usage.input_tokens
+                    + self.output_weight * usage.output_tokens
+                )
                 state["spent"] = state.get("spent", 0.0) + cost
             yield event
 
@@ -100,10 +103,15 @@ class BudgetMiddleware(Middleware):
                 yield event
             return
         hint_id = f"{agent.reply_id}-budget"
-        agent.state.context.append(make_hint(agent.kind, self.hint, self.middleware_key(), id=hint_id))
+        agent.state.context.append(
+            make_hint(agent.kind, self.hint, self.middleware_key(), id=hint_id)
+        )
         try:
             yield HintBlockEvent(
-                reply_id=agent.reply_id, block_id=hint_id, text=self.hint, source=self.middleware_key()
+                reply_id=agent.reply_id,
+                block_id=hint_id,
+                text=self.hint,
+                source=self.middleware_key(),
             )
             async for event in next_handler(tool_choice="none"):
                 yield event

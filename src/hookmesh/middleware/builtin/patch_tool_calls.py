@@ -85,6 +85,8 @@ class PatchToolCallsMiddleware(Middleware):
 
     def _results(self, calls: list[ToolCall], kind: Any) -> list[Message]:
         return [
-            make_tool_result(kind, c.id, c.name, self.placeholder(c), "interrupted", id=f"patch-{c.id}")
+            make_tool_result(
+                kind, c.id, c.name, self.placeholder(c), "interrupted", id=f"patch-{c.id}"
+            )
             for c in calls
         ]

@@ -1,0 +1,508 @@
+"""Tool-output reduction: truncate oversized tool results and clear old ones from the context."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from hookmesh.agent.tools import Tool, tool
+from hookmesh.middleware._base import (
+    CompressHandler,
+    EventHandler,
+    FailureMode,
+    Middleware,
+)
+from hookmesh.schema import (
+    AgentEvent,
+    CustomEvent,
+    Message,
+    TextBlock,
+    ToolResult,
+    ToolResultDeltaEvent,
+    copy_message,
+    estimate_tokens,
+    tool_calls,
+    tool_results,
+)
+
+if TYPE_CHECKING:
+    from hookmesh.agent import Agent
+
+log = logging.getLogger("hookmesh.middleware.reduction")
+
+CLEARED_METADATA_KEY = "hookmesh.reduction.cleared"
+"""Message metadata key: the call ids whose result (or arguments) this middleware cleared."""
+CLEARED_EVENT = "hookmesh.reduction.cleared"
+"""Name of the custom event emitted after a clearing pass."""
+CLEARED_ARGUMENTS = '{"hookmesh_cleared": "arguments removed to save context"}'
+"""What cleared tool-call arguments become (still a JSON object)."""
+
+_CLEARED_TEXT = "[Old tool result cleared to save context.]"
+_TRUNCATED_HEAD = "[hookmesh: output truncated"
+_POINTER = re.compile(re.escape(_TRUNCATED_HEAD) + r"[^\n]*\n([^\n]+)\n")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_MAX_NAME = 96
+_DEFAULT_READ_CHARS = 10_000
+
+
+def safe_name(raw: str, max_chars: int = _MAX_NAME) -> str:
+    """A file-name component for an untrusted string (a tool call id): only ``[A-Za-z0-9_.-]``,
+    no leading dot, at most `max_chars` characters. Strings that had to change get a hash of
+    the original appended, so distinct ids never share a name."""
+    cleaned = _UNSAFE.sub("_", raw).lstrip(".")
+    if cleaned == raw and 0 < len(raw) <= max_chars:
+        return raw
+    digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    stem = cleaned[: max_chars - len(digest) - 1] or "id"
+    return f"{stem}-{digest}"
+
+
+class OffloadStore(ABC):
+    """Where offloaded tool output goes. Subclass it for another backend (object storage,
+    a database); `FileStore` is the default."""
+
+    @abstractmethod
+    async def write(self, key: Sequence[str], text: str) -> str:
+        """Store `text` under `key` and return its location, as shown to the model.
+
+        `key` parts are untrusted (tool call ids come from the model): sanitise them.
+        """
+
+    @abstractmethod
+    async def read(self, location: str) -> str:
+        """The text stored at `location` (as `write` returned it).
+
+        Raises:
+            ValueError: `location` is not one of this store's.
+            LookupError: Nothing is stored there.
+        """
+
+
+class FileStore(OffloadStore):
+    """Offloaded output as UTF-8 files under `root_dir`: ``<root>/<part>/.../<last>.txt``.
+
+    Every key part goes through `safe_name`, and the resolved path must stay under the
+    resolved root (so ``..``, absolute ids and symlinks out of the root are refused). File
+    IO runs in a worker thread. Files are never deleted: clean the directory yourself.
+    """
+
+    def __init__(self, root_dir: str | os.PathLike[str]) -> None:
+        if not isinstance(root_dir, str | os.PathLike) or not str(root_dir):
+            raise ValueError(f"root_dir must be a directory path, not {root_dir!r}")
+        if "\n" in str(root_dir):
+            raise ValueError("root_dir must not contain a newline")
+        self.root = Path(root_dir).resolve()
+
+    def path_for(self, key: Sequence[str]) -> Path:
+        """The file for `key`, guaranteed to lie under the root.
+
+        Raises:
+            ValueError: `key` is empty, or the path would leave the root (a symlink).
+        """
+        if not key:
+            raise ValueError("an offload key needs at least one part")
+        *dirs, last = (safe_name(part) for part in key)
+        path = self.root.joinpath(*dirs, f"{last}.txt")
+        return self._inside(path)
+
+    def _inside(self, path: Path) -> Path:
+        resolved = path.resolve()
+        if resolved == self.root or not resolved.is_relative_to(self.root):
+            raise ValueError(f"{path} is not under the offload directory {self.root}")
+        return resolved
+
+    async def write(self, key: Sequence[str], text: str) -> str:
+        path = self.path_for(key)
+        await asyncio.to_thread(_write_file, path, text)
+        return str(path)
+
+    async def read(self, location: str) -> str:
+        given = Path(location)
+        path = self._inside(given if given.is_absolute() else self.root / given)
+        try:
+            return await asyncio.to_thread(path.read_text, encoding="utf-8")
+        except (FileNotFoundError, IsADirectoryError):
+            raise LookupError(f"no offloaded output at {location}") from None
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write atomically: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _count(name: str, value: Any, minimum: int, *, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        what = f"an int >= {minimum}" + (" or None" if optional else "")
+        raise ValueError(f"{name} must be {what}, not {value!r}")
+    return value
+
+
+class ReductionMiddleware(Middleware):
+    """Keeps tool output from flooding the context, in two phases.
+
+    Truncation (`on_acting`): a tool result whose text exceeds `max_length` characters is
+    saved in full to the offload store, and the result the agent writes into the context
+    is a `preview_chars` preview plus a pointer to the saved text (media items are kept,
+    after the preview). Clearing (`on_compress_context`): when the context's token estimate
+    exceeds `max_tokens_for_clear`, every tool result but the `keep_recent` newest is
+    replaced by a short placeholder (its text offloaded first when `offload_cleared`), and,
+    with `clear_arguments`, so are the arguments of those calls. Cleared messages keep
+    their ids and are marked in metadata (`CLEARED_METADATA_KEY`: the cleared call ids), so
+    nothing is processed twice; this works on both message kinds, including agentic user
+    messages holding several tool results and text. With `read_tool_name` set, the
+    middleware contributes a tool that reads offloaded output back, page by page.
+
+    State: a per-reply count of cleared results in ``middle_context[key][reply_id]``
+    (``cleared``); the files live in the store. A ``hookmesh.reduction.cleared`` custom
+    event reports each clearing pass.
+
+    Not supported: truncating media; offloading media of cleared results (it is dropped);
+    streaming a long result's deltas to the consumer as they come (they are held until the
+    result ends, then the preview is sent). A store that fails is logged and the model is
+    told the full text could not be saved; the context stays bounded either way. In a
+    sidecar, the offload files and the read tool live on the sidecar's machine. Clearing
+    rewrites messages in place (same ids): served by a sidecar, that needs a host that
+    sends in-place context edits back (see docs/middleware/reduction.md).
+
+    Example:
+        >>> from pathlib import Path
+        >>> mw = ReductionMiddleware(Path("/var/lib/agent/offload"), max_length=20_000)
+        >>> mw.max_tokens_for_clear
+        160000
+
+    Args:
+        root_dir: Directory for offloaded output (a `FileStore`); required unless `store`.
+        max_length: Characters of result text above which a result is truncated; None
+            disables truncation.
+        preview_chars: Characters of the result kept as its preview.
+        max_tokens_for_clear: Context token estimate above which old results are cleared;
+            None disables clearing.
+        keep_recent: The newest tool results that clearing never touches.
+        clear_arguments: Also clear the arguments of calls whose results are cleared.
+        offload_cleared: Save a cleared result's text to the store and point to it.
+        exclude_tools: Tool names whose results are neither truncated nor cleared.
+        read_tool_name: Name of the contributed read-back tool; None contributes none.
+        store: Another offload backend instead of a `FileStore` on `root_dir`.
+        failure_mode: ``fail_closed`` (default) or ``fail_open``.
+    """
+
+    needs_context = True
+    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+        "on_acting": ("tool_result_delta", "tool_result_end")
+    }
+
+    def __init__(
+        self,
+        root_dir: str | os.PathLike[str] | None = None,
+        *,
+        max_length: int | None = 50_000,
+        preview_chars: int = 2_000,
+        max_tokens_for_clear: int | None = 160_000,
+        keep_recent: int = 1,
+        clear_arguments: bool = False,
+        offload_cleared: bool = True,
+        exclude_tools: Iterable[str] = (),
+        read_tool_name: str | None = "read_tool_output",
+        store: OffloadStore | None = None,
+        failure_mode: FailureMode = "fail_closed",
+    ) -> None:
+        if (root_dir is None) == (store is None):
+            raise ValueError(
+                "ReductionMiddleware needs exactly one of root_dir (a directory for offloaded "
+                "tool output) and store"
+            )
+        if root_dir is not None:
+            store = FileStore(root_dir)
+        elif not isinstance(store, OffloadStore):
+            raise ValueError(f"store must be an OffloadStore, not {type(store).__name__}")
+        self.store: OffloadStore = store
+        self.max_length = _count("max_length", max_length, 1, optional=True)
+        preview = _count("preview_chars", preview_chars, 0)
+        assert preview is not None
+        if self.max_length is not None and preview >= self.max_length:
+            raise ValueError(
+                f"preview_chars ({preview}) must be smaller than max_length ({self.max_length})"
+            )
+        self.preview_chars = preview
+        self.max_tokens_for_clear = _count(
+            "max_tokens_for_clear", max_tokens_for_clear, 1, optional=True
+        )
+        keep = _count("keep_recent", keep_recent, 0)
+        assert keep is not None
+        self.keep_recent = keep
+        for name, flag in (
+            ("clear_arguments", clear_arguments),
+            ("offload_cleared", offload_cleared),
+        ):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name} must be a bool, not {flag!r}")
+        self.clear_arguments = clear_arguments
+        self.offload_cleared = offload_cleared
+        if isinstance(exclude_tools, str):
+            raise ValueError("exclude_tools must be a collection of tool names, not one string")
+        self.exclude_tools = frozenset(exclude_tools)
+        if not all(isinstance(n, str) and n for n in self.exclude_tools):
+            raise ValueError("exclude_tools must hold non-empty tool names")
+        if read_tool_name is not None and not re.fullmatch(
+            r"[A-Za-z_][A-Za-z0-9_-]{0,63}", str(read_tool_name)
+        ):
+            raise ValueError(f"read_tool_name must be a tool name or None, not {read_tool_name!r}")
+        self.read_tool_name = read_tool_name
+        if failure_mode not in ("fail_closed", "fail_open"):
+            raise ValueError(
+                f"failure_mode must be 'fail_closed' or 'fail_open', not {failure_mode!r}"
+            )
+        self.failure_mode = failure_mode
+        self._tools = [self._read_tool(read_tool_name)] if read_tool_name else []
+
+    def list_tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    # --- truncation ------------------------------------------------------------------------
+
+    async def on_acting(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+    ) -> AsyncIterator[AgentEvent]:
+        """Hold one tool's result deltas; at its end, pass them on or send the preview.
+
+        Boundary: wraps only the tool's execution. The agent writes the result into the
+        context outside this hook, from the deltas this hook yields, so the context holds
+        the preview. Store errors never fail the call (the preview says the text was not
+        saved); other errors follow `failure_mode`.
+        """
+        call = kwargs["tool_call"]
+        if self.max_length is None or call.name in self.exclude_tools:
+            async for event in next_handler():
+                yield event
+            return
+        held: list[ToolResultDeltaEvent] = []
+        async for event in next_handler():
+            if event.type == "tool_result_delta" and event.call_id == call.id:
+                held.append(event)
+                continue
+            if event.type == "tool_result_end" and event.call_id == call.id:
+                for out in await self._shrink(agent, call.id, held):
+                    yield out
+                held = []
+            yield event
+        for out in held:
+            yield out
+
+    async def _shrink(
+        self, agent: Agent, call_id: str, held: list[ToolResultDeltaEvent]
+    ) -> list[ToolResultDeltaEvent]:
+        runs: list[str] = []
+        text: list[str] = []
+        media: list[ToolResultDeltaEvent] = []
+        for delta in held:
+            if delta.media is None:
+                text.append(delta.text)
+                continue
+            media.append(delta)
+            if text:
+                runs.append("".join(text))
+                text = []
+        if text:
+            runs.append("".join(text))
+        full = "\n".join(runs)
+        assert self.max_length is not None
+        if len(full) <= self.max_length:
+            return held
+        location = await self._offload(("truncated", agent.reply_id, call_id), full)
+        pointer = (
+            f"\n\n{_TRUNCATED_HEAD}: showing the first {self.preview_chars} of {len(full)} "
+            f"characters.{self._where(location)}]"
+        )
+        reply_id = held[0].reply_id
+        preview = ToolResultDeltaEvent(
+            reply_id=reply_id, call_id=call_id, text=full[: self.preview_chars] + pointer
+        )
+        return [preview, *media]
+
+    async def _offload(self, key: Sequence[str], text: str) -> str | None:
+        try:
+            return await self.store.write(key, text)
+        except Exception as exc:
+            log.warning("could not offload tool output %s: %s", "/".join(key), exc, exc_info=exc)
+            return None
+
+    def _where(self, location: str | None) -> str:
+        if location is None:
+            return " The full text could not be saved."
+        how = (
+            f"Read it with the {self.read_tool_name} tool (offset and limit page through it)."
+            if self.read_tool_name
+            else "Read it with a file tool."
+        )
+        return f" Full output saved at:\n{location}\n{how}"
+
+    # --- clearing --------------------------------------------------------------------------
+
+    async def on_compress_context(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: CompressHandler
+    ) -> None:
+        """Clear old tool results (and arguments) when the context is over the threshold.
+
+        Boundary: runs before each reasoning step, ahead of the inner compressors (so a
+        summariser further in sees the cleared context). Edits `agent.state.context` in
+        place, replacing messages by edited copies with the same ids. Errors follow
+        `failure_mode`; the context is left as it was only for messages not yet edited.
+        """
+        limit = self.max_tokens_for_clear
+        context = agent.state.context
+        before = estimate_tokens(context)
+        if limit is not None and before > limit:
+            cleared = await self._clear(agent, context)
+            if cleared:
+                state = self.state(agent)
+                state["cleared"] = state.get("cleared", 0) + cleared
+                agent.emit(
+                    CustomEvent(
+                        reply_id=agent.reply_id,
+                        name=CLEARED_EVENT,
+                        value={
+                            "results": cleared,
+                            "tokens_before": before,
+                            "tokens_after": estimate_tokens(context),
+                        },
+                    )
+                )
+        await next_handler()
+
+    async def _clear(self, agent: Agent, context: list[Message]) -> int:
+        found = [(i, r) for i, msg in enumerate(context) for r in tool_results(msg)]
+        older = found[: max(0, len(found) - self.keep_recent)]
+        targets: dict[int, list[ToolResult]] = {}
+        for i, result in older:
+            if (
+                result.name not in self.exclude_tools
+                and result.call_id not in _cleared_ids(context[i])
+                and _worth_clearing(result)
+            ):
+                targets.setdefault(i, []).append(result)
+        done: set[str] = set()
+        for i, results in targets.items():
+            msg = copy_message(context[i])
+            for result in results:
+                location = await self._offload_cleared(agent, result)
+                where = self._where(location) if location is not None else ""
+                _set_result_text(msg, result.call_id, _CLEARED_TEXT[:-1] + where + "]")
+            _mark(msg, [r.call_id for r in results])
+            context[i] = msg
+            done.update(r.call_id for r in results)
+        if self.clear_arguments and done:
+            for i, msg in enumerate(context):
+                calls = [
+                    c.id for c in tool_calls(msg) if c.id in done and c.id not in _cleared_ids(msg)
+                ]
+                if calls:
+                    edited = copy_message(msg)
+                    for call_id in calls:
+                        _set_call_arguments(edited, call_id, CLEARED_ARGUMENTS)
+                    _mark(edited, calls)
+                    context[i] = edited
+        return len(done)
+
+    async def _offload_cleared(self, agent: Agent, result: ToolResult) -> str | None:
+        text = result.text
+        if not self.offload_cleared or not text:
+            return None
+        found = _POINTER.findall(text)
+        if found:
+            return found[-1]  # type: ignore[no-any-return]
+        return await self._offload(("cleared", agent.reply_id, result.call_id), text)
+
+    # --- read-back tool -------------------------------------------------------------------
+
+    def _read_tool(self, name: str) -> Tool:
+        store = self.store
+        cap = self.max_length or 50_000
+
+        async def read_tool_output(
+            path: str, offset: int = 0, limit: int = _DEFAULT_READ_CHARS
+        ) -> str:
+            """Read tool output that was saved to a file because it was too long.
+
+            Args:
+                path: The path given where the output was truncated or cleared.
+                offset: The first character to read.
+                limit: How many characters to read at most.
+            """
+            try:
+                text = await store.read(path)
+            except (ValueError, LookupError) as exc:
+                raise ValueError(f"no saved tool output at {path!r} ({exc})") from None
+            offset = max(0, offset)
+            end = min(len(text), offset + max(1, min(limit, cap - 200)))
+            more = (
+                f"\n[characters {offset}-{end} of {len(text)}; continue with offset={end}]"
+                if end < len(text)
+                else f"\n[characters {offset}-{end} of {len(text)}; end of output]"
+            )
+            return text[offset:end] + more
+
+        made: Tool = tool(read_tool_output, name=name, read_only=True, concurrency_safe=True)
+        return made
+
+
+def _worth_clearing(result: ToolResult) -> bool:
+    """Worth a placeholder: it holds media, or more text than the placeholder."""
+    return any(o.type != "text" for o in result.output) or len(result.text) > len(_CLEARED_TEXT)
+
+
+def _cleared_ids(msg: Message) -> list[str]:
+    value = (msg.metadata or {}).get(CLEARED_METADATA_KEY, [])
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _mark(msg: Message, call_ids: Iterable[str]) -> None:
+    metadata = dict(msg.metadata or {})
+    metadata[CLEARED_METADATA_KEY] = [*_cleared_ids(msg), *call_ids]
+    msg.metadata = metadata
+
+
+# NOTE(reduction): the two edits below are the only places that look at kind-specific fields;
+# they belong with the kind-aware helpers in hookmesh.schema (rewrite one tool result's
+# output / one call's arguments in place) and should move there.
+
+
+def _set_result_text(msg: Message, call_id: str, text: str) -> None:
+    """Replace the whole output (text and media) of the result of `call_id` by `text`."""
+    if msg.kind == "flat":
+        msg.content = text
+        msg.parts = []
+        return
+    for block in msg.blocks:
+        if block.type == "tool_result" and block.call_id == call_id:
+            block.output = [TextBlock(text=text)]
+
+
+def _set_call_arguments(msg: Message, call_id: str, arguments: str) -> None:
+    """Replace the arguments of the tool call `call_id` made in `msg`."""
+    if msg.kind == "flat":
+        msg.tool_calls = [
+            c.model_copy(update={"arguments": arguments}) if c.id == call_id else c
+            for c in msg.tool_calls
+        ]
+        return
+    for block in msg.blocks:
+        if block.type == "tool_call" and block.call_id == call_id:
+            block.arguments = arguments
