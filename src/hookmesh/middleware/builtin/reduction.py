@@ -146,12 +146,17 @@ def _write_file(path: Path, text: str) -> None:
         raise
 
 
-def _count(name: str, value: Any, minimum: int, *, optional: bool = False) -> int | None:
-    if value is None and optional:
-        return None
+def _count(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        what = f"an int >= {minimum}" + (" or None" if optional else "")
-        raise ValueError(f"{name} must be {what}, not {value!r}")
+        raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")
+    return value
+
+
+def _limit(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1 or None, not {value!r}")
     return value
 
 
