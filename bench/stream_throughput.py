@@ -13,11 +13,13 @@ each), flat kind, no middlewares, SQLite store in a temp dir. It is counted by
 - `agent/client`: ``hookmesh.client.AgentClient.reply`` (adds the client's interceptors and
   the conversion to pydantic events).
 
-Rounds are interleaved after a warm-up; figures are medians with the range over rounds,
-plus p50/p99 of the gap between consecutive messages at the client. Then a breakdown of the
-per-event server work without gRPC. Prints figures; asserts nothing.
+Rounds are interleaved after a warm-up; figures are medians with the range over rounds, CPU
+per event (the whole process; server and client processes apart in the 2-process variant;
+CPU is steadier than wall time on a shared machine) and p50/p99 of the gap between
+consecutive messages at the client. Then the per-event work without gRPC, stage by stage.
+Prints figures; asserts nothing.
 
-Usage: ``python bench/stream_throughput.py [--loops asyncio,uvloop] [--rounds 5] [--no-2proc]``
+Usage: ``python bench/stream_throughput.py [--loops asyncio,uvloop] [--rounds 7] [--no-2proc]``
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import argparse
 import asyncio
 import gc
 import itertools
+import os
 import statistics
 import sys
 import tempfile
@@ -74,6 +77,15 @@ def _delta_response() -> _agent_pb2.ReplyResponse:
     reply_id = "0" * 32
     event = TextBlockDeltaEvent(reply_id=reply_id, block_id=f"{reply_id}-1", delta="x" * CHUNK)
     return _agent_pb2.ReplyResponse(event=event_to_proto(event))
+
+
+async def _agent_delta_size() -> int:
+    """Serialized size of the first text_block_delta ``ReplyResponse`` of a real reply."""
+    agent = Agent(ScriptedChatModel(["x" * CHUNK * 2], stream=True, chunk_size=CHUNK))
+    async for event in agent.reply("hi"):
+        if event.type == "text_block_delta":
+            size = _agent_pb2.ReplyResponse(event=event_to_proto(event)).ByteSize()
+    return size
 
 
 # --- servers -------------------------------------------------------------------------------
@@ -385,11 +397,13 @@ def main() -> None:
         _run(serve_child, args.serve)
         return
     size = _delta_response().ByteSize()
+    agent_size = asyncio.run(_agent_delta_size())
     print(
-        f"python {sys.version.split()[0]}, grpcio {grpc.__version__}; one reply = "
-        f"{_EVENTS_PER_REPLY} events ({TEXT_CHARS} chars in {CHUNK}-char deltas), "
-        f"text-delta ReplyResponse = {size} bytes; raw sends {_EVENTS_PER_REPLY} of those; "
-        f"{args.rounds} rounds after 1 warm-up (median, range)"
+        f"python {sys.version.split()[0]}, grpcio {grpc.__version__}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}\none reply = {_EVENTS_PER_REPLY} events "
+        f"({TEXT_CHARS} chars in {CHUNK}-char deltas); a text-delta ReplyResponse from the "
+        f"agent is {agent_size} bytes; raw sends {_EVENTS_PER_REPLY} messages of {size} bytes; "
+        f"{args.rounds} rounds after 1 warm-up (median, range over rounds)"
     )
     for loop in args.loops.split(","):
         print(f"loop {loop}")
