@@ -74,8 +74,17 @@ class SidecarAgent:
             self._emit(event)
 
 
+def _fingerprint(context: list[Message]) -> list[tuple[str, bytes]]:
+    return [(m.id, message_to_proto(m).SerializeToString(deterministic=True)) for m in context]
+
+
 class _Sync:
-    """Tracks what the agent last saw of the state slice and context, to send only changes."""
+    """Tracks what the agent last saw of the state slice and context, to send only changes.
+
+    The context is compared message by message (id and encoded bytes): pure appends and
+    removals travel as such; anything else (an edit in place, an insertion, a reorder, a
+    compression) replaces the whole context.
+    """
 
     def __init__(self, state: dict[str, Any], context: list[Message], hook: str, key: str) -> None:
         self.state = state
@@ -83,7 +92,7 @@ class _Sync:
         self.hook = hook
         self.key = key
         self._sent_state = copy.deepcopy(state)
-        self._sent_ids = [m.id for m in context]
+        self._sent = _fingerprint(context)
 
     def take(self, state: Any, context: Any = ()) -> None:
         """Adopt the agent's newer state (and context), in place so held references stay live."""
@@ -93,7 +102,7 @@ class _Sync:
         self._sent_state = copy.deepcopy(fresh)
         if context:
             self.context[:] = [message_from_proto(m, "outcome.context") for m in context]
-            self._sent_ids = [m.id for m in self.context]
+            self._sent = _fingerprint(self.context)
 
     def mutation(self) -> _mw_pb2.StateMutation | None:
         out = _mw_pb2.StateMutation()
@@ -105,18 +114,19 @@ class _Sync:
         for msg in self.context:
             if not msg.id:
                 msg.id = uuid.uuid4().hex
-        ids = [m.id for m in self.context]
-        if ids != self._sent_ids:
-            before, now = set(self._sent_ids), set(ids)
-            kept = [i for i in self._sent_ids if i in now]
-            added = [m for m in self.context if m.id not in before]
-            if self.hook == "on_compress_context" or ids != kept + [m.id for m in added]:
-                # More than appends and removals (an insertion, a reorder): send it all.
-                out.replace_context.messages.extend(message_to_proto(m) for m in self.context)
+        now = _fingerprint(self.context)
+        if now != self._sent:
+            sent = dict(self._sent)
+            current = {i for i, _ in now}
+            kept = [(i, b) for i, b in self._sent if i in current]
+            added = [(i, b) for i, b in now if i not in sent]
+            if self.hook != "on_compress_context" and now == kept + added:
+                new_ids = {i for i, _ in added}
+                out.append_messages.extend(message_to_proto(m) for m in self.context if m.id in new_ids)
+                out.remove_message_ids.extend(i for i, _ in self._sent if i not in current)
             else:
-                out.append_messages.extend(message_to_proto(m) for m in added)
-                out.remove_message_ids.extend(i for i in self._sent_ids if i not in now)
-            self._sent_ids = ids
+                out.replace_context.messages.extend(message_to_proto(m) for m in self.context)
+            self._sent = now
             changed = True
         return out if changed else None
 

@@ -175,7 +175,7 @@ class ReductionMiddleware(Middleware):
     messages holding several tool results and text. With `read_tool_name` set, the
     middleware contributes a tool that reads offloaded output back, page by page.
 
-    State: a per-reply count of cleared results in ``middle_context[key][reply_id]``
+    State: a per-reply count of cleared results in ``middle_context["reduction"][reply_id]``
     (``cleared``); the files live in the store. A ``hookmesh.reduction.cleared`` custom
     event reports each clearing pass.
 
@@ -239,20 +239,14 @@ class ReductionMiddleware(Middleware):
         elif not isinstance(store, OffloadStore):
             raise ValueError(f"store must be an OffloadStore, not {type(store).__name__}")
         self.store: OffloadStore = store
-        self.max_length = _count("max_length", max_length, 1, optional=True)
-        preview = _count("preview_chars", preview_chars, 0)
-        assert preview is not None
-        if self.max_length is not None and preview >= self.max_length:
+        self.max_length = _limit("max_length", max_length)
+        self.preview_chars = _count("preview_chars", preview_chars, 0)
+        if self.max_length is not None and self.preview_chars >= self.max_length:
             raise ValueError(
-                f"preview_chars ({preview}) must be smaller than max_length ({self.max_length})"
+                f"preview_chars ({preview_chars}) must be smaller than max_length ({max_length})"
             )
-        self.preview_chars = preview
-        self.max_tokens_for_clear = _count(
-            "max_tokens_for_clear", max_tokens_for_clear, 1, optional=True
-        )
-        keep = _count("keep_recent", keep_recent, 0)
-        assert keep is not None
-        self.keep_recent = keep
+        self.max_tokens_for_clear = _limit("max_tokens_for_clear", max_tokens_for_clear)
+        self.keep_recent = _count("keep_recent", keep_recent, 0)
         for name, flag in (
             ("clear_arguments", clear_arguments),
             ("offload_cleared", offload_cleared),
@@ -278,6 +272,9 @@ class ReductionMiddleware(Middleware):
         self.failure_mode = failure_mode
         self._tools = [self._read_tool(read_tool_name)] if read_tool_name else []
 
+    def middleware_key(self) -> str:
+        return "reduction"
+
     def list_tools(self) -> list[Tool]:
         return list(self._tools)
 
@@ -294,7 +291,11 @@ class ReductionMiddleware(Middleware):
         saved); other errors follow `failure_mode`.
         """
         call = kwargs["tool_call"]
-        if self.max_length is None or call.name in self.exclude_tools:
+        if (
+            self.max_length is None
+            or call.name in self.exclude_tools
+            or call.name == self.read_tool_name
+        ):
             async for event in next_handler():
                 yield event
             return
@@ -368,8 +369,9 @@ class ReductionMiddleware(Middleware):
 
         Boundary: runs before each reasoning step, ahead of the inner compressors (so a
         summariser further in sees the cleared context). Edits `agent.state.context` in
-        place, replacing messages by edited copies with the same ids. Errors follow
-        `failure_mode`; the context is left as it was only for messages not yet edited.
+        place, in one assignment after the offloads: edited messages are copies with the
+        same ids. Store errors only drop the pointer; other errors follow `failure_mode`
+        and leave the context untouched.
         """
         limit = self.max_tokens_for_clear
         context = agent.state.context
@@ -393,6 +395,7 @@ class ReductionMiddleware(Middleware):
         await next_handler()
 
     async def _clear(self, agent: Agent, context: list[Message]) -> int:
+        edited = list(context)
         found = [(i, r) for i, msg in enumerate(context) for r in tool_results(msg)]
         older = found[: max(0, len(found) - self.keep_recent)]
         targets: dict[int, list[ToolResult]] = {}
@@ -411,19 +414,20 @@ class ReductionMiddleware(Middleware):
                 where = self._where(location) if location is not None else ""
                 _set_result_text(msg, result.call_id, _CLEARED_TEXT[:-1] + where + "]")
             _mark(msg, [r.call_id for r in results])
-            context[i] = msg
+            edited[i] = msg
             done.update(r.call_id for r in results)
         if self.clear_arguments and done:
-            for i, msg in enumerate(context):
+            for i, msg in enumerate(edited):
                 calls = [
                     c.id for c in tool_calls(msg) if c.id in done and c.id not in _cleared_ids(msg)
                 ]
                 if calls:
-                    edited = copy_message(msg)
+                    copy = copy_message(msg)
                     for call_id in calls:
-                        _set_call_arguments(edited, call_id, CLEARED_ARGUMENTS)
-                    _mark(edited, calls)
-                    context[i] = edited
+                        _set_call_arguments(copy, call_id, CLEARED_ARGUMENTS)
+                    _mark(copy, calls)
+                    edited[i] = copy
+        context[:] = edited
         return len(done)
 
     async def _offload_cleared(self, agent: Agent, result: ToolResult) -> str | None:
@@ -432,14 +436,14 @@ class ReductionMiddleware(Middleware):
             return None
         found = _POINTER.findall(text)
         if found:
-            return found[-1]  # type: ignore[no-any-return]
+            return str(found[-1])
         return await self._offload(("cleared", agent.reply_id, result.call_id), text)
 
     # --- read-back tool -------------------------------------------------------------------
 
     def _read_tool(self, name: str) -> Tool:
         store = self.store
-        cap = self.max_length or 50_000
+        cap = self.max_length or _DEFAULT_READ_CHARS * 5  # a page never needs truncating
 
         async def read_tool_output(
             path: str, offset: int = 0, limit: int = _DEFAULT_READ_CHARS
@@ -456,7 +460,7 @@ class ReductionMiddleware(Middleware):
             except (ValueError, LookupError) as exc:
                 raise ValueError(f"no saved tool output at {path!r} ({exc})") from None
             offset = max(0, offset)
-            end = min(len(text), offset + max(1, min(limit, cap - 200)))
+            end = min(len(text), offset + max(1, min(limit, cap)))
             more = (
                 f"\n[characters {offset}-{end} of {len(text)}; continue with offset={end}]"
                 if end < len(text)

@@ -81,15 +81,18 @@ class SummarizationMiddleware(Middleware):
     be), everything after the leading system messages is summarised by a chat model and
     replaced by ONE user-role summary message tagged ``{SUMMARY_METADATA_KEY: True}``,
     followed by the most recent user turns kept verbatim (same ids, original order) up to
-    `keep_user_tokens`. Only the user's own turns are kept: tool results never are, so the
-    kept tail never holds a result whose call was summarised away. A history longer than
+    `keep_user_tokens` (and at most half of `max_tokens`, and few enough to stay under
+    `max_messages`, so the result does not trigger again at once). Only the user's own
+    turns are kept: tool results never are, so the kept tail never holds a result whose
+    call was summarised away. Nothing happens when every message after the leading system
+    ones would be kept anyway, or only a previous summary would go. A history longer than
     `summarizer_max_tokens` is summarised in chunks, each with the summary so far, so the
     summariser's own input stays under that bound. A failed model call is retried
     `retries` times; then the middleware raises `SummarizationError` and its
     `failure_mode` decides (``fail_closed``: the reply ends with an error; ``fail_open``:
     the context is left untouched and the reply goes on).
 
-    State: a per-reply count of summaries in ``middle_context[key][reply_id]``
+    State: a per-reply count of summaries in ``middle_context["summarization"][reply_id]``
     (``summaries``). A ``hookmesh.summarization`` custom event reports each summary.
 
     Not supported: media (the summariser reads text, tool calls and tool results, noting
@@ -160,6 +163,9 @@ class SummarizationMiddleware(Middleware):
             )
         self.failure_mode = failure_mode
 
+    def middleware_key(self) -> str:
+        return "summarization"
+
     async def on_compress_context(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: CompressHandler
     ) -> None:
@@ -186,8 +192,10 @@ class SummarizationMiddleware(Middleware):
             head += 1
         history = context[head:]
         kept = self._kept(history, head)
-        if len(kept) == len(history):
-            return  # nothing would be summarised away
+        kept_at = {id(m) for m in kept}
+        gone = [m for m in history if id(m) not in kept_at]
+        if not gone or (len(gone) == 1 and _is_summary(gone[0])):
+            return  # nothing new to summarise: never summarise a lone summary again
         model = self.model or getattr(agent, "model", None)
         if model is None:
             raise SummarizationError(
@@ -239,7 +247,9 @@ class SummarizationMiddleware(Middleware):
         kept.reverse()
         return kept
 
-    async def _summary(self, model: ChatModel, kind: MessageKind, transcript: str) -> tuple[str, int]:
+    async def _summary(
+        self, model: ChatModel, kind: MessageKind, transcript: str
+    ) -> tuple[str, int]:
         """Summarise `transcript` in as many calls as the input bound needs."""
         rest = transcript
         summary = ""
@@ -311,9 +321,7 @@ def _render(msg: Message) -> str:
     # A tool-result-only message's text is its result (flat content), rendered below.
     if text and (is_user(msg) or not is_tool_result(msg)):
         lines.append(f"[{label}] {text}")
-    lines.extend(
-        f"[{label} called {c.name} (call {c.id})] {c.arguments}" for c in tool_calls(msg)
-    )
+    lines.extend(f"[{label} called {c.name} (call {c.id})] {c.arguments}" for c in tool_calls(msg))
     for result in tool_results(msg):
         media = sum(1 for o in result.output if o.type != "text")
         extra = f" (+{media} media)" if media else ""
