@@ -122,7 +122,9 @@ class _Sync:
             added = [(i, b) for i, b in now if i not in sent]
             if self.hook != "on_compress_context" and now == kept + added:
                 new_ids = {i for i, _ in added}
-                out.append_messages.extend(message_to_proto(m) for m in self.context if m.id in new_ids)
+                out.append_messages.extend(
+                    message_to_proto(m) for m in self.context if m.id in new_ids
+                )
                 out.remove_message_ids.extend(i for i, _ in self._sent if i not in current)
             else:
                 out.replace_context.messages.extend(message_to_proto(m) for m in self.context)
