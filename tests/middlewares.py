@@ -242,3 +242,28 @@ class Exploder(Middleware):
 
     async def after_agent(self, agent: Agent, final: Message) -> None:
         raise self._boom()
+
+
+class PlainFailOpen(Middleware):
+    """fail_open, written as plain functions: raises before calling next, or wraps the
+    downstream in a generator of its own (whose errors are the downstream's)."""
+
+    failure_mode = "fail_open"
+
+    def __init__(self, raise_first: bool = True) -> None:
+        self.raise_first = raise_first
+
+    def on_reasoning(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        if self.raise_first:
+            raise RuntimeError("plain boom")
+        return self._relay(next_handler())
+
+    async def _relay(self, stream: Any) -> AsyncIterator[AgentEvent]:
+        async for event in stream:
+            yield event
+
+    async def on_model_call(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        result = await next_handler()
+        if isinstance(result, ModelResponse):
+            return result
+        return self._relay(result)

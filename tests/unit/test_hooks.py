@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
+from hookmesh.agent.models import ModelError, ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
 from hookmesh.schema import AgentEvent, Message, MessageKind, text_of
 from tests import middlewares as mws
@@ -286,3 +286,43 @@ async def test_fail_open_skips_the_middleware_and_the_reply_goes_on(
     assert model.calls == 2
     assert [e.type for e in events].count("tool_result_end") == 1
     assert f"boom in {hook}" in caplog.text
+
+
+async def test_fail_open_plain_function_hooks_are_skipped_on_their_own_errors(
+    kind: MessageKind, attach: Attach
+) -> None:
+    agent, model = make_agent(kind, ["done"], [await attach(mws.PlainFailOpen(raise_first=True))])
+    events = await collect(agent.reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert model.calls == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_fail_open_never_swallows_a_downstream_error(
+    kind: MessageKind, attach: Attach, stream: bool
+) -> None:
+    turns = [ScriptedTurn(error="the model is down")]
+    middlewares = [await attach(mws.PlainFailOpen(raise_first=False))]
+    agent, _ = make_agent(kind, turns, middlewares, stream=stream)
+    events = await collect(agent.reply("go"))
+    end = events[-1]
+    assert end.finish_reason == "error"  # type: ignore[union-attr]
+    assert (end.error.reason, end.error.source) == ("MODEL_ERROR", "model")  # type: ignore[union-attr]
+
+
+class BreaksMidStream(ScriptedChatModel):
+    """Streams one chunk, then fails."""
+
+    async def _chunks(self, *args: Any) -> Any:  # type: ignore[override]
+        async for chunk in super()._chunks(*args):
+            yield chunk
+            raise ModelError("stream cut")
+
+
+async def test_fail_open_never_swallows_a_downstream_stream_error(kind: MessageKind, attach: Attach) -> None:
+    model = BreaksMidStream(["a long answer"], stream=True)
+    agent = Agent(model, kind=kind, middlewares=[await attach(mws.PlainFailOpen(raise_first=False))])
+    events = await collect(agent.reply("go"))
+    end = events[-1]
+    assert "text_block_delta" in types(events)
+    assert (end.finish_reason, end.error.reason) == ("error", "MODEL_ERROR")  # type: ignore[union-attr]

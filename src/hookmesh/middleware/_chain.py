@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
+from hookmesh.agent.models._base import ChatModel
 from hookmesh.middleware._base import Middleware
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def culprit(exc: BaseException) -> Middleware | None:
 
     NOTE(hookmesh): this reads the traceback once, on the error path, instead of wrapping
     every layer's stream (which would cost time on every event). The deepest frame that is
-    either a core step or runs with a Middleware as `self` decides.
+    a core step, a chat model's code or runs with a Middleware as `self` decides.
     """
     found: Middleware | None = None
     tb = exc.__traceback__
@@ -45,6 +46,8 @@ def culprit(exc: BaseException) -> Middleware | None:
             owner = frame.f_locals.get("self")
             if isinstance(owner, Middleware):
                 found = owner
+            elif isinstance(owner, ChatModel):
+                found = None
         tb = tb.tb_next
     return found
 
@@ -59,17 +62,30 @@ def _skip(mw: Middleware, hook: str, exc: BaseException) -> None:
     )
 
 
-class _Guard:
-    """Records whether the downstream of a fail_open layer failed, so the layer can tell its
-    own errors (skip the middleware) from the downstream's (propagate)."""
+class _Open:
+    """One fail_open invocation: records the downstream's result and whether it failed, so
+    the layer can tell the middleware's own errors (skip it) from the downstream's (raise)."""
 
-    __slots__ = ("failed", "stream")
+    __slots__ = ("failed", "guarded", "raw")
 
     def __init__(self) -> None:
         self.failed = False
-        self.stream: AsyncIterator[Any] | None = None
+        self.raw: Any = None
+        self.guarded: AsyncIterator[Any] | None = None
 
-    async def watch(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    def track(self, result: Any) -> Any:
+        """Remember the downstream's result; streams come back watched for failures."""
+        self.raw = result
+        if isinstance(result, AsyncIterator):
+            self.guarded = result = self._watch(result)
+        return result
+
+    def passed_through(self, result: Any) -> bool:
+        """The middleware returned the downstream's stream untouched: hand out the raw one
+        (the watcher was never iterated), so a pass-through costs nothing per item."""
+        return self.guarded is not None and result is self.guarded
+
+    async def _watch(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
         try:
             async for item in stream:
                 yield item
@@ -93,24 +109,36 @@ def _event_layer(agent: Agent, mw: Middleware, hook: str, downstream: EventCall)
 def _open_event_layer(agent: Agent, mw: Middleware, hook: str, downstream: EventCall) -> EventCall:
     method = getattr(mw, hook)
 
-    async def layer(kwargs: dict[str, Any]) -> AsyncIterator[Any]:
-        guard = _Guard()
+    def layer(kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        run = _Open()
 
         def next_handler(**overrides: Any) -> AsyncIterator[Any]:
-            guard.stream = guard.watch(downstream({**kwargs, **overrides} if overrides else kwargs))
-            return guard.stream
+            return run.track(downstream({**kwargs, **overrides} if overrides else kwargs))  # type: ignore[no-any-return]
 
         try:
-            async for event in method(agent, kwargs, next_handler):
-                yield event
+            result = method(agent, kwargs, next_handler)
         except Exception as exc:
-            if guard.failed:
-                raise
             _skip(mw, hook, exc)
-            async for event in guard.stream or downstream(kwargs):
-                yield event
+            return run.raw if run.raw is not None else downstream(kwargs)  # type: ignore[no-any-return]
+        if run.passed_through(result):
+            return run.raw  # type: ignore[no-any-return]
+        return _open_events(mw, hook, result, run, lambda: downstream(kwargs))
 
     return layer
+
+
+async def _open_events(
+    mw: Middleware, hook: str, stream: AsyncIterator[Any], run: _Open, fresh: Callable[[], Any]
+) -> AsyncIterator[Any]:
+    try:
+        async for event in stream:
+            yield event
+    except Exception as exc:
+        if run.failed:
+            raise
+        _skip(mw, hook, exc)
+        async for event in run.guarded if run.guarded is not None else fresh():
+            yield event
 
 
 def _await_layer(agent: Agent, mw: Middleware, hook: str, downstream: AwaitCall) -> AwaitCall:
@@ -129,36 +157,37 @@ def _open_await_layer(agent: Agent, mw: Middleware, hook: str, downstream: Await
     method = getattr(mw, hook)
 
     async def layer(kwargs: dict[str, Any]) -> Any:
-        guard = _Guard()
-        results: list[Any] = []
+        run = _Open()
+        called = False
 
         async def next_handler(**overrides: Any) -> Any:
+            nonlocal called
+            called = True
             try:
                 result = await downstream({**kwargs, **overrides} if overrides else kwargs)
             except BaseException:
-                guard.failed = True
+                run.failed = True
                 raise
-            if isinstance(result, AsyncIterator):
-                guard.stream = result = guard.watch(result)
-            results.append(result)
-            return result
+            return run.track(result)
 
         try:
             result = await method(agent, kwargs, next_handler)
         except Exception as exc:
-            if guard.failed:
+            if run.failed:
                 raise
             _skip(mw, hook, exc)
-            return results[-1] if results else await downstream(kwargs)
-        if guard.stream is not None and result is not guard.stream:
-            return _open_stream(mw, hook, result, guard)
+            return run.raw if called else await downstream(kwargs)
+        if run.passed_through(result):
+            return run.raw
+        if run.guarded is not None and isinstance(result, AsyncIterator):
+            return _open_stream(mw, hook, result, run)
         return result
 
     return layer
 
 
 async def _open_stream(
-    mw: Middleware, hook: str, stream: AsyncIterator[Any], guard: _Guard
+    mw: Middleware, hook: str, stream: AsyncIterator[Any], run: _Open
 ) -> AsyncIterator[Any]:
     """A fail_open middleware's wrapped chunk stream: if the wrapper fails, the rest of the
     downstream stream continues unwrapped (chunks the wrapper held back are lost)."""
@@ -166,10 +195,10 @@ async def _open_stream(
         async for item in stream:
             yield item
     except Exception as exc:
-        if guard.failed or guard.stream is None:
+        if run.failed or run.guarded is None:
             raise
         _skip(mw, hook, exc)
-        async for item in guard.stream:
+        async for item in run.guarded:
             yield item
 
 

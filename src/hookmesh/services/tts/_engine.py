@@ -140,7 +140,7 @@ class TTSEngine:
             format: ``pcm`` (raw s16le) or ``wav`` (a streamed WAV: header, then PCM).
         """
         if not text.strip():
-            raise SchemaError.single("text", "say something: the text is empty", reason="EMPTY_TEXT")
+            raise SchemaError.single("text", "the text is empty", reason="EMPTY_TEXT")
         if len(text) > self.max_text_chars:
             raise self._too_long(len(text))
         engine_voice, engine_rate = await self.check(voice, rate, format)

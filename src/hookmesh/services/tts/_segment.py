@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-_SENTENCE_ENDS = frozenset(".!?…。！？")
-_CLAUSE_ENDS = frozenset(",;:—、，；：")
-_CLOSERS = frozenset("\"')]}»”’")
+# Latin, then CJK full-width punctuation (escaped: they look like the Latin ones).
+_SENTENCE_ENDS = frozenset(".!?\u2026\u3002\uff01\uff1f")
+_CLAUSE_ENDS = frozenset(",;:\u2014\u3001\uff0c\uff1b\uff1a")
+_CLOSERS = frozenset("\"')]}\u00bb\u201d\u2019")
 
 MIN_CLAUSE_CHARS = 24
 """A clause is cut off on its own only when at least this long (short ones sound choppy)."""

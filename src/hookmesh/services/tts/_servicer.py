@@ -1,0 +1,158 @@
+"""TTSServicer: the TTSService RPCs over a `TTSEngine`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+
+import grpc
+
+from hookmesh.errors import HookmeshError, SchemaError, to_grpc_status
+from hookmesh.services.tts._audio import AudioChunk, Voice
+from hookmesh.services.tts._engine import TTSEngine
+from hookmesh.v1 import tts_pb2 as _tts_pb2
+from hookmesh.v1 import tts_pb2_grpc as _tts_grpc
+
+_DEFAULT_PAGE = 200
+_MAX_PAGE = 1000
+FORMAT_FROM_PB = {
+    _tts_pb2.AUDIO_FORMAT_UNSPECIFIED: "pcm",
+    _tts_pb2.AUDIO_FORMAT_PCM: "pcm",
+    _tts_pb2.AUDIO_FORMAT_WAV: "wav",
+}
+FORMAT_TO_PB = {"pcm": _tts_pb2.AUDIO_FORMAT_PCM, "wav": _tts_pb2.AUDIO_FORMAT_WAV}
+GENDER_TO_PB = {
+    "": _tts_pb2.VOICE_GENDER_UNSPECIFIED,
+    "male": _tts_pb2.VOICE_GENDER_MALE,
+    "female": _tts_pb2.VOICE_GENDER_FEMALE,
+}
+
+
+def chunk_to_pb(chunk: AudioChunk) -> _tts_pb2.AudioChunk:
+    """The proto of an audio chunk."""
+    return _tts_pb2.AudioChunk(
+        data=chunk.data,
+        sample_rate=chunk.sample_rate,
+        channels=chunk.channels,
+        sample_format=_tts_pb2.SAMPLE_FORMAT_S16LE,
+        sequence_number=chunk.sequence_number,
+        last=chunk.last,
+        format=FORMAT_TO_PB[chunk.format],
+    )
+
+
+def voice_to_pb(voice: Voice) -> _tts_pb2.Voice:
+    """The proto of a voice."""
+    return _tts_pb2.Voice(
+        name=voice.name,
+        display_name=voice.display_name,
+        languages=voice.languages,
+        gender=GENDER_TO_PB[voice.gender],
+    )
+
+
+def _format(value: int) -> str:
+    # An enum number this server does not know is passed on as-is: the engine reports it.
+    return FORMAT_FROM_PB.get(value, f"#{value}")
+
+
+async def _text_deltas(
+    requests: AsyncIterator[_tts_pb2.SynthesizeStreamRequest],
+) -> AsyncIterator[str]:
+    """The text deltas after the config; a second config or an empty message is an error."""
+    async for request in requests:
+        arm = request.WhichOneof("message")
+        if arm == "text":
+            yield request.text
+        elif arm == "config":
+            raise SchemaError.single(
+                "config", "send the config once, as the first message", reason="CONFIG_REPEATED"
+            )
+        else:
+            raise SchemaError.single("message", "set config or text", reason="INVALID_SCHEMA")
+
+
+class TTSServicer(_tts_grpc.TTSServiceServicer):
+    """Serves synthesis from a `TTSEngine`, which holds the checks and limits.
+
+    Args:
+        engine: The engine (backend, text limit, concurrency limit).
+    """
+
+    def __init__(self, engine: TTSEngine) -> None:
+        self.engine = engine
+
+    async def Synthesize(
+        self, request: _tts_pb2.SynthesizeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[_tts_pb2.SynthesizeResponse]:
+        config = request.config
+        chunks = self.engine.synthesize(
+            request.text,
+            voice=config.voice,
+            rate=config.rate,
+            format=_format(config.format),  # type: ignore[arg-type]
+        )
+        error: HookmeshError | None = None
+        try:
+            async with aclosing(chunks):
+                async for chunk in chunks:
+                    yield _tts_pb2.SynthesizeResponse(chunk=chunk_to_pb(chunk))
+        except HookmeshError as exc:
+            error = exc
+        if error is not None:
+            await context.abort_with_status(to_grpc_status(error))
+
+    async def SynthesizeStream(
+        self,
+        request_iterator: AsyncIterator[_tts_pb2.SynthesizeStreamRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[_tts_pb2.SynthesizeStreamResponse]:
+        error: HookmeshError | None = None
+        try:
+            requests = aiter(request_iterator)
+            first = await anext(requests, None)
+            if first is None or first.WhichOneof("message") != "config":
+                raise SchemaError.single(
+                    "config", "send a config message first", reason="CONFIG_EXPECTED"
+                )
+            config = first.config
+            chunks = self.engine.synthesize_stream(
+                _text_deltas(requests),
+                voice=config.voice,
+                rate=config.rate,
+                format=_format(config.format),  # type: ignore[arg-type]
+            )
+            async with aclosing(chunks):
+                async for chunk in chunks:
+                    yield _tts_pb2.SynthesizeStreamResponse(chunk=chunk_to_pb(chunk))
+        except HookmeshError as exc:
+            error = exc
+        if error is not None:
+            await context.abort_with_status(to_grpc_status(error))
+
+    async def ListVoices(
+        self, request: _tts_pb2.ListVoicesRequest, context: grpc.aio.ServicerContext
+    ) -> _tts_pb2.ListVoicesResponse:
+        error: HookmeshError | None = None
+        try:
+            size = request.page_size or _DEFAULT_PAGE
+            if not 0 < size <= _MAX_PAGE:
+                raise SchemaError.single(
+                    "page_size", f"use 0 (default {_DEFAULT_PAGE}) to {_MAX_PAGE}"
+                )
+            token = request.page_token
+            if token and not token.isdigit():
+                raise SchemaError.single("page_token", "pass a next_page_token as returned")
+            start = int(token or 0)
+            catalog = await self.engine.list_voices(request.language)
+        except HookmeshError as exc:
+            error = exc
+        if error is not None:
+            await context.abort_with_status(to_grpc_status(error))
+        page = catalog.voices[start : start + size]
+        more = start + size < len(catalog.voices)
+        return _tts_pb2.ListVoicesResponse(
+            voices=[voice_to_pb(v) for v in page],
+            variants=catalog.variants,
+            next_page_token=str(start + size) if more else "",
+        )
