@@ -319,9 +319,13 @@ class BreaksMidStream(ScriptedChatModel):
             raise ModelError("stream cut")
 
 
-async def test_fail_open_never_swallows_a_downstream_stream_error(kind: MessageKind, attach: Attach) -> None:
+async def test_fail_open_never_swallows_a_downstream_stream_error(
+    kind: MessageKind, attach: Attach
+) -> None:
     model = BreaksMidStream(["a long answer"], stream=True)
-    agent = Agent(model, kind=kind, middlewares=[await attach(mws.PlainFailOpen(raise_first=False))])
+    agent = Agent(
+        model, kind=kind, middlewares=[await attach(mws.PlainFailOpen(raise_first=False))]
+    )
     events = await collect(agent.reply("go"))
     end = events[-1]
     assert "text_block_delta" in types(events)

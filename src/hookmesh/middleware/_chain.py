@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.agent.models._base import ChatModel
 from hookmesh.middleware._base import Middleware
 
 if TYPE_CHECKING:
@@ -36,6 +35,8 @@ def culprit(exc: BaseException) -> Middleware | None:
     every layer's stream (which would cost time on every event). The deepest frame that is
     a core step, a chat model's code or runs with a Middleware as `self` decides.
     """
+    from hookmesh.agent.models._base import ChatModel  # the agent package imports this module
+
     found: Middleware | None = None
     tb = exc.__traceback__
     while tb is not None:
