@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
+import os
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -59,8 +59,8 @@ class AgentBusyError(HookmeshError):
 
 
 def new_id() -> str:
-    """A fresh random id (32 hex characters)."""
-    return uuid.uuid4().hex
+    """A fresh random id (32 hex characters, 128 random bits)."""
+    return os.urandom(16).hex()
 
 
 class _ToRun(NamedTuple):

@@ -67,24 +67,22 @@ class _Open:
     """One fail_open invocation: records the downstream's result and whether it failed, so
     the layer can tell the middleware's own errors (skip it) from the downstream's (raise)."""
 
-    __slots__ = ("failed", "guarded", "raw")
+    __slots__ = ("failed", "guarded", "raw", "returned")
 
     def __init__(self) -> None:
         self.failed = False
+        self.returned = False
         self.raw: Any = None
         self.guarded: AsyncIterator[Any] | None = None
 
     def track(self, result: Any) -> Any:
-        """Remember the downstream's result; streams come back watched for failures."""
+        """Remember the downstream's result. A stream asked for while the hook's body runs
+        (async-generator hooks) comes back watched for failures; one asked for by a plain
+        function before it returns comes back raw, so a pass-through costs nothing."""
         self.raw = result
-        if isinstance(result, AsyncIterator):
+        if self.returned and hasattr(result, "__anext__"):
             self.guarded = result = self._watch(result)
         return result
-
-    def passed_through(self, result: Any) -> bool:
-        """The middleware returned the downstream's stream untouched: hand out the raw one
-        (the watcher was never iterated), so a pass-through costs nothing per item."""
-        return self.guarded is not None and result is self.guarded
 
     async def _watch(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
         try:
@@ -93,6 +91,12 @@ class _Open:
         except BaseException:
             self.failed = True
             raise
+
+    def downstream_failed(self, exc: BaseException, mw: Middleware) -> bool:
+        """Whether `exc` came from below the middleware rather than from its own code."""
+        if self.failed:
+            return True
+        return self.guarded is None and self.raw is not None and culprit(exc) is not mw
 
 
 def _event_layer(agent: Agent, mw: Middleware, hook: str, downstream: EventCall) -> EventCall:
@@ -121,8 +125,9 @@ def _open_event_layer(agent: Agent, mw: Middleware, hook: str, downstream: Event
         except Exception as exc:
             _skip(mw, hook, exc)
             return run.raw if run.raw is not None else downstream(kwargs)  # type: ignore[no-any-return]
-        if run.passed_through(result):
-            return run.raw  # type: ignore[no-any-return]
+        run.returned = True
+        if run.raw is not None and result is run.raw:
+            return result  # type: ignore[no-any-return]
         return _open_events(mw, hook, result, run, lambda: downstream(kwargs))
 
     return layer
@@ -135,10 +140,11 @@ async def _open_events(
         async for event in stream:
             yield event
     except Exception as exc:
-        if run.failed:
+        if run.downstream_failed(exc, mw):
             raise
         _skip(mw, hook, exc)
-        async for event in run.guarded if run.guarded is not None else fresh():
+        rest = run.guarded or run.raw
+        async for event in rest if rest is not None else fresh():
             yield event
 
 
@@ -169,7 +175,8 @@ def _open_await_layer(agent: Agent, mw: Middleware, hook: str, downstream: Await
             except BaseException:
                 run.failed = True
                 raise
-            return run.track(result)
+            run.raw = result
+            return result
 
         try:
             result = await method(agent, kwargs, next_handler)
@@ -178,11 +185,9 @@ def _open_await_layer(agent: Agent, mw: Middleware, hook: str, downstream: Await
                 raise
             _skip(mw, hook, exc)
             return run.raw if called else await downstream(kwargs)
-        if run.passed_through(result):
-            return run.raw
-        if run.guarded is not None and isinstance(result, AsyncIterator):
-            return _open_stream(mw, hook, result, run)
-        return result
+        if result is run.raw or not hasattr(result, "__anext__"):
+            return result
+        return _open_stream(mw, hook, result, run)
 
     return layer
 
@@ -196,10 +201,10 @@ async def _open_stream(
         async for item in stream:
             yield item
     except Exception as exc:
-        if run.failed or run.guarded is None:
+        if run.downstream_failed(exc, mw) or not hasattr(run.raw, "__anext__"):
             raise
         _skip(mw, hook, exc)
-        async for item in run.guarded:
+        async for item in run.raw:
             yield item
 
 

@@ -17,7 +17,7 @@ from hookmesh.agent.models._base import (
     ToolCallDelta,
     ToolChoice,
 )
-from hookmesh.schema import Message, MessageKind, ToolCall, Usage, make_assistant
+from hookmesh.schema import Message, MessageKind, ToolCall, Usage, estimate_tokens, make_assistant
 
 NO_TOOLS_TEXT = "I will answer without calling tools."
 """Said by a scripted turn whose tool calls were suppressed by tool_choice="none"."""
@@ -120,7 +120,7 @@ class ScriptedChatModel(ChatModel):
         calls = self._calls(turn, tool_choice)
         text = turn.text or (NO_TOOLS_TEXT if turn.tool_calls and not calls else "")
         usage = turn.usage or Usage(
-            input_tokens=sum(len(str(m)) for m in messages) // 16,
+            input_tokens=estimate_tokens(messages),
             output_tokens=max(1, len(text) // 4),
         )
         stop = "tool_calls" if calls else "stop"

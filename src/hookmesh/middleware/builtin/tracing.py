@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry import trace
@@ -70,7 +70,8 @@ class TracingMiddleware(Middleware):
         return "tracing"
 
     def _parent(self, agent: Agent) -> Any:
-        ids = self.state(agent).get("trace")
+        by_reply = agent.state.middle_context.get(self.middleware_key())
+        ids = by_reply.get(agent.reply_id, {}).get("trace") if by_reply else None
         if not ids:
             return None
         context = SpanContext(
@@ -83,7 +84,6 @@ class TracingMiddleware(Middleware):
     ) -> AsyncIterator[AgentEvent]:
         """Wraps the whole reply in ``invoke_agent``; decides once whether tracing is on."""
         if not _sdk_installed():
-            self.state(agent)["trace"] = None
             return next_handler()
         return self._reply(agent, next_handler)
 
@@ -117,14 +117,16 @@ class TracingMiddleware(Middleware):
         finally:
             span.end()
 
-    async def on_model_call(
+    def on_model_call(  # type: ignore[override]
         self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
-    ) -> Any:
+    ) -> Awaitable[Any]:
         """Wraps one model call in ``chat {model}``; a stream's span ends after its last chunk."""
         parent = self._parent(agent)
         if parent is None:
-            return await next_handler()
-        model = kwargs["model"]
+            return next_handler()
+        return self._chat(parent, kwargs["model"], next_handler)
+
+    async def _chat(self, parent: Any, model: Any, next_handler: ModelHandler) -> Any:
         span = self._tracer.start_span(
             f"chat {model.model_name}",
             context=parent,
