@@ -60,7 +60,8 @@ demo: $(STAMP)
 	$(BIN)/hookmesh demo
 
 bench: $(STAMP)
-	$(BIN)/python bench/middleware_overhead.py
+	@for b in bench/*.py; do case $$b in */remote_middlewares.py) continue;; esac; \
+		echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(NODE_DIR)/node_modules
