@@ -1,24 +1,25 @@
-"""Added latency of a remote (sidecar) hook invocation, as ratios to a raw grpc.aio bidi round trip.
+"""Added latency of a remote (sidecar) hook invocation, as ratios to a raw grpc.aio round trip.
 
-One run, everything on loopback, each server in its own process (uvloop there when installed,
-as `hookmesh sidecar` does):
+One run on loopback, each server in its own process (uvloop there when installed, as
+`hookmesh sidecar` does; the agent side uses uvloop too when installed):
 
-* floor: raw grpc.aio bidi ping-pong (``call.write``/``call.read``) of a PAYLOAD-byte message
-  against a generic bytes-in/bytes-out echo server (this file, ``--echo-server``). Two more
-  rows re-add hookmesh's stream plumbing around the same bytes, with no protobuf work:
-  the agent side's request-iterator writer + reader task + per-invocation inbox +
-  ``asyncio.timeout``, then also the sidecar side's reader task + per-invocation task + out
-  queue (echo method ``EchoQueued``).
+* floor: raw grpc.aio bidi ping-pong (``await call.write``, then ``await call.read``) of a
+  PAYLOAD-byte message against a generic bytes-in/bytes-out echo server (this file,
+  ``--echo-server``). Two more rows re-add hookmesh's stream plumbing around the same bytes,
+  with no protobuf work: the agent side's request-iterator writer, reader task,
+  per-invocation inbox and ``asyncio.timeout``; then also the sidecar side's reader task,
+  task per invocation and out queue (echo method ``EchoQueued``).
 * cases (a) intercept, (b) pre_only, (c) observe: one ``RemoteMiddleware.on_reasoning``
-  invocation driven directly (a real Agent with a scripted model supplies name, reply id and
-  state; ``next_handler`` yields 3 events), minus the same middleware run in process. Also
-  whole ``agent.reply()`` calls with the remote middleware minus without any middleware.
-  The ratio column uses the direct figure.
-* case (d): a streamed reply (about 25 events) through an on_reply sidecar subscribed to
-  none of them, sidecar in process so both sides' message counts by kind can be read.
+  invocation driven as the agent does (a real Agent supplies name, reply id and state;
+  ``next_handler`` yields 3 events), minus the same middleware in process, against
+  ``hookmesh sidecar`` processes serving `remote_middlewares`. Also whole ``agent.reply()``
+  calls (scripted model, one reasoning step) with the remote middleware minus without any
+  middleware. The ratio columns use the direct figure.
+* case (d): a streamed reply (26 events) through an on_reply sidecar subscribed to none of
+  them, sidecar in process so both sides' message counts by kind can be read.
 
-Concurrency 1 (one invocation outstanding). Samples are taken in interleaved rounds so drift
-hits every row alike. Prints figures; asserts nothing.
+Concurrency 1 (one invocation outstanding). Rows are sampled in short interleaved rounds so
+drift (this machine is shared) hits every row alike. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -51,17 +52,27 @@ BENCH_DIR = Path(__file__).resolve().parent
 _ECHO = "/hookmesh.bench.Echo/Echo"
 _ECHO_QUEUED = "/hookmesh.bench.Echo/EchoQueued"
 _TARGETS = {"a": 2.2, "b": 1.3, "c": 0.05}
+_D_CASES = {
+    "QuietReply": "intercept, subscribed to none",
+    "QuietReplyPreOnly": "pre_only, subscribed to none",
+    "QuietReplyObserve": "observe, subscribed to none",
+    "EveryReplyEvent": 'intercept, subscribed to "*" (contrast)',
+}
 
 
 # --- the echo server process -----------------------------------------------------------------
 
 
-async def _echo(request_iterator: AsyncIterator[bytes], unused_context: Any) -> AsyncIterator[bytes]:
+async def _echo(
+    request_iterator: AsyncIterator[bytes], unused_context: Any
+) -> AsyncIterator[bytes]:
     async for request in request_iterator:
         yield request
 
 
-async def _echo_queued(request_iterator: AsyncIterator[bytes], unused_context: Any) -> AsyncIterator[bytes]:
+async def _echo_queued(
+    request_iterator: AsyncIterator[bytes], unused_context: Any
+) -> AsyncIterator[bytes]:
     """The sidecar host's hops without its work: reader task, a task per message, out queue."""
     out: asyncio.Queue[bytes | None] = asyncio.Queue()
     tasks: set[asyncio.Task[None]] = set()
@@ -111,7 +122,8 @@ async def _serve_echo() -> None:
 
 async def _start(*args: str) -> tuple[asyncio.subprocess.Process, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, *args,
+        sys.executable,
+        *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "HOOKMESH_LOG_LEVEL": "WARNING"},
@@ -136,8 +148,17 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
 
 
 def _sidecar(attr: str) -> tuple[str, ...]:
-    return ("-m", "hookmesh.cli", "sidecar", "--middleware", f"remote_middlewares:{attr}",
-            "--listen", "127.0.0.1:0", "--app-dir", str(BENCH_DIR))
+    return (
+        "-m",
+        "hookmesh.cli",
+        "sidecar",
+        "--middleware",
+        f"remote_middlewares:{attr}",
+        "--listen",
+        "127.0.0.1:0",
+        "--app-dir",
+        str(BENCH_DIR),
+    )
 
 
 # --- measuring -----------------------------------------------------------------------------------
@@ -217,14 +238,15 @@ def _count_sends() -> None:
         _Stream.write = write  # type: ignore[attr-defined]
 
 
-async def _quiet_reply_counts(attr: str) -> tuple[Counter[str], Counter[str], Counter[str], int, int]:
+async def _quiet_reply_counts(
+    attr: str,
+) -> tuple[Counter[str], Counter[str], Counter[str], int, int]:
     """(d): message counts per reply for one streamed reply through an in-process sidecar."""
     import remote_middlewares as mws
 
     from hookmesh.agent import Agent, AgentState
     from hookmesh.agent.models import ScriptedChatModel
-    from hookmesh.remote import RemoteMiddleware, serve_middleware
-    from hookmesh.remote import _host
+    from hookmesh.remote import RemoteMiddleware, _host, serve_middleware
 
     answered: Counter[str] = Counter()
     original = _host._Call.send
@@ -238,15 +260,22 @@ async def _quiet_reply_counts(attr: str) -> tuple[Counter[str], Counter[str], Co
     running = await serve_middleware(getattr(mws, attr)())
     remote = await RemoteMiddleware.connect(f"127.0.0.1:{running.port}")
     try:
-        agent = Agent(ScriptedChatModel(["x" * 160], stream=True, chunk_size=8, repeat=True), middlewares=[remote])
+        agent = Agent(
+            ScriptedChatModel(["x" * 160], stream=True, chunk_size=8, repeat=True),
+            middlewares=[remote],
+        )
         replies, events = 20, 0
         _sent.clear()
         for _ in range(replies):
             agent.state = AgentState()
             async for _event in agent.reply("hi"):
                 events += 1
+        await asyncio.sleep(0.1)  # NOTE(bench): observe sends are flushed by the writer task.
         received = running.servicers["hookmesh.v1.MiddlewareService"].received
-        per = lambda c: Counter({k: v // replies for k, v in c.items()})  # noqa: E731
+
+        def per(counts: Counter[str]) -> Counter[str]:
+            return Counter({k: round(v / replies) for k, v in counts.items()})
+
         return per(_sent), per(received), per(answered), replies, events // replies
     finally:
         _host._Call.send = original  # type: ignore[method-assign]
@@ -274,9 +303,11 @@ async def main() -> None:
     except ImportError:
         loop = "asyncio"
     began, load_before = time.perf_counter(), os.getloadavg()[0]
+    this_file = str(BENCH_DIR / "remote_hook.py")
     cases = {"a": "InterceptPassThrough", "b": "PreOnlyPassThrough", "c": "ObservePassThrough"}
     started = await asyncio.gather(
-        _start(str(Path(__file__).resolve()), "--echo-server"), *(_start(*_sidecar(a)) for a in cases.values())
+        _start(this_file, "--echo-server"),
+        *(_start(*_sidecar(a)) for a in cases.values()),
     )
     processes = [p for p, _ in started]
     echo_target = started[0][1]
@@ -345,33 +376,40 @@ async def main() -> None:
             "none": reply_probe([]),
             **{key: reply_probe([remote]) for key, remote in remotes.items()},
         }
-        samples: dict[str, list[float]] = {k: [] for k in [*probes, *(f"reply_{k}" for k in reply_probes)]}
+        samples: dict[str, list[float]] = {
+            k: [] for k in [*probes, *(f"reply_{k}" for k in reply_probes)]
+        }
         rounds: dict[str, list[float]] = {k: [] for k in samples}
         """Per-round p50s, for ratios taken within a round."""
-        cpu: dict[str, float] = Counter()
+        cpu: dict[str, float] = dict.fromkeys(probes, 0.0)
         sent_per: dict[str, Counter[str]] = {}
-        for name, probe in [*probes.items(), *reply_probes.items()]:
+        for probe in [*probes.values(), *reply_probes.values()]:
             await _sample(probe, WARMUP, [])
         for _ in range(ROUNDS):
             for name, probe in probes.items():
-                before, batch = Counter(_sent), []
+                before, batch = Counter(_sent), list[float]()
                 cpu[name] += await _sample(probe, PER_ROUND, batch) / ROUNDS
                 samples[name] += batch
                 rounds[name].append(_pct(batch, 0.5))
-                sent_per[name] = Counter({k: (v - before[k]) / PER_ROUND for k, v in _sent.items() if v > before[k]})
+                sent_per[name] = Counter(
+                    {k: (v - before[k]) / PER_ROUND for k, v in _sent.items() if v > before[k]}
+                )
             for name, probe in reply_probes.items():
-                batch = []
+                batch = list[float]()
                 await _sample(probe, REPLIES, batch)
                 samples[f"reply_{name}"] += batch
         await skeleton.close()
         await skeleton_both.close()
         raw_call.cancel()
 
-        d_counts = {attr: await _quiet_reply_counts(attr) for attr in ("QuietReply", "EveryReplyEvent")}
+        d_counts = {attr: await _quiet_reply_counts(attr) for attr in _D_CASES}
         invocation_bytes = _mw_pb2.InterceptRequest(
             invocation_id="1",
             invocation=_mw_pb2.HookInvocation(
-                hook=_mw_pb2.HOOK_ON_REASONING, reply_id=rid, agent_name="bench", kind=_mw_pb2.MESSAGE_KIND_FLAT,
+                hook=_mw_pb2.HOOK_ON_REASONING,
+                reply_id=rid,
+                agent_name="bench",
+                kind=_mw_pb2.MESSAGE_KIND_FLAT,
                 reasoning=_mw_pb2.ReasoningArgs(tool_choice="auto"),
             ),
         ).ByteSize()
@@ -382,8 +420,18 @@ async def main() -> None:
         await asyncio.gather(*(_stop(p) for p in processes))
 
     _report(
-        samples, rounds, cpu, sent_per, d_counts,
-        setup=(loop, invocation_bytes, load_before, os.getloadavg()[0], time.perf_counter() - began),
+        samples,
+        rounds,
+        cpu,
+        sent_per,
+        d_counts,
+        setup=(
+            loop,
+            invocation_bytes,
+            load_before,
+            os.getloadavg()[0],
+            time.perf_counter() - began,
+        ),
     )
 
 
@@ -401,55 +449,84 @@ def _report(
     raw50, raw99 = p50["raw"], p99["raw"]
 
     def per_round(key: str) -> float:
-        """Median over rounds of (key - local) / raw, each round's p50s: robust to drift."""
+        """Median over rounds of (key - local) / raw, from each round's p50s: robust to drift."""
         base = rounds["local"] if key in _TARGETS else [0.0] * ROUNDS
-        return statistics.median((k - b) / r for k, b, r in zip(rounds[key], base, rounds["raw"], strict=True))
+        ratios = [(k - b) / r for k, b, r in zip(rounds[key], base, rounds["raw"], strict=True)]
+        return statistics.median(ratios)
 
-    print(f"python {sys.version.split()[0]}, grpcio {grpc.__version__}, loop {loop} in the agent; echo server and "
-          f"sidecars in their own processes (uvloop when installed); {os.cpu_count()} cpus, "
-          f"load average {load_before:.2f} before / {load_after:.2f} after")
-    print(f"{ROUNDS} interleaved rounds x {PER_ROUND} = {ROUNDS * PER_ROUND} samples per row after {WARMUP} warm-up, "
-          f"concurrency 1; echo payload {PAYLOAD} B (an on_reasoning invocation is {invocation_bytes} B); "
-          f"{ROUNDS * REPLIES} replies per reply row")
+    print(
+        f"python {sys.version.split()[0]}, grpcio {grpc.__version__}, agent loop {loop}; echo "
+        f"server and sidecars in their own processes (uvloop when installed); "
+        f"{os.cpu_count()} cpus, load average {load_before:.2f} before, {load_after:.2f} after"
+    )
+    print(
+        f"{ROUNDS} interleaved rounds x {PER_ROUND} = {ROUNDS * PER_ROUND} samples per row after "
+        f"{WARMUP} warm-up, concurrency 1; echo payload {PAYLOAD} B (an on_reasoning invocation "
+        f"is {invocation_bytes} B); {ROUNDS * REPLIES} replies per reply row"
+    )
     print()
-    print(f"{'floor':48s} {'p50 µs':>8s} {'p99 µs':>8s} {'/raw p50':>9s} {'per-round':>9s} {'loop cpu µs':>11s}")
+    head = ("p50 µs", "p99 µs", "/raw p50", "per-round", "loop cpu µs")
+    print(f"{'floor':48s} {head[0]:>8s} {head[1]:>8s} {head[2]:>9s} {head[3]:>9s} {head[4]:>11s}")
     for name, label in [
         ("raw", "raw grpc.aio bidi round trip (write, then read)"),
         ("skeleton", "+ agent plumbing (queue writer, reader, inbox)"),
         ("skeleton_both", "+ sidecar plumbing (reader, task, out queue)"),
         ("local", "pass-through on_reasoning in process"),
     ]:
-        print(f"  {label:46s} {p50[name]:8.1f} {p99[name]:8.1f} {p50[name] / raw50:8.2f}x"
-              f" {per_round(name):8.2f}x {cpu[name]:11.1f}")
+        print(
+            f"  {label:46s} {p50[name]:8.1f} {p99[name]:8.1f} {p50[name] / raw50:8.2f}x"
+            f" {per_round(name):8.2f}x {cpu[name]:11.1f}"
+        )
     print()
-    print("added latency per hook invocation = remote on_reasoning minus the same middleware in process")
-    print(f"{'case':32s} {'+p50 µs':>8s} {'+p99 µs':>8s} {'/raw p50':>9s} {'per-round':>9s} {'/raw p99':>9s}"
-          f" {'target':>8s} {'loop cpu µs':>11s} {'reply +p50':>10s} {'reply +p99':>10s}  agent sent per invocation")
-    labels = {"a": "(a) intercept, no subscriptions", "b": "(b) pre_only", "c": "(c) observe (caller blocked)"}
+    print("added latency per hook invocation: remote on_reasoning - the same middleware in process")
+    cols = ("+p50 µs", "+p99 µs", "/raw p50", "per-round", "/raw p99", "target", "loop cpu µs")
+    print(
+        f"{'case':32s} {cols[0]:>8s} {cols[1]:>8s} {cols[2]:>9s} {cols[3]:>9s} {cols[4]:>9s}"
+        f" {cols[5]:>8s} {cols[6]:>11s} {'reply +p50':>10s} {'reply +p99':>10s}  sent/invocation"
+    )
+    labels = {
+        "a": "(a) intercept, no subscriptions",
+        "b": "(b) pre_only",
+        "c": "(c) observe (caller blocked)",
+    }
     for key, label in labels.items():
         add50, add99 = p50[key] - p50["local"], p99[key] - p99["local"]
         reply50 = p50[f"reply_{key}"] - p50["reply_none"]
         reply99 = p99[f"reply_{key}"] - p99["reply_none"]
         sent = ", ".join(f"{k} {v:g}" for k, v in sorted(sent_per.get(key, {}).items()))
-        print(f"{label:32s} {add50:8.1f} {add99:8.1f} {add50 / raw50:8.2f}x {per_round(key):8.2f}x"
-              f" {add99 / raw99:8.2f}x {'<= ' + format(_TARGETS[key], 'g') + 'x':>8s}"
-              f" {cpu[key] - cpu['local']:11.1f} {reply50:10.1f} {reply99:10.1f}  {sent}")
-    print(f"  /raw: pooled p50 (p99) over raw's pooled p50 (p99); per-round: median of the rounds' p50 ratios. "
-          f"loop cpu: agent event-loop thread CPU per call, background tasks included, minus local.\n"
-          f"  reply: agent.reply() with the remote middleware minus without any middleware (baseline "
-          f"p50 {p50['reply_none']:.1f} µs, p99 {p99['reply_none']:.1f} µs); (c) also leaves its writer's work "
-          f"to run after the caller goes on.")
+        target = f"<= {_TARGETS[key]:g}x"
+        print(
+            f"{label:32s} {add50:8.1f} {add99:8.1f} {add50 / raw50:8.2f}x {per_round(key):8.2f}x"
+            f" {add99 / raw99:8.2f}x {target:>8s} {cpu[key] - cpu['local']:11.1f}"
+            f" {reply50:10.1f} {reply99:10.1f}  {sent}"
+        )
+    print(
+        "  /raw: pooled p50 (p99) over raw's pooled p50 (p99); per-round: median of the rounds' "
+        "p50 ratios.\n  loop cpu: the agent's event-loop thread CPU per call, background tasks "
+        "included, minus local's.\n  reply: agent.reply() with the remote middleware minus "
+        f"without any (baseline p50 {p50['reply_none']:.1f} µs, p99 {p99['reply_none']:.1f} µs)."
+        "\n  (c) leaves its writer's work to run after the caller goes on (see loop cpu)."
+    )
     print()
-    print("(d) a streamed reply through an on_reply sidecar (in process), Intercept messages per reply by kind")
-    for attr, (sent, received, answered, replies, events) in d_counts.items():
-        subs = "subscribed to none" if attr == "QuietReply" else 'subscribed to "*"'
-        print(f"  {attr} ({subs}; {events} events per reply, {replies} replies): agent sent {dict(sent)}; "
-              f"sidecar received {dict(received)}; sidecar answered {dict(answered)}")
-    sent = d_counts["QuietReply"][0]
-    extra = {k: v for k, v in sent.items() if k != "invocation"}
-    print(f"  target: zero messages beyond the invocation -> {sum(extra.values())} beyond it "
-          f"({', '.join(f'{k} {v}' for k, v in extra.items()) or 'none'}: intercept mode's outcome, answered by done); "
-          f"{sum(v for k, v in extra.items() if k != 'outcome')} per reply beyond invocation + outcome")
+    print(
+        "(d) a streamed reply through an on_reply sidecar in process: Intercept messages per reply"
+    )
+    for attr, (sent, received, answered, _replies, _events) in d_counts.items():
+        print(f"  {_D_CASES[attr]}:")
+        print(
+            f"    agent sent {dict(sent)}; sidecar received {dict(received)}; "
+            f"sidecar answered {dict(answered)}"
+        )
+    _, _, _, replies, events = d_counts["QuietReply"]
+    print(f"  ({events} events per reply, {replies} replies per case)")
+    extra = {k: v for k, v in d_counts["QuietReply"][0].items() if k != "invocation"}
+    beyond_outcome = sum(v for k, v in extra.items() if k != "outcome")
+    pre_only = sum(d_counts["QuietReplyPreOnly"][0].values()) - 1
+    print(
+        f"  target, zero beyond the invocation: intercept {sum(extra.values())} "
+        f"({', '.join(f'{k} {v}' for k, v in extra.items()) or 'none'}: the post phase, answered "
+        f"by done), {beyond_outcome} beyond invocation + outcome; pre_only {pre_only}"
+    )
     print(f"\nwhole run {elapsed:.1f} s")
 
 

@@ -16,7 +16,9 @@ class InterceptPassThrough(Middleware):
     subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reasoning": ()}
     hook_modes: ClassVar[dict[str, HookMode]] = {"on_reasoning": "intercept"}
 
-    async def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
         async for event in next_handler():
             yield event
 
@@ -38,9 +40,23 @@ class QuietReply(Middleware):
 
     subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reply": ()}
 
-    async def on_reply(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> AsyncIterator[AgentEvent]:
+    async def on_reply(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
         async for event in next_handler():
             yield event
+
+
+class QuietReplyPreOnly(QuietReply):
+    """(d) in pre_only mode: the invocation is the only message."""
+
+    hook_modes: ClassVar[dict[str, HookMode]] = {"on_reply": "pre_only"}
+
+
+class QuietReplyObserve(QuietReply):
+    """(d) in observe mode: invocation and outcome, never waited for."""
+
+    hook_modes: ClassVar[dict[str, HookMode]] = {"on_reply": "observe"}
 
 
 class EveryReplyEvent(QuietReply):

@@ -38,6 +38,12 @@ from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 log = logging.getLogger("hookmesh.sidecar")
 _tracer = trace.get_tracer("hookmesh.sidecar")
 
+def _sdk_tracing() -> bool:
+    """Whether an SDK tracer provider is installed (else spans would not be recorded)."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 _HOOK_ORDER = (*ONION_HOOKS, "on_system_prompt", "after_agent")
 
 
@@ -234,7 +240,8 @@ class _Session:
         mw = self.host.middleware
         key = mw.middleware_key()
         reply_id = invocation.reply_id
-        state = self.state_for(reply_id, c.from_struct(invocation.state))
+        fresh = c.from_struct(invocation.state) if invocation.state.fields else {}
+        state = self.state_for(reply_id, fresh)
         context = [message_from_proto(m, "invocation.context") for m in invocation.context]
         agent = SidecarAgent(
             invocation.agent_name,
@@ -247,12 +254,16 @@ class _Session:
             emit=call.emit,
         )
         call.sync = _Sync(state, context, hook, key)
-        parent = propagate.extract(invocation.trace_context)
         try:
-            with _tracer.start_as_current_span(
-                f"middleware {key} {hook}", context=parent, kind=trace.SpanKind.SERVER
-            ):
+            if not invocation.trace_context and not _sdk_tracing():
                 await _RUNNERS[hook](call, mw, hook, mode, agent, invocation)
+            else:
+                with _tracer.start_as_current_span(
+                    f"middleware {key} {hook}",
+                    context=propagate.extract(invocation.trace_context),
+                    kind=trace.SpanKind.SERVER,
+                ):
+                    await _RUNNERS[hook](call, mw, hook, mode, agent, invocation)
         except asyncio.CancelledError:
             pass
         except Exception as exc:
@@ -345,6 +356,11 @@ def _call_next(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
     raise ValueError(f"{hook} takes no overrides")
 
 
+async def _nothing() -> AsyncIterator[AgentEvent]:
+    return
+    yield
+
+
 async def _event_hook(
     call: _Call,
     mw: Middleware,
@@ -375,7 +391,9 @@ async def _event_hook(
     def next_handler(**overrides: Any) -> AsyncIterator[AgentEvent]:
         call.control(call_next=_call_next(hook, overrides))
         if mode == "pre_only":
+            # The agent ends a pre_only invocation at call_next: nothing more will arrive.
             call.muted = True
+            return _nothing()
         return downstream()
 
     async for out in getattr(mw, hook)(agent, _kwargs(hook, inv), next_handler):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from opentelemetry import propagate
+from opentelemetry import propagate, trace
 
 from hookmesh.agent.models import ModelResponse
 from hookmesh.agent.tools import Tool
@@ -142,15 +142,27 @@ class _Invocation:
     def state(self) -> Any:
         return c.struct(self.mw.state(self.agent))
 
+    def fill_state(self, message: Any) -> None:
+        """Set `message.state` to the middleware's slice, when it has one."""
+        by_reply = self.agent.state.middle_context.get(self.mw.middleware_key())
+        slice_ = by_reply.get(self.agent.reply_id) if by_reply else None
+        if slice_:
+            message.state.update(slice_)
+
     def context(self) -> list[Any]:
         if not self.mw.needs_context:
             return []
         return [message_to_proto(m) for m in self.agent.state.context]
 
     def outcome(self, **result: Any) -> None:
-        self.send(
-            outcome=_mw_pb2.DownstreamOutcome(state=self.state(), context=self.context(), **result)
-        )
+        request = _mw_pb2.InterceptRequest(invocation_id=self.id)
+        outcome = request.outcome
+        self.fill_state(outcome)
+        if self.mw.needs_context:
+            outcome.context.extend(self.context())
+        for arm, value in result.items():
+            getattr(outcome, arm).MergeFrom(value)
+        self.stream.send(request)
 
     async def wait(self, *expected: str, failed: bool = False) -> tuple[list[AgentEvent], Any]:
         """Apply mutations and collect emits until one of `expected` arrives (or done).
@@ -304,18 +316,21 @@ class RemoteMiddleware(Middleware):
         if stream is None or not stream.alive:
             stream = self._stream = _Stream(self._stub, self._metadata)
         inv = _Invocation(self, stream, agent, hook)
-        invocation = _mw_pb2.HookInvocation(
-            hook=c.HOOK_TO_PB[hook],
-            reply_id=agent.reply_id,
-            agent_name=agent.name,
-            session_id=agent.session_id,
-            kind=c.KIND_TO_PB[agent.kind],
-            state=inv.state(),
-            context=inv.context(),
-            **kwargs_arm,
-        )
-        propagate.inject(invocation.trace_context)
-        inv.send(invocation=invocation)
+        request = _mw_pb2.InterceptRequest(invocation_id=inv.id)
+        invocation = request.invocation  # filled in place: no copies of the message
+        invocation.hook = c.HOOK_TO_PB[hook]
+        invocation.reply_id = agent.reply_id
+        invocation.agent_name = agent.name
+        invocation.session_id = agent.session_id
+        invocation.kind = c.KIND_TO_PB[agent.kind]
+        inv.fill_state(invocation)
+        if self.needs_context:
+            invocation.context.extend(inv.context())
+        for arm, args in kwargs_arm.items():
+            getattr(invocation, arm).MergeFrom(args)
+        if trace.get_current_span().get_span_context().is_valid:
+            propagate.inject(invocation.trace_context)
+        stream.send(request)
         return inv
 
     def _apply(self, agent: Agent, mutation: _mw_pb2.StateMutation, hook: str) -> None:
