@@ -102,6 +102,9 @@ async def test_pre_only_costs_one_message_and_still_overrides(
     assert model.last_tool_choice == "none"
     assert "tool_call_start" not in types(events)
     assert received(running) == {"invocation": 1}
+    # The sidecar's side of the invocation ends too: nothing is left waiting for more.
+    sidecar_tasks = [t for t in asyncio.all_tasks() if "_Session._run" in repr(t.get_coro())]
+    await asyncio.wait_for(asyncio.gather(*sidecar_tasks), SHORT_TIMEOUT)
 
 
 async def test_observe_hooks_never_delay_the_reply(kind: MessageKind, serve: Serve) -> None:
