@@ -14,10 +14,11 @@ GEN_DIR := src
 
 all: test
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/install-embedder.sh
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	scripts/install-embedder.sh $(BIN)/python
 	touch $(STAMP)
 
 # llama.cpp's OpenAI-compatible server and a small model, for the real-server adapter test.

@@ -158,8 +158,12 @@ def check_document_id(document_id: Any, field: str) -> str:
 
 
 def _check_scalar(value: Any, field: str, limits: Limits) -> MetadataValue:
-    if value is None or isinstance(value, bool | int):
-        return value  # type: ignore[no-any-return]
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise SchemaError.single(field, "integers must fit in 64 bits")
+        return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise SchemaError.single(field, "numbers must be finite")
@@ -171,7 +175,8 @@ def _check_scalar(value: Any, field: str, limits: Limits) -> MetadataValue:
             )
         return value
     raise SchemaError.single(
-        field, f"values are JSON scalars (string, number, boolean, null); got {type(value).__name__}"
+        field,
+        f"values are JSON scalars (string, number, boolean, null); got {type(value).__name__}",
     )
 
 
@@ -271,9 +276,7 @@ def check_search(
     if not isinstance(query, str) or not query.strip():
         violations.append(FieldViolation("query", "must be a non-blank string"))
     elif len(query) > limits.max_query_chars:
-        violations.append(
-            FieldViolation("query", f"at most {limits.max_query_chars} characters")
-        )
+        violations.append(FieldViolation("query", f"at most {limits.max_query_chars} characters"))
     names: list[str] = []
     if isinstance(knowledge_bases, str) or not isinstance(knowledge_bases, Sequence):
         violations.append(FieldViolation("knowledge_bases", "a list of knowledge base names"))
@@ -288,7 +291,9 @@ def check_search(
         for i, name in enumerate(knowledge_bases):
             if not isinstance(name, str) or not _KB_NAME.match(name):
                 violations.append(
-                    FieldViolation(f"knowledge_bases[{i}]", f"not a knowledge base name: {name!r:.80}")
+                    FieldViolation(
+                        f"knowledge_bases[{i}]", f"not a knowledge base name: {name!r:.80}"
+                    )
                 )
             elif name not in names:
                 names.append(name)

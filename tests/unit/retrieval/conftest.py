@@ -1,0 +1,19 @@
+"""Shared fixtures for the retrieval unit tests: one real embedder for the whole session."""
+
+from __future__ import annotations
+
+import pytest
+
+from hookmesh.retrieval import MiniLMEmbedder, WordPieceTokenizer, default_embedder
+
+
+@pytest.fixture(scope="session")
+def embedder() -> MiniLMEmbedder:
+    """The process-wide all-MiniLM-L6-v2 embedder (loaded once, shared by every test)."""
+    return default_embedder()
+
+
+@pytest.fixture(scope="session")
+def tokenizer(embedder: MiniLMEmbedder) -> WordPieceTokenizer:
+    """The embedder's own tokenizer."""
+    return embedder.tokenizer
