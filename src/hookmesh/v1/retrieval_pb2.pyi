@@ -47,7 +47,7 @@ class CreateKnowledgeBaseResponse(_message.Message):
     def __init__(self, knowledge_base: _Optional[_Union[KnowledgeBase, _Mapping]] = ...) -> None: ...
 
 class KnowledgeBase(_message.Message):
-    __slots__ = ("name", "description", "chunking", "embedder", "document_count", "chunk_count", "create_time")
+    __slots__ = ("name", "description", "chunking", "embedder", "document_count", "chunk_count", "create_time", "dimension")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     CHUNKING_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,7 @@ class KnowledgeBase(_message.Message):
     DOCUMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     chunking: ChunkingOptions
@@ -62,7 +63,8 @@ class KnowledgeBase(_message.Message):
     document_count: int
     chunk_count: int
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., chunking: _Optional[_Union[ChunkingOptions, _Mapping]] = ..., embedder: _Optional[str] = ..., document_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    dimension: int
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., chunking: _Optional[_Union[ChunkingOptions, _Mapping]] = ..., embedder: _Optional[str] = ..., document_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dimension: _Optional[int] = ...) -> None: ...
 
 class ListKnowledgeBasesRequest(_message.Message):
     __slots__ = ()
@@ -105,18 +107,20 @@ class Document(_message.Message):
     def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., text: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class IngestResponse(_message.Message):
-    __slots__ = ("received_count", "ingested_count", "chunk_count", "ingested_ids", "errors")
+    __slots__ = ("received_count", "ingested_count", "chunk_count", "ingested_ids", "errors", "unchanged_count")
     RECEIVED_COUNT_FIELD_NUMBER: _ClassVar[int]
     INGESTED_COUNT_FIELD_NUMBER: _ClassVar[int]
     CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
     INGESTED_IDS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_COUNT_FIELD_NUMBER: _ClassVar[int]
     received_count: int
     ingested_count: int
     chunk_count: int
     ingested_ids: _containers.RepeatedScalarFieldContainer[str]
     errors: _containers.RepeatedCompositeFieldContainer[DocumentError]
-    def __init__(self, received_count: _Optional[int] = ..., ingested_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., ingested_ids: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[_Union[DocumentError, _Mapping]]] = ...) -> None: ...
+    unchanged_count: int
+    def __init__(self, received_count: _Optional[int] = ..., ingested_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., ingested_ids: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[_Union[DocumentError, _Mapping]]] = ..., unchanged_count: _Optional[int] = ...) -> None: ...
 
 class DocumentError(_message.Message):
     __slots__ = ("document_id", "index", "reason", "message")
@@ -153,7 +157,7 @@ class SearchResponse(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("knowledge_base", "document_id", "chunk_id", "text", "score", "rank", "metadata")
+    __slots__ = ("knowledge_base", "document_id", "chunk_id", "text", "score", "rank", "metadata", "start", "end")
     KNOWLEDGE_BASE_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -161,6 +165,8 @@ class SearchHit(_message.Message):
     SCORE_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
     knowledge_base: str
     document_id: str
     chunk_id: str
@@ -168,7 +174,9 @@ class SearchHit(_message.Message):
     score: float
     rank: int
     metadata: _struct_pb2.Struct
-    def __init__(self, knowledge_base: _Optional[str] = ..., document_id: _Optional[str] = ..., chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., rank: _Optional[int] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    start: int
+    end: int
+    def __init__(self, knowledge_base: _Optional[str] = ..., document_id: _Optional[str] = ..., chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., rank: _Optional[int] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class GetDocumentRequest(_message.Message):
     __slots__ = ("knowledge_base", "document_id")
@@ -179,12 +187,16 @@ class GetDocumentRequest(_message.Message):
     def __init__(self, knowledge_base: _Optional[str] = ..., document_id: _Optional[str] = ...) -> None: ...
 
 class GetDocumentResponse(_message.Message):
-    __slots__ = ("document", "chunk_count")
+    __slots__ = ("document", "chunk_count", "create_time", "update_time")
     DOCUMENT_FIELD_NUMBER: _ClassVar[int]
     CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     document: Document
     chunk_count: int
-    def __init__(self, document: _Optional[_Union[Document, _Mapping]] = ..., chunk_count: _Optional[int] = ...) -> None: ...
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, document: _Optional[_Union[Document, _Mapping]] = ..., chunk_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeleteDocumentRequest(_message.Message):
     __slots__ = ("knowledge_base", "document_id")

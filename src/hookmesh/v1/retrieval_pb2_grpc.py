@@ -38,7 +38,9 @@ class RetrievalServiceStub:
     stop the others. A document is durable once the response names it as
     ingested; the stream closes with OK even when some documents failed, and
     with an error status only when the request itself is bad (unknown base:
-    NOT_FOUND; too many documents: INVALID_ARGUMENT).
+    NOT_FOUND; a message naming another base, or too many documents:
+    INVALID_ARGUMENT). Documents committed before an error close are stored
+    but not acknowledged; re-sending them is safe.
     3. Search ranks chunks across any set of bases. Across bases (and between
     dense and lexical rankings) results are fused by rank, never by raw
     score, since scores of different indexes are not comparable.
@@ -102,7 +104,9 @@ class RetrievalServiceServicer:
     stop the others. A document is durable once the response names it as
     ingested; the stream closes with OK even when some documents failed, and
     with an error status only when the request itself is bad (unknown base:
-    NOT_FOUND; too many documents: INVALID_ARGUMENT).
+    NOT_FOUND; a message naming another base, or too many documents:
+    INVALID_ARGUMENT). Documents committed before an error close are stored
+    but not acknowledged; re-sending them is safe.
     3. Search ranks chunks across any set of bases. Across bases (and between
     dense and lexical rankings) results are fused by rank, never by raw
     score, since scores of different indexes are not comparable.
@@ -218,7 +222,9 @@ class RetrievalService:
     stop the others. A document is durable once the response names it as
     ingested; the stream closes with OK even when some documents failed, and
     with an error status only when the request itself is bad (unknown base:
-    NOT_FOUND; too many documents: INVALID_ARGUMENT).
+    NOT_FOUND; a message naming another base, or too many documents:
+    INVALID_ARGUMENT). Documents committed before an error close are stored
+    but not acknowledged; re-sending them is safe.
     3. Search ranks chunks across any set of bases. Across bases (and between
     dense and lexical rankings) results are fused by rank, never by raw
     score, since scores of different indexes are not comparable.

@@ -1,0 +1,382 @@
+"""The retrieval commands of `hookmesh`: serve, kb create/list/delete, ingest, search."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from hookmesh.client._retrieval_client import IngestReport, RetrievalClient
+    from hookmesh.retrieval import Document
+
+DEFAULT_TARGET = "127.0.0.1:7002"
+TEXT_SUFFIXES = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown"}
+"""File types `hookmesh ingest` reads (UTF-8), by suffix."""
+
+kb_app = typer.Typer(help="Manage knowledge bases on a retrieval service.", no_args_is_help=True)
+
+Target = Annotated[str, typer.Option(help="Retrieval service address (host:port).")]
+Timeout = Annotated[float, typer.Option(help="Seconds each call may take.")]
+TokenEnv = Annotated[
+    str | None, typer.Option(help="Send the bearer token held in this environment variable.")
+]
+
+
+def _run(coro: Any) -> Any:
+    from hookmesh.cli import _run as run
+
+    return run(coro)
+
+
+def _client(target: str, timeout: float, token_env: str | None) -> RetrievalClient:
+    from hookmesh.client._retrieval_client import RetrievalClient
+
+    token = os.environ.get(token_env) if token_env else None
+    if token_env and not token:
+        raise typer.BadParameter(
+            f"environment variable {token_env} is empty or unset", param_hint="--token-env"
+        )
+    return RetrievalClient(target, timeout=timeout, ingest_timeout=timeout, token=token)
+
+
+def _error(exc: Exception) -> int:
+    print(f"error: {exc}", file=sys.stderr)
+    return 1
+
+
+# -- serve ------------------------------------------------------------------------------------
+
+
+def serve_retrieval(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="YAML config file (see docs/services/retrieval.md)."),
+    ] = None,
+    listen: Annotated[
+        str | None, typer.Option(help="Address; overrides the config's listen.")
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(help="Store URL (sqlite:///path.db or postgresql://...); a secret."),
+    ] = None,
+) -> None:
+    """Serve knowledge bases (SQLite by default, or PostgreSQL) until SIGTERM/SIGINT."""
+    from hookmesh.services.retrieval import load_retrieval_config, serve
+
+    overrides = {k: v for k, v in (("listen", listen), ("store", store)) if v}
+    if listen:
+        host, sep, port = listen.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise typer.BadParameter(f"{listen!r} is not host:port (port 0 picks a free one)")
+    try:
+        settings = load_retrieval_config(config, **overrides)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
+    raise typer.Exit(_run(serve(settings, label="retrieval service ")))
+
+
+# -- knowledge bases -------------------------------------------------------------------------
+
+
+@kb_app.command("create")
+def kb_create(
+    name: Annotated[str, typer.Argument(help="1-63 of a-z 0-9 _ -, starting with a letter.")],
+    description: Annotated[str, typer.Option(help="What the base holds.")] = "",
+    max_tokens: Annotated[int, typer.Option(help="Tokens per chunk; 0 for 128.")] = 0,
+    overlap_tokens: Annotated[int, typer.Option(help="Overlap between chunks; 0 for 32.")] = 0,
+    target: Target = DEFAULT_TARGET,
+    timeout: Timeout = 30.0,
+    token_env: TokenEnv = None,
+) -> None:
+    """Create an empty knowledge base."""
+    from hookmesh.client import AgentClientError
+
+    async def run() -> int:
+        async with _client(target, timeout, token_env) as client:
+            try:
+                kb = await client.create_knowledge_base(
+                    name, description, max_tokens=max_tokens, overlap_tokens=overlap_tokens
+                )
+            except AgentClientError as exc:
+                return _error(exc)
+        chunking = f"{kb.chunking.max_tokens}/{kb.chunking.overlap_tokens} tokens"
+        print(f"created knowledge base {kb.name} (chunks {chunking}, embedder {kb.embedder})")
+        return 0
+
+    raise typer.Exit(_run(run()))
+
+
+@kb_app.command("list")
+def kb_list(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    target: Target = DEFAULT_TARGET,
+    timeout: Timeout = 30.0,
+    token_env: TokenEnv = None,
+) -> None:
+    """List knowledge bases with their document and chunk counts."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from hookmesh.client import AgentClientError
+
+    async def run() -> int:
+        async with _client(target, timeout, token_env) as client:
+            try:
+                kbs = await client.list_knowledge_bases()
+            except AgentClientError as exc:
+                return _error(exc)
+        if as_json:
+            for kb in kbs:
+                print(
+                    json.dumps(
+                        {
+                            "name": kb.name,
+                            "description": kb.description,
+                            "documents": kb.document_count,
+                            "chunks": kb.chunk_count,
+                            "embedder": kb.embedder,
+                            "create_time": kb.create_time.isoformat(),
+                        }
+                    )
+                )
+            return 0
+        if not kbs:
+            print("no knowledge bases")
+            return 0
+        table = Table("name", "documents", "chunks", "description")
+        for kb in kbs:
+            table.add_row(kb.name, str(kb.document_count), str(kb.chunk_count), kb.description)
+        Console(highlight=False).print(table)
+        return 0
+
+    raise typer.Exit(_run(run()))
+
+
+@kb_app.command("delete")
+def kb_delete(
+    name: Annotated[str, typer.Argument(help="The knowledge base.")],
+    target: Target = DEFAULT_TARGET,
+    timeout: Timeout = 30.0,
+    token_env: TokenEnv = None,
+) -> None:
+    """Delete a knowledge base and everything in it."""
+    from hookmesh.client import AgentClientError
+
+    async def run() -> int:
+        async with _client(target, timeout, token_env) as client:
+            try:
+                await client.delete_knowledge_base(name)
+            except AgentClientError as exc:
+                return _error(exc)
+        print(f"deleted knowledge base {name}")
+        return 0
+
+    raise typer.Exit(_run(run()))
+
+
+# -- ingest -----------------------------------------------------------------------------------
+
+
+def find_files(paths: list[Path]) -> tuple[list[tuple[str, Path]], list[Path]]:
+    """``(document id, file)`` for every text or markdown file named or under a named
+    directory (ids are paths relative to the argument's parent, so stable across runs), and
+    the files skipped for their type."""
+    found: dict[str, Path] = {}
+    skipped: list[Path] = []
+    for arg in paths:
+        base = arg.resolve().parent
+        files = sorted(p for p in arg.rglob("*") if p.is_file()) if arg.is_dir() else [arg]
+        for file in files:
+            if file.suffix.lower() in TEXT_SUFFIXES:
+                found.setdefault(file.resolve().relative_to(base).as_posix(), file)
+            elif not arg.is_dir() or not file.name.startswith("."):
+                skipped.append(file)
+    return sorted(found.items()), skipped
+
+
+def read_document(document_id: str, path: Path) -> Document:
+    """The document for a text or markdown file: title from its first ``#`` heading (else
+    the file name), metadata ``title``, ``source`` and ``format``."""
+    from hookmesh.retrieval import Document
+
+    text = path.read_text(encoding="utf-8")
+    kind = TEXT_SUFFIXES[path.suffix.lower()]
+    title = path.stem
+    if kind == "markdown":
+        for line in text.splitlines():
+            if line.startswith("# "):
+                title = line[2:].strip() or title
+                break
+    return Document(document_id, text, {"title": title, "source": path.as_posix(), "format": kind})
+
+
+def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Text or markdown files, or directories.")],
+    kb: Annotated[str, typer.Option("--kb", help="The knowledge base to ingest into.")],
+    batch: Annotated[
+        int, typer.Option(help="Documents per Ingest call (each acknowledged durably).")
+    ] = 64,
+    target: Target = DEFAULT_TARGET,
+    timeout: Annotated[float, typer.Option(help="Seconds each Ingest call may take.")] = 600.0,
+    token_env: TokenEnv = None,
+) -> None:
+    """Ingest text (.txt) and markdown (.md) files; ids are their relative paths.
+
+    Re-ingesting a file replaces its document (unchanged files cost nothing). PDFs and other
+    types are skipped with a note.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from hookmesh.client import AgentClientError
+
+    if batch < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--batch")
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        raise typer.BadParameter(f"no such file or directory: {missing[0]}")
+    files, skipped = find_files(paths)
+    err = Console(stderr=True, highlight=False)
+    for path in skipped:
+        err.print(f"skipped {path}: only {', '.join(sorted(TEXT_SUFFIXES))} files are read")
+
+    async def run() -> int:
+        reports: list[IngestReport] = []
+        unreadable = 0
+        async with _client(target, timeout, token_env) as client:
+            with Progress(
+                TextColumn("ingesting into [bold]{task.fields[kb]}[/bold]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=err,
+                transient=True,
+            ) as progress:
+                task = progress.add_task("ingest", total=len(files), kb=kb)
+                for group in _batches(files, batch):
+                    docs = []
+                    for doc_id, path in group:
+                        try:
+                            docs.append(read_document(doc_id, path))
+                        except (OSError, UnicodeDecodeError) as exc:
+                            unreadable += 1
+                            err.print(f"[red]unreadable {path}: {exc}[/red]")
+                    try:
+                        reports.append(await client.ingest(kb, docs))
+                    except AgentClientError as exc:
+                        return _error(exc)
+                    progress.advance(task, len(group))
+        failed = [e for r in reports for e in r.errors]
+        for e in failed:
+            err.print(f"[red]failed {e.document_id}: {e.message} [{e.reason}][/red]")
+        stored = sum(r.ingested_count for r in reports)
+        unchanged = sum(r.unchanged_count for r in reports)
+        chunks = sum(r.chunk_count for r in reports)
+        print(
+            f"ingested {stored} documents into {kb} ({unchanged} unchanged, {chunks} chunks "
+            f"written); {len(failed) + unreadable} failed, {len(skipped)} skipped"
+        )
+        return 1 if failed or unreadable else 0
+
+    raise typer.Exit(_run(run()))
+
+
+# -- search -----------------------------------------------------------------------------------
+
+
+def search(
+    query: Annotated[str, typer.Argument(help="The question or keywords.")],
+    kb: Annotated[
+        list[str] | None, typer.Option("--kb", help="A knowledge base (repeat); all when unset.")
+    ] = None,
+    top_k: Annotated[int, typer.Option(help="Hits to show (1-50).")] = 5,
+    mode: Annotated[str, typer.Option(help="hybrid, dense or lexical.")] = "hybrid",
+    threshold: Annotated[
+        float | None, typer.Option(help="Drop hits scoring below this (mode's own score).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON hit per line.")] = False,
+    target: Target = DEFAULT_TARGET,
+    timeout: Timeout = 30.0,
+    token_env: TokenEnv = None,
+) -> None:
+    """Search knowledge bases; hits are ranked best first."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from hookmesh.client import AgentClientError
+    from hookmesh.retrieval import SEARCH_MODES
+
+    if mode not in SEARCH_MODES:
+        raise typer.BadParameter(f"one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
+
+    async def run() -> int:
+        async with _client(target, timeout, token_env) as client:
+            try:
+                hits = await client.search(
+                    query,
+                    kb or [],
+                    top_k=top_k,
+                    mode=mode,
+                    score_threshold=threshold,  # type: ignore[arg-type]
+                )
+            except AgentClientError as exc:
+                return _error(exc)
+        if as_json:
+            for hit in hits:
+                print(
+                    json.dumps(
+                        {
+                            "rank": hit.rank,
+                            "score": hit.score,
+                            "knowledge_base": hit.knowledge_base,
+                            "document_id": hit.document_id,
+                            "chunk_id": hit.chunk_id,
+                            "text": hit.text,
+                            "metadata": dict(hit.metadata),
+                        },
+                        ensure_ascii=False,
+                    )
+                )
+            return 0
+        console = Console(highlight=False)
+        if not hits:
+            console.print("no hits")
+        for hit in hits:
+            where = escape(f"{hit.knowledge_base}/{hit.chunk_id}")
+            console.print(f"[bold][{hit.rank}][/bold] {where} [dim]score {hit.score:.4f}[/dim]")
+            console.print(f"    {escape(' '.join(hit.text.split()))}")
+        return 0
+
+    raise typer.Exit(_run(run()))
+
+
+def register(app: typer.Typer, serve_app: typer.Typer) -> None:
+    """Add the commands: ``serve retrieval``, ``kb create|list|delete``, ``ingest``,
+    ``search``."""
+    serve_app.command("retrieval")(serve_retrieval)
+    app.add_typer(kb_app, name="kb")
+    app.command("ingest")(ingest)
+    app.command("search")(search)
+
+
+def _standalone() -> typer.Typer:
+    """These commands alone (``python -m hookmesh._cli_retrieval``), before cli.py has them."""
+    app = typer.Typer(name="hookmesh", no_args_is_help=True, add_completion=False)
+    serve_app = typer.Typer(help="Run one service.", no_args_is_help=True)
+    app.add_typer(serve_app, name="serve")
+    register(app, serve_app)
+    return app
+
+
+if __name__ == "__main__":
+    _standalone()()

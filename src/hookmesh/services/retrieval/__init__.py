@@ -1,0 +1,22 @@
+"""The retrieval service: knowledge bases, streamed ingest and hybrid search over gRPC."""
+
+from hookmesh.services.retrieval._app import (
+    SERVICE_NAME,
+    RetrievalService,
+    start_retrieval_service,
+)
+from hookmesh.services.retrieval._config import RetrievalServiceConfig, load_retrieval_config
+from hookmesh.services.retrieval._main import main, serve
+from hookmesh.services.retrieval._servicer import DEFAULT_TOP_K, RetrievalServicer
+
+__all__ = [
+    "DEFAULT_TOP_K",
+    "SERVICE_NAME",
+    "RetrievalService",
+    "RetrievalServiceConfig",
+    "RetrievalServicer",
+    "load_retrieval_config",
+    "main",
+    "serve",
+    "start_retrieval_service",
+]

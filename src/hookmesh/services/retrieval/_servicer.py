@@ -1,0 +1,166 @@
+"""RetrievalServicer: knowledge bases, streamed ingest and search over a `KnowledgeStore`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+
+from hookmesh.errors import HookmeshError, RequestError, SchemaError, to_grpc_status
+from hookmesh.retrieval import ChunkingOptions, KnowledgeStore
+from hookmesh.services.retrieval._config import RetrievalServiceConfig
+from hookmesh.services.retrieval._convert import (
+    MODE_FROM_PB,
+    hit_to_pb,
+    knowledge_base_to_pb,
+    stored_document_to_pb,
+    struct_to_dict,
+)
+from hookmesh.services.retrieval._ingest import Ingestion, rename_fields
+from hookmesh.v1 import retrieval_pb2 as _pb
+from hookmesh.v1 import retrieval_pb2_grpc as _grpc
+
+log = logging.getLogger("hookmesh.retrieval_service")
+
+DEFAULT_TOP_K = 5
+"""Hits a search returns when the request says 0."""
+_DEFAULT_CHUNKING = ChunkingOptions()
+# The store names fields as a knowledge_base object; CreateKnowledgeBase has them top level.
+_CREATE_FIELDS = {
+    "knowledge_base.name": "name",
+    "knowledge_base.description": "description",
+    "knowledge_base.chunking": "chunking",
+}
+_UNAVAILABLE = frozenset({"OperationalError", "PoolTimeout", "InterfaceError"})
+
+
+def _as_hookmesh_error(exc: Exception) -> HookmeshError:
+    """`exc` as an error with a code and stable reason; outages and bugs never show internals."""
+    if isinstance(exc, HookmeshError):
+        return exc
+    if type(exc).__name__ in _UNAVAILABLE or isinstance(exc, ConnectionError):
+        log.warning("knowledge store unavailable: %s: %s", type(exc).__name__, exc)
+        return RequestError(
+            grpc.StatusCode.UNAVAILABLE,
+            "STORE_UNAVAILABLE",
+            "the knowledge store is unavailable; retry later",
+        )
+    log.error("retrieval call failed", exc_info=exc)
+    return RequestError(grpc.StatusCode.INTERNAL, "INTERNAL", "internal error; see the service log")
+
+
+async def _fail(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    await context.abort_with_status(to_grpc_status(_as_hookmesh_error(exc)))
+
+
+class RetrievalServicer(_grpc.RetrievalServiceServicer):
+    """Serves one `KnowledgeStore` (which validates every request and owns the data).
+
+    Args:
+        store: The open store; the caller closes it after the server stops.
+        config: Bounds on ingest streams.
+    """
+
+    def __init__(self, store: KnowledgeStore, config: RetrievalServiceConfig) -> None:
+        self.store = store
+        self.config = config
+
+    async def CreateKnowledgeBase(
+        self, request: _pb.CreateKnowledgeBaseRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.CreateKnowledgeBaseResponse:
+        max_tokens = request.chunking.max_tokens or _DEFAULT_CHUNKING.max_tokens
+        overlap = request.chunking.overlap_tokens or min(
+            _DEFAULT_CHUNKING.overlap_tokens, max(max_tokens, 0) // 2
+        )
+        chunking = ChunkingOptions(max_tokens, overlap)
+        try:
+            try:
+                kb = await self.store.create_knowledge_base(
+                    request.name, request.description, chunking
+                )
+            except SchemaError as exc:
+                raise rename_fields(exc, _CREATE_FIELDS) from None
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.CreateKnowledgeBaseResponse(knowledge_base=knowledge_base_to_pb(kb))
+
+    async def ListKnowledgeBases(
+        self, request: _pb.ListKnowledgeBasesRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.ListKnowledgeBasesResponse:
+        try:
+            kbs = await self.store.list_knowledge_bases()
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.ListKnowledgeBasesResponse(
+            knowledge_bases=[knowledge_base_to_pb(kb) for kb in kbs]
+        )
+
+    async def DeleteKnowledgeBase(
+        self, request: _pb.DeleteKnowledgeBaseRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.DeleteKnowledgeBaseResponse:
+        try:
+            await self.store.delete_knowledge_base(request.name)
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.DeleteKnowledgeBaseResponse()
+
+    async def Ingest(
+        self,
+        request_iterator: AsyncIterator[_pb.IngestRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> _pb.IngestResponse:
+        ingestion = Ingestion(self.store, self.config)
+        try:
+            response = await ingestion.run(request_iterator)
+        except Exception as exc:
+            log.info(
+                "ingest into %r stopped after %d documents: %s",
+                ingestion.knowledge_base,
+                ingestion.received,
+                exc,
+            )
+            await _fail(context, exc)
+        return response
+
+    async def Search(
+        self, request: _pb.SearchRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.SearchResponse:
+        try:
+            mode = MODE_FROM_PB.get(request.mode)
+            if mode is None:
+                raise SchemaError.single("mode", f"unknown search mode {request.mode}")
+            names = list(request.knowledge_bases)
+            if not names:
+                names = [kb.name for kb in await self.store.list_knowledge_bases()]
+                if not names:
+                    return _pb.SearchResponse()
+            hits = await self.store.search(
+                request.query,
+                names,
+                mode=mode,
+                top_k=request.top_k or DEFAULT_TOP_K,
+                score_threshold=request.score_threshold or None,
+                metadata_filter=struct_to_dict(request.metadata_filter),
+            )
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.SearchResponse(hits=[hit_to_pb(hit) for hit in hits])
+
+    async def GetDocument(
+        self, request: _pb.GetDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.GetDocumentResponse:
+        try:
+            doc = await self.store.get_document(request.knowledge_base, request.document_id)
+        except Exception as exc:
+            await _fail(context, exc)
+        return stored_document_to_pb(doc)
+
+    async def DeleteDocument(
+        self, request: _pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.DeleteDocumentResponse:
+        try:
+            await self.store.delete_document(request.knowledge_base, request.document_id)
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.DeleteDocumentResponse()
