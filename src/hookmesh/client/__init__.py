@@ -1,5 +1,8 @@
 """Clients of the hookmesh services."""
 
+import importlib
+from typing import Any
+
 from hookmesh.client._agent_client import (
     DEFAULT_TIMEOUT,
     AgentClient,
@@ -9,10 +12,28 @@ from hookmesh.client._agent_client import (
 )
 from hookmesh.client._errors import AgentClientError
 
+_LAZY = {
+    "RetrievalClient": "hookmesh.client._retrieval_client",
+    "IngestReport": "hookmesh.client._retrieval_client",
+    "DocumentError": "hookmesh.client._retrieval_client",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # NOTE(hookmesh): the retrieval client pulls in numpy; import it only when asked for,
+    # so `hookmesh chat` stays quick to start.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hookmesh.client' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 __all__ = [
     "DEFAULT_TIMEOUT",
     "AgentClient",
     "AgentClientError",
+    "DocumentError",
+    "IngestReport",
+    "RetrievalClient",
     "SessionInfo",
     "SyncAgentClient",
     "text_of_events",

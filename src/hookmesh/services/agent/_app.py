@@ -94,7 +94,11 @@ async def build_middlewares(
     out: list[Middleware] = []
     for i, entry in enumerate(config.middlewares):
         if isinstance(entry, LocalMiddlewareConfig):
-            out.append(load_middleware(entry.import_path, **entry.params))
+            local = load_middleware(entry.import_path, **entry.params)
+            aclose = getattr(local, "aclose", None)
+            if aclose is not None:
+                stack.push_async_callback(aclose)
+            out.append(local)
             continue
         target = entry.target or sidecars.get(entry.sidecar, "")
         if not target:
