@@ -1,0 +1,150 @@
+"""MemoryServicer: the MemoryService RPCs over a `MemoryStore`."""
+
+from __future__ import annotations
+
+import logging
+from typing import NoReturn
+
+import grpc
+
+from hookmesh.errors import HookmeshError, RequestError, SchemaError, to_grpc_status
+from hookmesh.memory import MemoryStore
+from hookmesh.memory._proto import (
+    add_result_to_pb,
+    hit_to_pb,
+    memory_to_pb,
+    metadata_of,
+    scope_from_pb,
+)
+from hookmesh.schema import messages_from_proto
+from hookmesh.v1 import memory_pb2 as _pb
+from hookmesh.v1 import memory_pb2_grpc as _grpc
+
+log = logging.getLogger("hookmesh.memory_service")
+
+_UNAVAILABLE = frozenset({"OperationalError", "PoolTimeout", "InterfaceError"})
+
+
+def _as_hookmesh_error(exc: Exception) -> HookmeshError:
+    """`exc` as an error with a code and stable reason; outages and bugs never show internals."""
+    if isinstance(exc, HookmeshError):
+        return exc
+    if type(exc).__name__ in _UNAVAILABLE or isinstance(exc, ConnectionError):
+        log.warning("memory store unavailable: %s: %s", type(exc).__name__, exc)
+        return RequestError(
+            grpc.StatusCode.UNAVAILABLE,
+            "STORE_UNAVAILABLE",
+            "the memory store is unavailable; retry later",
+        )
+    log.error("memory call failed", exc_info=exc)
+    return RequestError(grpc.StatusCode.INTERNAL, "INTERNAL", "internal error; see the service log")
+
+
+async def _fail(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
+    await context.abort_with_status(to_grpc_status(_as_hookmesh_error(exc)))
+    raise AssertionError("abort_with_status returned")  # it raises: the call ends here
+
+
+class MemoryServicer(_grpc.MemoryServiceServicer):
+    """Serves one `MemoryStore`, which validates every request and owns the data.
+
+    Args:
+        store: The open store; the caller closes it after the server stops.
+        max_request_bytes: Largest AddMemories request (``REQUEST_TOO_LARGE`` beyond).
+    """
+
+    def __init__(self, store: MemoryStore, max_request_bytes: int) -> None:
+        self.store = store
+        self.max_request_bytes = max_request_bytes
+
+    async def AddMemories(
+        self, request: _pb.AddMemoriesRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.AddMemoriesResponse:
+        try:
+            size = request.ByteSize()
+            if size > self.max_request_bytes:
+                raise SchemaError.single(
+                    "messages" if request.messages else "facts",
+                    f"the request is {size} bytes; the limit is {self.max_request_bytes}",
+                    reason="REQUEST_TOO_LARGE",
+                )
+            result = await self.store.add(
+                scope_from_pb(request.scope),
+                facts=list(request.facts),
+                messages=messages_from_proto(request.messages, "messages"),
+                metadata=metadata_of(request.metadata) if request.HasField("metadata") else None,
+            )
+        except Exception as exc:
+            await _fail(context, exc)
+        return add_result_to_pb(result)
+
+    async def SearchMemories(
+        self, request: _pb.SearchMemoriesRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.SearchMemoriesResponse:
+        try:
+            hits = await self.store.search(
+                request.query,
+                scope_from_pb(request.scope),
+                top_k=request.top_k,
+                score_threshold=request.score_threshold,
+            )
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.SearchMemoriesResponse(hits=[hit_to_pb(h) for h in hits])
+
+    async def ListMemories(
+        self, request: _pb.ListMemoriesRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.ListMemoriesResponse:
+        try:
+            page = await self.store.list(
+                scope_from_pb(request.scope),
+                page_size=request.page_size,
+                page_token=request.page_token,
+            )
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.ListMemoriesResponse(
+            memories=[memory_to_pb(m) for m in page.memories],
+            next_page_token=page.next_page_token,
+        )
+
+    async def GetMemory(
+        self, request: _pb.GetMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.GetMemoryResponse:
+        try:
+            memory = await self.store.get(request.user_id, request.memory_id)
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.GetMemoryResponse(memory=memory_to_pb(memory))
+
+    async def UpdateMemory(
+        self, request: _pb.UpdateMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.UpdateMemoryResponse:
+        try:
+            memory = await self.store.update(
+                request.user_id,
+                request.memory_id,
+                text=request.text if request.HasField("text") else None,
+                metadata=metadata_of(request.metadata) if request.HasField("metadata") else None,
+            )
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.UpdateMemoryResponse(memory=memory_to_pb(memory))
+
+    async def DeleteMemory(
+        self, request: _pb.DeleteMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.DeleteMemoryResponse:
+        try:
+            await self.store.delete(request.user_id, request.memory_id)
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.DeleteMemoryResponse()
+
+    async def DeleteAllMemories(
+        self, request: _pb.DeleteAllMemoriesRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.DeleteAllMemoriesResponse:
+        try:
+            count = await self.store.delete_all(scope_from_pb(request.scope))
+        except Exception as exc:
+            await _fail(context, exc)
+        return _pb.DeleteAllMemoriesResponse(deleted_count=count)

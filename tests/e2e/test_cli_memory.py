@@ -1,0 +1,102 @@
+"""`hookmesh memory add|search|list|delete` and `hookmesh serve memory`, each run as its own
+process (through ``python -m hookmesh._cli_memory`` until cli.py registers them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from hookmesh.services.memory import MemoryService, load_memory_config, start_memory_service
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).parents[2]
+DEADLINE = 60.0
+
+
+async def run(*args: str, timeout: float = DEADLINE) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "hookmesh._cli_memory",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    async with asyncio.timeout(timeout):
+        out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[MemoryService]:
+    config = load_memory_config(None, store=f"sqlite:///{tmp_path}/memory.db")
+    running = await start_memory_service(config, address="127.0.0.1:0")
+    try:
+        yield running
+    finally:
+        await running.stop(None)
+
+
+async def test_add_search_list_delete(service: MemoryService) -> None:
+    target = ("--target", f"127.0.0.1:{service.port}")
+    code, out, err = await run(
+        "memory", "add", "The user is vegetarian.", "The user lives in Lisbon.",
+        "--user", "alice", "--meta", "source=cli", "--meta", "n=3", *target,
+    )  # fmt: skip
+    assert code == 0, err
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines] == ["created", "created"]
+    veg_id = lines[0].split()[1]
+    code, out, _ = await run("memory", "add", "The user is a vegetarian.", "-u", "alice", *target)
+    assert out.split()[:2] == ["merged", veg_id]
+    code, out, err = await run("memory", "search", "what does the user eat", "-u", "alice", *target)
+    assert code == 0 and out.splitlines()[0].endswith(f"{veg_id}  The user is vegetarian."), err
+    code, out, _ = await run("memory", "list", "-u", "alice", "--json", *target)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["text"] for r in rows] == ["The user is vegetarian.", "The user lives in Lisbon."]
+    assert rows[0]["metadata"] == {"source": "cli", "n": 3} and rows[0]["user_id"] == "alice"
+    code, out, err = await run("memory", "list", "-u", "alice", "--page-size", "1", *target)
+    assert len(out.splitlines()) == 1 and "--page-token" in err
+    code, out, _ = await run("memory", "delete", veg_id, "-u", "alice", *target)
+    assert (code, out.strip()) == (0, f"deleted {veg_id}")
+    code, _, err = await run("memory", "delete", veg_id, "-u", "alice", *target)
+    assert code == 1 and "[MEMORY_NOT_FOUND]" in err
+    code, _, err = await run("memory", "search", " ", "-u", "", "--top-k", "99", *target)
+    assert code == 1 and "[INVALID_SCHEMA]" in err and "scope.user_id" in err
+    code, out, _ = await run("memory", "delete", "--all", "-u", "alice", *target)
+    assert (code, out.strip()) == (0, "deleted 1 memories")
+
+
+async def test_serve_until_sigterm(tmp_path: Path) -> None:
+    config = tmp_path / "memory.yaml"
+    config.write_text(f"store: sqlite:///{tmp_path}/memory.db\ndedup_threshold: 0.9\n")
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hookmesh._cli_memory", "serve",
+        "--config", str(config), "--listen", "127.0.0.1:0",
+        stdout=asyncio.subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    assert server.stdout is not None
+    try:
+        async with asyncio.timeout(DEADLINE):
+            line = (await server.stdout.readline()).decode().strip()
+        assert line.startswith("memory service listening on 127.0.0.1:"), line
+        address = line.rsplit(" ", 1)[1]
+        code, out, err = await run("memory", "add", "The user owns a kayak.", "-u", "kim",
+                                   "--target", address)  # fmt: skip
+        assert code == 0 and out.startswith("created"), err
+    finally:
+        if server.returncode is None:
+            server.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(DEADLINE):
+            assert await server.wait() == 0
