@@ -236,6 +236,9 @@ class Agent:
             given = [inputs] if isinstance(inputs, FlatMessage | AgenticMessage) else list(inputs)
             check_messages(given, "inputs")
             messages = to_kind(given, self.kind)
+        # Ids before any hook sees the inputs, so every middleware (local or remote) can
+        # refer to the same messages.
+        messages = [m if m.id else m.model_copy(update={"id": new_id()}) for m in messages]
         if max_iters is not None and max_iters < 1:
             raise ValueError("max_iters must be at least 1")
         kwargs = {"inputs": messages, "resume": None}
