@@ -7,6 +7,8 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
+from rich.console import Console
+
 from hookmesh.agent import tool
 from hookmesh.middleware import Middleware
 from hookmesh.schema import AgentEvent, CustomEvent
@@ -71,8 +73,34 @@ class AuditTrail(Middleware):
                 )
 
 
+WARDROBE = [
+    (
+        "snow",
+        "Snow and frost",
+        "Below freezing or in snow: an insulated coat, a warm hat, gloves and "
+        "waterproof boots with a good grip.",
+    ),
+    (
+        "rain",
+        "Rain",
+        "In rain and wind: a hooded waterproof jacket and quick-drying shoes; "
+        "umbrellas fail in gusts.",
+    ),
+    ("sun", "Sun", "Warm and sunny: light breathable layers, sunglasses and sunscreen."),
+]
+"""The demo's knowledge base: (document id, title, text)."""
+
+FIRST = "I'm vegetarian, by the way. What should I wear in the snow in Oslo today?"
+SECOND = "What should I cook tonight?"
+
+
 def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
-    """The embedded demo configuration (OpenAI-compatible model when OPENAI_BASE_URL is set)."""
+    """The embedded demo configuration (OpenAI-compatible model when OPENAI_BASE_URL is set).
+
+    The suite: a retrieval service (knowledge base ``wardrobe``), a memory service whose
+    scripted model extracts facts, a sidecar serving `AuditTrail`, and the agent with
+    in-process middlewares for memory, RAG and usage metering.
+    """
     data_dir = data_dir or tempfile.mkdtemp(prefix="hookmesh-demo-")
     models: dict[str, Any] = {
         "default": {
@@ -82,7 +110,9 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
                     "reasoning": "The user needs the weather first.",
                     "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}],
                 },
-                "It is -3 °C with snow in Oslo: wear a warm coat, a hat and boots.",
+                "It is -3 °C with snow in Oslo: wear an insulated coat, a warm hat, gloves and "
+                "waterproof boots [1].",
+                "You told me you are vegetarian, so: a mushroom risotto.",
             ],
         }
     }
@@ -94,6 +124,7 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
                 "model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
             }
         }
+    extractor = {"type": "scripted", "turns": ['{"facts": ["The user is vegetarian."]}']}
     return load_config(
         None,
         listen="127.0.0.1:0",
@@ -107,7 +138,65 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
         tools=["hookmesh.demo:get_weather"],
         middlewares=[
             {"type": "local", "import": "hookmesh.demo:UsageMeter"},
+            {
+                "type": "local",
+                "import": "hookmesh.middleware.builtin.memory:MemoryMiddleware",
+                "params": {
+                    "target": "service:memory",
+                    "user_id": "demo-user",
+                    "mode": "static_control",
+                },
+            },
+            {
+                "type": "local",
+                "import": "hookmesh.middleware.builtin.rag:RAGMiddleware",
+                "params": {
+                    "knowledge_bases": ["wardrobe"],
+                    "target": "service:retrieval",
+                    "mode": "static",
+                    "top_k": 1,
+                    "search_mode": "dense",
+                    "score_threshold": 0.3,
+                    "hint_template": "Wardrobe notes (cite by number):\n{context}",
+                },
+            },
             {"type": "remote", "sidecar": "audit", "failure_mode": "fail_open"},
         ],
         sidecars=[{"name": "audit", "middleware": "hookmesh.demo:AuditTrail"}],
+        services={
+            "retrieval": {"store": f"sqlite:///{data_dir}/retrieval.db"},
+            "memory": {"store": f"sqlite:///{data_dir}/memory.db", "model": extractor},
+        },
     )
+
+
+async def run_demo(console: Console) -> int:
+    """Start the suite, seed the knowledge base, run two sessions; 0 when both complete."""
+    from hookmesh._console import EventPrinter
+    from hookmesh._suite import start_suite
+    from hookmesh.client import AgentClient, RetrievalClient
+    from hookmesh.retrieval import Document
+
+    settings = demo_config()
+    finishes: list[str] = []
+    async with start_suite(settings) as suite:
+        addresses = ", ".join(
+            [f"agent {suite.agent_address}"]
+            + [f"{n} {a}" for n, a in suite.services.items()]
+            + [f"sidecar {n} {a}" for n, a in suite.sidecars.items()]
+        )
+        console.print(f"[dim]{addresses}[/dim]")
+        async with RetrievalClient(suite.services["retrieval"], timeout=60) as kb:
+            await kb.create_knowledge_base("wardrobe", "What to wear in which weather")
+            await kb.ingest(
+                "wardrobe", [Document(i, text, {"title": title}) for i, title, text in WARDROBE]
+            )
+        async with AgentClient(suite.agent_address, timeout=120) as client:
+            for number, question in enumerate((FIRST, SECOND), start=1):
+                console.print(f"\n[bold]session {number} — you:[/bold] {question}")
+                printer = EventPrinter(console)
+                async for event in client.reply(question):
+                    printer.show(event)
+                    if event.type == "reply_end":
+                        finishes.append(event.finish_reason)
+    return 0 if finishes == ["completed", "completed"] else 1

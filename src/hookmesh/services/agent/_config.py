@@ -157,6 +157,12 @@ class AgentServiceConfig(BaseSettings):
     """Middlewares, outermost first."""
     sidecars: list[SidecarConfig] = Field(default_factory=list)
     """Sidecars `hookmesh up` starts before the agent."""
+    services: dict[Literal["retrieval", "memory", "tts"], dict[str, Any]] = Field(
+        default_factory=dict
+    )
+    """Domain services `hookmesh up` starts before the agent, each with overrides of its own
+    config (docs/services/*.md). A local middleware param ``"service:NAME"`` becomes that
+    service's address."""
 
     @field_validator("models")
     @classmethod
