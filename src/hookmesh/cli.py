@@ -140,6 +140,44 @@ def serve_agent(
     _run(run())
 
 
+@serve_app.command("tts")
+def serve_tts(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="YAML config file (see docs/services/tts.md)."),
+    ] = None,
+    listen: Annotated[
+        str | None, typer.Option(help="Address; overrides the config's listen.")
+    ] = None,
+) -> None:
+    """Serve text to speech (espeak-ng, streamed as produced) until SIGTERM/SIGINT."""
+    # NOTE(hookmesh): hookmesh.remote before services._server: they import each other.
+    import hookmesh.remote  # noqa: F401
+    from hookmesh.services._server import wait_for_signal
+    from hookmesh.services.tts import BackendError, load_tts_config, start_tts_service
+
+    try:
+        settings = load_tts_config(config, **({"listen": _host_port(listen)} if listen else {}))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
+
+    async def run() -> int:
+        try:
+            service = await start_tts_service(settings)
+        except BackendError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        host = settings.listen.rpartition(":")[0]
+        print(f"tts service listening on {host}:{service.port}", flush=True)
+        try:
+            await wait_for_signal()
+        finally:
+            await service.stop(settings.grace_seconds)
+        return 0
+
+    raise typer.Exit(_run(run()))
+
+
 @app.command()
 def up(
     config: ConfigOption = None,
@@ -173,10 +211,18 @@ def chat(
     session: Annotated[str, typer.Option(help="Session id; a new session when empty.")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds a reply may take.")] = 300.0,
+    speak: Annotated[
+        Path | None,
+        typer.Option(
+            help="Save each reply's speech (its audio/pcm data blocks, e.g. from the TTS "
+            "middleware) to this WAV file."
+        ),
+    ] = None,
 ) -> None:
     """Talk to an agent service: text streams as it arrives, tools and middlewares compactly."""
     from hookmesh._console import EventPrinter
     from hookmesh.client import AgentClient, AgentClientError
+    from hookmesh.services.tts import SpeechRecorder, WavWriter
 
     printer = EventPrinter(as_json=as_json)
 
@@ -187,18 +233,37 @@ def chat(
                 text = message if message is not None else _prompt()
                 if text is None:
                     return 0
+                recorder = SpeechRecorder(WavWriter(speak)) if speak is not None else None
                 try:
                     async for event in client.reply(text, session_id=session_id):
                         printer.show(event)
+                        if recorder is not None:
+                            recorder.add(event)
                         if event.type == "reply_start":
                             session_id = event.session_id
                 except AgentClientError as exc:
                     printer.console.print(f"[red]error: {exc}[/red]")
+                    if recorder is not None:
+                        recorder.writer.discard()
                     return 1
+                if recorder is not None:
+                    _save_speech(recorder)
                 if message is not None:
                     return 0
 
     raise typer.Exit(_run(run()))
+
+
+def _save_speech(recorder: Any) -> None:
+    """Finish a reply's WAV file; notes go to stderr (stdout may be JSON lines)."""
+    writer = recorder.writer
+    if writer.close():
+        note = f"speech: {writer.seconds:.2f} s saved to {writer.path}"
+    else:
+        note = "speech: the reply carried no audio/pcm data blocks (is a TTS middleware on?)"
+    if recorder.skipped:
+        note += f" ({recorder.skipped} audio block(s) of another shape skipped)"
+    print(note, file=sys.stderr)
 
 
 def _prompt() -> str | None:
@@ -207,6 +272,59 @@ def _prompt() -> str | None:
     except EOFError:
         return None
     return line if line.strip() not in ("", "/quit", "/exit") else None
+
+
+@app.command()
+def say(
+    text: Annotated[str, typer.Argument(help="What to say.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The WAV file to write.")],
+    voice: Annotated[
+        str, typer.Option(help="Voice, e.g. en-us or en-us+f3; the engine's default when empty.")
+    ] = "",
+    rate: Annotated[int, typer.Option(help="Words per minute (80-450); 0 for the default.")] = 0,
+    target: Annotated[
+        str | None,
+        typer.Option(help="A TTS service (host:port); espeak-ng in this process when unset."),
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds the synthesis may take.")] = 60.0,
+) -> None:
+    """Speak TEXT into a WAV file (16-bit PCM), streaming the audio to disk as it is made."""
+    from hookmesh.client import AgentClientError
+    from hookmesh.errors import HookmeshError
+    from hookmesh.services.tts import WavWriter
+
+    async def run() -> int:
+        writer = WavWriter(output)
+        try:
+            async with asyncio.timeout(timeout):
+                if target:
+                    from hookmesh.client._tts_client import TTSClient
+
+                    async with TTSClient(_host_port(target), timeout=timeout) as client:
+                        async for chunk in client.synthesize(text, voice=voice, rate=rate):
+                            writer.add_chunk(chunk)
+                else:
+                    from hookmesh.services.tts import TTSEngine
+
+                    async for chunk in TTSEngine().synthesize(text, voice=voice, rate=rate):
+                        writer.add_chunk(chunk)
+        except (AgentClientError, HookmeshError, TimeoutError) as exc:
+            writer.discard()
+            message = str(exc) or f"no audio within {timeout:g} s"
+            reason = getattr(exc, "reason", "")
+            if reason and f"[{reason}]" not in message:
+                message += f" [{reason}]"
+            print(f"error: {message}", file=sys.stderr)
+            return 1
+        if not writer.close():
+            print("error: the engine produced no audio", file=sys.stderr)
+            return 1
+        pcm = writer.format
+        assert pcm is not None
+        print(f"wrote {output} ({writer.seconds:.2f} s, {pcm.sample_rate} Hz, {pcm.channels} ch)")
+        return 0
+
+    raise typer.Exit(_run(run()))
 
 
 @app.command()

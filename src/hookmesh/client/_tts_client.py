@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from typing import Any
 
 import grpc
@@ -93,7 +93,9 @@ class TTSClient:
         async with asyncio.timeout(timeout):
             await self._channel.channel_ready()
 
-    async def _chunks(self, call: Any, failure: list[BaseException]) -> AsyncIterator[AudioChunk]:
+    async def _chunks(
+        self, call: Any, failure: list[BaseException]
+    ) -> AsyncGenerator[AudioChunk, None]:
         try:
             async for response in call:
                 yield chunk_from_pb(response.chunk)
@@ -114,7 +116,7 @@ class TTSClient:
         rate: int = 0,
         format: AudioFormat = "pcm",
         timeout: float | None = None,
-    ) -> AsyncIterator[AudioChunk]:
+    ) -> AsyncGenerator[AudioChunk, None]:
         """Speak a whole text; audio chunks stream back as they are produced.
 
         Args:
@@ -143,7 +145,7 @@ class TTSClient:
         rate: int = 0,
         format: AudioFormat = "pcm",
         timeout: float | None = None,
-    ) -> AsyncIterator[AudioChunk]:
+    ) -> AsyncGenerator[AudioChunk, None]:
         """Speak text as it is written: send deltas, get the audio of each completed
         sentence or clause back while more text arrives. The end of `text_deltas` flushes
         the rest; the last chunk has ``last=True``.
@@ -156,6 +158,11 @@ class TTSClient:
 
         async def requests() -> AsyncIterator[_tts_pb2.SynthesizeStreamRequest]:
             yield _tts_pb2.SynthesizeStreamRequest(config=config)
+            # The server sends its headers once it accepted the config. Wait for them: a text
+            # write racing a rejection can replace its status with INTERNAL (grpc/grpc#36066).
+            await call.initial_metadata()
+            if call.done():
+                return
             try:
                 async for delta in text_deltas:
                     if delta:

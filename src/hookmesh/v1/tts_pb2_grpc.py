@@ -38,10 +38,15 @@ class TTSServiceStub:
     ends with one chunk whose `last` is true (it may carry no data). The
     stream then closes with OK.
     2. SynthesizeStream speaks text that is still being written (a model's
-    streamed answer). The client sends exactly one `config` first, then any
-    number of `text` deltas. The server synthesises each sentence or clause
-    as soon as its end is seen (terminal punctuation followed by white space,
-    or a line break) and streams its audio while more text arrives.
+    streamed answer). The client sends exactly one `config` first. The
+    server checks it (and the concurrency limit) like Synthesize; once it
+    accepts it, it sends its response headers, before any audio. A client
+    should wait for them before sending text: a rejected config then closes
+    the stream with its own status, never raced by text writes. Then the
+    client sends any number of `text` deltas. The server synthesises each
+    sentence or clause as soon as its end is seen (terminal punctuation
+    followed by white space, or a line break) and streams its audio while
+    more text arrives.
     3. The client half-closes the request stream when the text is complete:
     the server synthesises what is left, sends the rest of the audio and a
     chunk with `last` true, and closes with OK (clean close).
@@ -92,10 +97,15 @@ class TTSServiceServicer:
     ends with one chunk whose `last` is true (it may carry no data). The
     stream then closes with OK.
     2. SynthesizeStream speaks text that is still being written (a model's
-    streamed answer). The client sends exactly one `config` first, then any
-    number of `text` deltas. The server synthesises each sentence or clause
-    as soon as its end is seen (terminal punctuation followed by white space,
-    or a line break) and streams its audio while more text arrives.
+    streamed answer). The client sends exactly one `config` first. The
+    server checks it (and the concurrency limit) like Synthesize; once it
+    accepts it, it sends its response headers, before any audio. A client
+    should wait for them before sending text: a rejected config then closes
+    the stream with its own status, never raced by text writes. Then the
+    client sends any number of `text` deltas. The server synthesises each
+    sentence or clause as soon as its end is seen (terminal punctuation
+    followed by white space, or a line break) and streams its audio while
+    more text arrives.
     3. The client half-closes the request stream when the text is complete:
     the server synthesises what is left, sends the rest of the audio and a
     chunk with `last` true, and closes with OK (clean close).
@@ -171,10 +181,15 @@ class TTSService:
     ends with one chunk whose `last` is true (it may carry no data). The
     stream then closes with OK.
     2. SynthesizeStream speaks text that is still being written (a model's
-    streamed answer). The client sends exactly one `config` first, then any
-    number of `text` deltas. The server synthesises each sentence or clause
-    as soon as its end is seen (terminal punctuation followed by white space,
-    or a line break) and streams its audio while more text arrives.
+    streamed answer). The client sends exactly one `config` first. The
+    server checks it (and the concurrency limit) like Synthesize; once it
+    accepts it, it sends its response headers, before any audio. A client
+    should wait for them before sending text: a rejected config then closes
+    the stream with its own status, never raced by text writes. Then the
+    client sends any number of `text` deltas. The server synthesises each
+    sentence or clause as soon as its end is seen (terminal punctuation
+    followed by white space, or a line break) and streams its audio while
+    more text arrives.
     3. The client half-closes the request stream when the text is complete:
     the server synthesises what is left, sends the rest of the audio and a
     chunk with `last` true, and closes with OK (clean close).

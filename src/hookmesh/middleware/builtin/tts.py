@@ -113,11 +113,14 @@ class _LiveStream:
         self._deltas.put_nowait(None)
         while True:
             self._wake.clear()
-            for chunk in self.take():
+            ready = self.take()
+            if not ready:
+                if self._task.done():
+                    break
+                await self._wake.wait()
+                continue
+            for chunk in ready:  # more may arrive while suspended here: the next take gets it
                 yield chunk
-            if self._task.done():
-                break
-            await self._wake.wait()
         if self.error is not None:
             raise self.error
 
@@ -372,7 +375,8 @@ class TTSMiddleware(Middleware):
         """Wraps the whole reply; speaks text blocks, passing every event through.
 
         Sees every event locally (a sidecar sees only text block events). Synthesis failures
-        follow `failure_mode` here, in the hook; other errors fail closed.
+        are handled here, per `failure_mode`; any other error is left to the agent, which
+        applies the same failure mode.
         """
         state = self.state(agent)
         if kwargs.get("resume") is None:
@@ -386,20 +390,19 @@ class TTSMiddleware(Middleware):
                 elif event.type == "text_block_delta" and event.block_id in blocks:
                     blocks[event.block_id].add(event.delta)
                 elif event.type == "text_block_end":
-                    ended = blocks.pop(event.block_id, None)
+                    ended = blocks.get(event.block_id)
                 for block in list(blocks.values()):
                     for ready in block.ready():
                         yield ready
                 if ended is None:
                     yield event
                     continue
-                for ready in ended.ready():
-                    yield ready
                 # NOTE(hookmesh): a copy, so that through a sidecar too the block's tail audio
                 # follows its text_block_end (a kept original would overtake the emits).
                 yield event.model_copy()
                 async for audio in ended.finish():
                     yield audio
+                del blocks[ended.text_block_id]  # only now: leaving during the tail cancels it
         finally:
             for block in blocks.values():
                 with contextlib.suppress(Exception):

@@ -12,8 +12,9 @@ from hookmesh.services.tts._audio import (
 )
 from hookmesh.services.tts._backend import BackendError, TTSBackend, Utterance
 from hookmesh.services.tts._config import TTSServiceConfig, load_tts_config
-from hookmesh.services.tts._engine import DEFAULT_MAX_TEXT_CHARS, TTSEngine
+from hookmesh.services.tts._engine import DEFAULT_MAX_TEXT_CHARS, SpeechStream, TTSEngine
 from hookmesh.services.tts._espeak import EspeakBackend
+from hookmesh.services.tts._record import SpeechRecorder, WavWriter
 from hookmesh.services.tts._segment import Segmenter
 from hookmesh.services.tts._servicer import TTSServicer
 
@@ -26,6 +27,8 @@ __all__ = [
     "EspeakBackend",
     "PcmFormat",
     "Segmenter",
+    "SpeechRecorder",
+    "SpeechStream",
     "TTSBackend",
     "TTSEngine",
     "TTSService",
@@ -34,6 +37,7 @@ __all__ = [
     "Utterance",
     "Voice",
     "VoiceCatalog",
+    "WavWriter",
     "load_tts_config",
     "pcm_format_of",
     "start_tts_service",

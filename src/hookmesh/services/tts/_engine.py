@@ -4,7 +4,7 @@ in-process engine of the TTS middleware and `hookmesh say`)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable
 
 import grpc
 
@@ -82,11 +82,19 @@ class TTSEngine:
         self.max_text_chars = max_text_chars
         self.max_concurrent = max_concurrent
         self._active = 0
+        self._idle: list[asyncio.Future[None]] = []
 
     @property
     def active(self) -> int:
         """Syntheses in flight."""
         return self._active
+
+    async def wait_idle(self) -> None:
+        """Return once no synthesis is in flight (bound it with a timeout)."""
+        if self._active:
+            waiter = asyncio.get_running_loop().create_future()
+            self._idle.append(waiter)
+            await waiter
 
     async def check(self, voice: str, rate: int, fmt: str) -> tuple[str, int]:
         """The engine's voice name and the rate to use, or `SchemaError` INVALID_OPTIONS."""
@@ -128,9 +136,17 @@ class TTSEngine:
             )
         self._active += 1
 
+    def _release(self) -> None:
+        self._active -= 1
+        if not self._active:
+            waiters, self._idle = self._idle, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
     async def synthesize(
         self, text: str, *, voice: str = "", rate: int = 0, format: AudioFormat = "pcm"
-    ) -> AsyncIterator[AudioChunk]:
+    ) -> AsyncGenerator[AudioChunk, None]:
         """Speak a whole text, yielding audio as the engine produces it.
 
         Args:
@@ -157,7 +173,25 @@ class TTSEngine:
             finally:
                 await utterance.aclose()
         finally:
-            self._active -= 1
+            self._release()
+
+    async def open_stream(
+        self, *, voice: str = "", rate: int = 0, format: AudioFormat = "pcm"
+    ) -> SpeechStream:
+        """Check the options, take a slot and start the engine for a real-time stream.
+
+        Raises before anything is spoken (`SchemaError` INVALID_OPTIONS, `RequestError`
+        TOO_MANY_SYNTHESES), so a service can accept the stream and only then ask for text.
+        Speak with `SpeechStream.chunks`; `SpeechStream.aclose` frees the slot and the engine.
+        """
+        engine_voice, engine_rate = await self.check(voice, rate, format)
+        self._claim()
+        try:
+            utterance = await self.backend.open(engine_voice, engine_rate, incremental=True)
+        except BaseException:
+            self._release()
+            raise
+        return SpeechStream(self, utterance, format)
 
     async def synthesize_stream(
         self,
@@ -166,7 +200,7 @@ class TTSEngine:
         voice: str = "",
         rate: int = 0,
         format: AudioFormat = "pcm",
-    ) -> AsyncIterator[AudioChunk]:
+    ) -> AsyncGenerator[AudioChunk, None]:
         """Speak text while it is still arriving: each completed sentence or clause is spoken
         at once; the rest when `text_deltas` ends.
 
@@ -174,36 +208,62 @@ class TTSEngine:
         than `max_text_chars`: `SchemaError` TEXT_TOO_LONG) stops the engine and is raised
         here, with no `last` chunk.
         """
-        engine_voice, engine_rate = await self.check(voice, rate, format)
-        self._claim()
+        stream = await self.open_stream(voice=voice, rate=rate, format=format)
         try:
-            utterance = await self.backend.open(engine_voice, engine_rate, incremental=True)
-            try:
-                feeder = asyncio.create_task(self._feed(text_deltas, utterance))
-                try:
-                    chunker = _Chunker(utterance, format)
-                    while data := await utterance.read():
-                        yield chunker.chunk(data)
-                    await feeder
-                    yield chunker.chunk(b"", last=True)
-                finally:
-                    feeder.cancel()
-                    await asyncio.gather(feeder, return_exceptions=True)
-            finally:
-                await utterance.aclose()
+            async for chunk in stream.chunks(text_deltas):
+                yield chunk
         finally:
-            self._active -= 1
+            await stream.aclose()
 
-    async def _feed(self, text_deltas: AsyncIterable[str], utterance: Utterance) -> None:
+    async def list_voices(self, language: str = "") -> VoiceCatalog:
+        """The voices (those speaking `language` when set, e.g. ``en``) and the variants."""
+        catalog = await self.backend.catalog()
+        if not language:
+            return catalog
+        return VoiceCatalog([v for v in catalog.voices if speaks(v, language)], catalog.variants)
+
+
+class SpeechStream:
+    """A real-time synthesis that `TTSEngine.open_stream` accepted: text deltas in, audio out.
+
+    Iterate `chunks` once; `aclose` (idempotent; `chunks` calls it when it ends) stops the
+    engine and frees the slot.
+    """
+
+    def __init__(self, engine: TTSEngine, utterance: Utterance, fmt: AudioFormat) -> None:
+        self._engine = engine
+        self._utterance = utterance
+        self._format = fmt
+        self._closed = False
+
+    async def chunks(self, text_deltas: AsyncIterable[str]) -> AsyncGenerator[AudioChunk, None]:
+        """Audio for `text_deltas`, each completed sentence or clause as soon as it is seen;
+        the last chunk has ``last=True``. Errors of `text_deltas` are raised here."""
+        utterance = self._utterance
+        feeder = asyncio.create_task(self._feed(text_deltas))
+        try:
+            chunker = _Chunker(utterance, self._format)
+            while data := await utterance.read():
+                yield chunker.chunk(data)
+            await feeder
+            yield chunker.chunk(b"", last=True)
+        finally:
+            feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
+            await self.aclose()
+
+    async def _feed(self, text_deltas: AsyncIterable[str]) -> None:
         """Write each completed segment as it appears, then the rest; on any error stop the
         utterance so its reader ends."""
+        utterance = self._utterance
         segmenter = Segmenter()
         total = 0
+        limit = self._engine.max_text_chars
         try:
             async for delta in text_deltas:
                 total += len(delta)
-                if total > self.max_text_chars:
-                    raise self._too_long(total)
+                if total > limit:
+                    raise self._engine._too_long(total)
                 for segment in segmenter.push(delta):
                     await utterance.write(segment)
             for segment in segmenter.flush():
@@ -213,9 +273,12 @@ class TTSEngine:
             await utterance.aclose()
             raise
 
-    async def list_voices(self, language: str = "") -> VoiceCatalog:
-        """The voices (those speaking `language` when set, e.g. ``en``) and the variants."""
-        catalog = await self.backend.catalog()
-        if not language:
-            return catalog
-        return VoiceCatalog([v for v in catalog.voices if speaks(v, language)], catalog.variants)
+    async def aclose(self) -> None:
+        """Stop the engine and free the slot (once)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._utterance.aclose()
+        finally:
+            self._engine._release()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import struct
 
 from hookmesh.services.tts._audio import PcmFormat, Voice, VoiceCatalog, VoiceGender
 from hookmesh.services.tts._backend import BackendError
+from hookmesh.services.tts._process import Child, spawn
 
 log = logging.getLogger("hookmesh.tts")
 
@@ -134,23 +134,17 @@ class EspeakBackend:
 
     async def _run(self, *args: str) -> str:
         try:
-            process = await asyncio.create_subprocess_exec(
-                self.binary,
-                *args,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
+            child = await spawn([self.binary, *args])
         except OSError:
             raise _not_installed(self.binary) from None
         try:
+            child.stdin.close()
             async with asyncio.timeout(_CATALOG_TIMEOUT):
-                out, err = await process.communicate()
+                out, err = await asyncio.gather(child.stdout.read(), child.stderr.read())
+                code = await child.exited
         finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-        if process.returncode != 0:
+            child.kill()
+        if code != 0:
             raise BackendError(f"{self.binary} {' '.join(args)} failed: {err.decode().strip()}")
         return out.decode(errors="replace")
 
@@ -195,17 +189,11 @@ class EspeakBackend:
         if not incremental:
             args.append("--stdin")
         try:
-            process = await asyncio.create_subprocess_exec(
-                self.binary,
-                *args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
+            child = await spawn([self.binary, *args])
         except OSError:
             raise _not_installed(self.binary) from None
-        utterance = _EspeakUtterance(self, process, incremental)
-        self._live[process.pid] = utterance
+        utterance = _EspeakUtterance(self, child, incremental)
+        self._live[child.pid] = utterance
         return utterance
 
     async def aclose(self) -> None:
@@ -216,25 +204,18 @@ class EspeakBackend:
 class _EspeakUtterance:
     """One espeak-ng process: text to its stdin, PCM from its stdout."""
 
-    def __init__(
-        self, backend: EspeakBackend, process: asyncio.subprocess.Process, incremental: bool
-    ) -> None:
-        assert process.stdin and process.stdout and process.stderr
+    def __init__(self, backend: EspeakBackend, child: Child, incremental: bool) -> None:
         self.format = NOMINAL_FORMAT
-        self.pid = process.pid
-        self._backend = backend
-        self._process = process
-        self._stdin = process.stdin
-        self._stdout = process.stdout
-        self._stderr = process.stderr
+        self.pid = child.pid
+        self._child = child
+        self._stdin = child.stdin
+        self._stdout = child.stdout
+        self._stderr = child.stderr
         self._incremental = incremental
         self._closed = False
         self._header_read = False
         self._carry = b""
-        # NOTE(hookmesh): a reaper task, not the caller, tracks the exit, so live_pids is exact
-        # even when the task closing the utterance is cancelled while it waits.
-        self._reaper = asyncio.ensure_future(process.wait())
-        self._reaper.add_done_callback(lambda _: backend._forget(process.pid))
+        child.exited.add_done_callback(lambda _: backend._forget(child.pid))
 
     async def write(self, text: str) -> None:
         if self._closed or self._stdin.is_closing():
@@ -256,8 +237,6 @@ class _EspeakUtterance:
         if self._closed or self._stdin.is_closing():
             return
         self._stdin.close()
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            await self._stdin.wait_closed()
 
     async def _header(self) -> PcmFormat | None:
         """Parse the RIFF header up to the data chunk; None when there is no audio at all."""
@@ -294,6 +273,12 @@ class _EspeakUtterance:
         return found
 
     async def read(self) -> bytes:
+        if self._closed:
+            return b""
+        data = await self._read()
+        return b"" if self._closed else data
+
+    async def _read(self) -> bytes:
         if not self._header_read:
             self._header_read = True
             found = await self._header()
@@ -315,16 +300,12 @@ class _EspeakUtterance:
                 return data[:cut]
 
     async def _finish(self) -> None:
-        code = await asyncio.shield(self._reaper)
+        code = await asyncio.shield(self._child.exited)
         if code != 0 and not self._closed:
             err = (await self._stderr.read(4096)).decode(errors="replace").strip()
             raise BackendError(f"espeak-ng exited with status {code}: {err or 'no message'}")
 
     async def aclose(self) -> None:
         self._closed = True
-        if self._process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._process.kill()
-        if not self._stdin.is_closing():
-            self._stdin.close()
-        await asyncio.shield(self._reaper)
+        self._child.kill()  # closing the pipes also wakes a pending read with EOF
+        await asyncio.shield(self._child.exited)

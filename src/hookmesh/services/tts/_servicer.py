@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
+from typing import Any, TypeVar
 
 import grpc
 
@@ -13,9 +15,10 @@ from hookmesh.services.tts._engine import TTSEngine
 from hookmesh.v1 import tts_pb2 as _tts_pb2
 from hookmesh.v1 import tts_pb2_grpc as _tts_grpc
 
+_T = TypeVar("_T")
 _DEFAULT_PAGE = 200
 _MAX_PAGE = 1000
-FORMAT_FROM_PB = {
+FORMAT_FROM_PB: dict[int, str] = {
     _tts_pb2.AUDIO_FORMAT_UNSPECIFIED: "pcm",
     _tts_pb2.AUDIO_FORMAT_PCM: "pcm",
     _tts_pb2.AUDIO_FORMAT_WAV: "wav",
@@ -56,6 +59,49 @@ def _format(value: int) -> str:
     return FORMAT_FROM_PB.get(value, f"#{value}")
 
 
+async def _pumped(
+    chunks: AsyncGenerator[AudioChunk, None],
+    context: grpc.aio.ServicerContext,
+    wrap: Callable[[AudioChunk], _T],
+) -> AsyncIterator[_T]:
+    """`wrap(chunk)` for each chunk, the synthesis running in a task that the RPC's end stops.
+
+    NOTE(hookmesh): when a client cancels while grpc is sending, the handler's generator is
+    left suspended at its yield until garbage collection, and so would the engine be. The
+    RPC's done callback cancels the pump task at once instead; the queue of one keeps flow
+    control end to end.
+    """
+    queue: asyncio.Queue[AudioChunk | Exception | None] = asyncio.Queue(maxsize=1)
+
+    async def pump() -> None:
+        try:
+            async with aclosing(chunks):
+                async for chunk in chunks:
+                    await queue.put(chunk)
+        except Exception as exc:
+            await queue.put(exc)
+        else:
+            await queue.put(None)
+
+    task = asyncio.create_task(pump())
+    context.add_done_callback(lambda _: task.cancel())
+    try:
+        while (item := await queue.get()) is not None:
+            if isinstance(item, Exception):
+                raise item
+            yield wrap(item)
+    finally:
+        task.cancel()
+
+
+def _synthesize_response(chunk: AudioChunk) -> Any:
+    return _tts_pb2.SynthesizeResponse(chunk=chunk_to_pb(chunk))
+
+
+def _stream_response(chunk: AudioChunk) -> Any:
+    return _tts_pb2.SynthesizeStreamResponse(chunk=chunk_to_pb(chunk))
+
+
 async def _text_deltas(
     requests: AsyncIterator[_tts_pb2.SynthesizeStreamRequest],
 ) -> AsyncIterator[str]:
@@ -94,9 +140,8 @@ class TTSServicer(_tts_grpc.TTSServiceServicer):
         )
         error: HookmeshError | None = None
         try:
-            async with aclosing(chunks):
-                async for chunk in chunks:
-                    yield _tts_pb2.SynthesizeResponse(chunk=chunk_to_pb(chunk))
+            async for response in _pumped(chunks, context, _synthesize_response):
+                yield response
         except HookmeshError as exc:
             error = exc
         if error is not None:
@@ -116,15 +161,20 @@ class TTSServicer(_tts_grpc.TTSServiceServicer):
                     "config", "send a config message first", reason="CONFIG_EXPECTED"
                 )
             config = first.config
-            chunks = self.engine.synthesize_stream(
-                _text_deltas(requests),
+            stream = await self.engine.open_stream(
                 voice=config.voice,
                 rate=config.rate,
                 format=_format(config.format),  # type: ignore[arg-type]
             )
-            async with aclosing(chunks):
-                async for chunk in chunks:
-                    yield _tts_pb2.SynthesizeStreamResponse(chunk=chunk_to_pb(chunk))
+            try:
+                # The config is accepted: say so before any audio, so a client may wait for
+                # it before sending text (a write racing a rejection can mask its status).
+                await context.send_initial_metadata(())
+                chunks = stream.chunks(_text_deltas(requests))
+                async for response in _pumped(chunks, context, _stream_response):
+                    yield response
+            finally:
+                await stream.aclose()
         except HookmeshError as exc:
             error = exc
         if error is not None:
