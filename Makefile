@@ -10,7 +10,7 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 PROTOS := $(wildcard protos/hookmesh/v1/*.proto)
 GEN_DIR := src
 
-.PHONY: all demo test lint proto proto-check bench llm node clean
+.PHONY: all demo test lint proto proto-check bench llm node espeak clean
 
 all: test
 
@@ -35,6 +35,11 @@ $(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 
 node: $(NODE_STAMP)
 
+# Debian's espeak-ng: the TTS engine (service, middleware, `hookmesh say`) and its tests.
+espeak:
+	@command -v espeak-ng >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends espeak-ng; }
+
 # Regenerate src/hookmesh/v1 from protos/ (messages, .pyi stubs and gRPC stubs).
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=$(GEN_DIR) --pyi_out=$(GEN_DIR) \
@@ -54,13 +59,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) proto-check lint
+test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) espeak proto-check lint
 	$(BIN)/pytest -q
 
 demo: $(STAMP)
 	$(BIN)/hookmesh demo
 
-bench: $(STAMP)
+bench: $(STAMP) espeak
 	@for b in bench/*.py; do case $$b in */remote_middlewares.py) continue;; esac; \
 		echo "== $$b"; $(BIN)/python $$b || exit 1; done
 

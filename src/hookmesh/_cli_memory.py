@@ -222,7 +222,6 @@ def serve_memory(
     ] = None,
 ) -> None:
     """Serve long-term memories (SQLite or PostgreSQL) until SIGTERM/SIGINT."""
-    import hookmesh.remote  # noqa: F401  (first: services._server and remote import each other)
     from hookmesh.cli import _host_port, _run
     from hookmesh.services._server import wait_for_signal
     from hookmesh.services.memory import load_memory_config, start_memory_service

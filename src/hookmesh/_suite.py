@@ -28,7 +28,8 @@ class Suite:
 
 
 class _Stoppable(Protocol):
-    port: int
+    @property
+    def port(self) -> int: ...
 
     async def stop(self, grace: float | None) -> None: ...
 

@@ -12,6 +12,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+# NOTE(hookmesh): the suite forks processes (sidecars, espeak-ng) from a process that runs
+# gRPC; its fork handlers can abort the child, and nothing here relies on them.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 app = typer.Typer(
     name="hookmesh",
     help="An agent runtime whose every customisation is a middleware, local or remote.",
@@ -183,7 +187,7 @@ def up(
     config: ConfigOption = None,
     listen: Annotated[str | None, typer.Option(help="Agent service address.")] = None,
 ) -> None:
-    """Start the whole suite on loopback (sidecars, then the agent); Ctrl-C stops it."""
+    """Start the whole suite on loopback (services, sidecars, then the agent); Ctrl-C stops it."""
     from hookmesh._suite import start_suite
     from hookmesh.services._server import wait_for_signal
 
@@ -193,6 +197,8 @@ def up(
         async with start_suite(settings) as suite:
             console = Console()
             console.print(f"agent service  [bold]{suite.agent_address}[/bold]")
+            for name, address in suite.services.items():
+                console.print(f"{name} service  [bold]{address}[/bold]")
             for name, address in suite.sidecars.items():
                 console.print(f"sidecar {name:7s}[bold]{address}[/bold]")
             console.print("[dim]Ctrl-C stops everything.[/dim]")
@@ -329,32 +335,10 @@ def say(
 
 @app.command()
 def demo() -> None:
-    """Run the suite with the embedded demo config and one conversation, then stop."""
-    from hookmesh._console import EventPrinter
-    from hookmesh._suite import start_suite
-    from hookmesh.client import AgentClient
-    from hookmesh.demo import QUESTION, demo_config
+    """Run the suite with the embedded demo config and two conversations, then stop."""
+    from hookmesh.demo import run_demo
 
-    settings = demo_config()
-
-    async def run() -> int:
-        console = Console(highlight=False)
-        async with start_suite(settings) as suite:
-            sidecar = suite.sidecars["audit"]
-            console.print(
-                f"[dim]agent service {suite.agent_address}; sidecar audit {sidecar}[/dim]"
-            )
-            console.print(f"[bold]you:[/bold] {QUESTION}")
-            finish = None
-            printer = EventPrinter(console)
-            async with AgentClient(suite.agent_address, timeout=120) as client:
-                async for event in client.reply(QUESTION):
-                    printer.show(event)
-                    if event.type == "reply_end":
-                        finish = event.finish_reason
-        return 0 if finish == "completed" else 1
-
-    raise typer.Exit(_run(run()))
+    raise typer.Exit(_run(run_demo(Console(highlight=False))))
 
 
 def _setup_tracing() -> None:
@@ -386,6 +370,18 @@ def _run(coro: Any) -> Any:
 def main() -> None:
     """Entry point of the `hookmesh` script."""
     app()
+
+
+def _register_domain_commands() -> None:
+    from hookmesh._cli_memory import memory_app, serve_memory
+    from hookmesh._cli_retrieval import register as register_retrieval
+
+    register_retrieval(app, serve_app)  # serve retrieval, kb, ingest, search
+    app.add_typer(memory_app, name="memory")
+    serve_app.command("memory")(serve_memory)
+
+
+_register_domain_commands()
 
 
 if __name__ == "__main__":

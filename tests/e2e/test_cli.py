@@ -34,13 +34,16 @@ async def run(*args: str, timeout: float = DEADLINE) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
-async def test_demo_shows_a_local_and_a_sidecar_middleware() -> None:
+async def test_demo_shows_middlewares_grounding_and_recall() -> None:
     code, out, err = await run("demo")
     assert code == 0, err
-    assert "→ get_weather" in out
-    assert "[audit_trail (sidecar)]" in out
-    assert "[usage_meter (in-process)]" in out
-    assert out.rstrip().endswith("end: completed")
+    first, second = out.split("session 2 — you:")
+    assert "→ get_weather" in first
+    assert "[audit_trail (sidecar)]" in first
+    assert "[usage_meter (in-process)]" in first
+    assert "[hint from rag]" in first and "(wardrobe/snow)" in first
+    assert "[hint from memory]" in second and "vegetarian" in second
+    assert out.count("end: completed") == 2
 
 
 async def test_up_then_chat_then_ctrl_c(tmp_path: Path) -> None:

@@ -16,16 +16,19 @@ _LAZY = {
     "RetrievalClient": "hookmesh.client._retrieval_client",
     "IngestReport": "hookmesh.client._retrieval_client",
     "DocumentError": "hookmesh.client._retrieval_client",
+    "MemoryClient": "hookmesh.client._memory_client",
+    "TTSClient": "hookmesh.client._tts_client",
 }
 
 
 def __getattr__(name: str) -> Any:
-    # NOTE(hookmesh): the retrieval client pulls in numpy; import it only when asked for,
-    # so `hookmesh chat` stays quick to start.
+    # NOTE(hookmesh): the domain clients pull in numpy and the services' types; import them
+    # only when asked for, so `hookmesh chat` stays quick to start.
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hookmesh.client' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -33,8 +36,10 @@ __all__ = [
     "AgentClientError",
     "DocumentError",
     "IngestReport",
+    "MemoryClient",
     "RetrievalClient",
     "SessionInfo",
     "SyncAgentClient",
+    "TTSClient",
     "text_of_events",
 ]

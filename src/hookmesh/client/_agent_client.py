@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 import grpc
 
+from hookmesh._security import ClientTLS, channel_credentials, open_channel
 from hookmesh.agent import Confirmation, ExternalResult
 from hookmesh.client._errors import AgentClientError
-from hookmesh.remote._security import ClientTLS, channel_credentials, open_channel
 from hookmesh.schema import (
     AgentEvent,
     AgenticMessage,

@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 
+from hookmesh._security import ClientTLS, open_channel
 from hookmesh.client._errors import AgentClientError
 from hookmesh.memory import AddResult, Memory, MemoryHit, MemoryMetadata, MemoryPage, MemoryScope
 from hookmesh.memory._proto import (
@@ -18,7 +19,6 @@ from hookmesh.memory._proto import (
     scope_to_pb,
     struct_of,
 )
-from hookmesh.remote._security import ClientTLS, open_channel
 from hookmesh.schema import Message, message_to_proto
 from hookmesh.v1 import memory_pb2 as _pb
 from hookmesh.v1 import memory_pb2_grpc as _grpc

@@ -10,8 +10,8 @@ from typing import Any
 
 import grpc
 
+from hookmesh._security import ClientTLS, open_channel
 from hookmesh.client._errors import AgentClientError
-from hookmesh.remote._security import ClientTLS, open_channel
 from hookmesh.retrieval import (
     Document,
     Hit,

@@ -8,8 +8,8 @@ from typing import Any
 
 import grpc
 
+from hookmesh._security import ClientTLS, open_channel
 from hookmesh.client._errors import AgentClientError
-from hookmesh.remote._security import ClientTLS, open_channel
 from hookmesh.services.tts._audio import AudioChunk, AudioFormat, Voice, VoiceCatalog
 from hookmesh.v1 import tts_pb2 as _tts_pb2
 from hookmesh.v1 import tts_pb2_grpc as _tts_grpc

@@ -1,8 +1,8 @@
 """Remote middleware: the sidecar host and the proxy that makes a sidecar look local."""
 
+from hookmesh._security import ClientTLS, ServerTLS
 from hookmesh.remote._host import MiddlewareServicer, SidecarAgent
 from hookmesh.remote._proxy import DEFAULT_TIMEOUT, RemoteHookError, RemoteMiddleware, SidecarError
-from hookmesh.remote._security import ClientTLS, ServerTLS
 from hookmesh.remote._serve import SERVICE_NAME, load_middleware, serve_middleware
 
 __all__ = [

@@ -38,6 +38,7 @@ from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 log = logging.getLogger("hookmesh.sidecar")
 _tracer = trace.get_tracer("hookmesh.sidecar")
 
+
 def _sdk_tracing() -> bool:
     """Whether an SDK tracer provider is installed (else spans would not be recorded)."""
     provider = trace.get_tracer_provider()

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from opentelemetry import propagate, trace
 
+from hookmesh._security import ClientTLS, open_channel
 from hookmesh.agent.models import ModelResponse
 from hookmesh.agent.tools import Tool
 from hookmesh.errors import HookmeshError
 from hookmesh.middleware import FailureMode, Middleware, PermissionDecision
 from hookmesh.remote import _codec as c
-from hookmesh.remote._security import ClientTLS, open_channel
 from hookmesh.schema import (
     HINT_METADATA_KEY,
     AgentEvent,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from hookmesh._imports import load_object
+from hookmesh._security import ServerTLS
 from hookmesh.middleware import Middleware
 from hookmesh.remote._host import MiddlewareServicer
-from hookmesh.remote._security import ServerTLS
 from hookmesh.services._server import RunningServer, Service, start_server
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc

@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
 from ._embedder import Vectors
@@ -132,6 +133,12 @@ class StoreBackend(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Release connections and threads; the store is unusable after."""
+
+    def _snapshot(self) -> AbstractAsyncContextManager[None]:
+        """One consistent view for all the reads of a search (ranking, then fetching rows),
+        so a concurrent re-ingest can never make ranked chunks vanish or versions mix.
+        A backend whose reads already see one state needs nothing."""
+        return nullcontext()
 
     @abc.abstractmethod
     async def _create_knowledge_base(

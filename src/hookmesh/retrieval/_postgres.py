@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -80,6 +82,10 @@ def _kb(row: Sequence[Any]) -> KnowledgeBase:
         document_count=row[8] if len(row) > 8 else 0,
         chunk_count=row[9] if len(row) > 9 else 0,
     )
+
+
+_SNAPSHOT: ContextVar[Any] = ContextVar("hookmesh_pg_snapshot", default=None)
+"""The connection of the search running in this task, if any (see `_snapshot`)."""
 
 
 class PostgresKnowledgeStore(KnowledgeStore):
@@ -210,9 +216,34 @@ class PostgresKnowledgeStore(KnowledgeStore):
     ) -> list[Any]:
         if self._pool is None:
             raise RuntimeError("the knowledge store is closed")
+        snapshot = _SNAPSHOT.get()
+        if snapshot is not None:
+            cursor = await snapshot.execute(self._sql(sql), params, prepare=prepare)
+            return list(await cursor.fetchall())
         async with self._pool.connection() as conn:
             cursor = await conn.execute(self._sql(sql), params, prepare=prepare)
             return list(await cursor.fetchall())
+
+    @asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[None]:  # type: ignore[override]
+        """A read-only REPEATABLE READ transaction on one connection for the whole search."""
+        from psycopg import IsolationLevel
+
+        if self._pool is None:
+            raise RuntimeError("the knowledge store is closed")
+        async with self._pool.connection() as conn:
+            await conn.set_isolation_level(IsolationLevel.REPEATABLE_READ)
+            await conn.set_read_only(True)
+            try:
+                async with conn.transaction():
+                    token = _SNAPSHOT.set(conn)
+                    try:
+                        yield
+                    finally:
+                        _SNAPSHOT.reset(token)
+            finally:
+                await conn.set_read_only(False)
+                await conn.set_isolation_level(None)
 
     async def analyze(self) -> None:
         """Refresh the planner's statistics on this store's tables.

@@ -316,15 +316,17 @@ class KnowledgeStore(StoreBackend):
             depth = min(max(low, factor * top_k), high)
         else:
             depth = top_k
-        rankings = await self._rankings(query, kbs, mode, depth, wanted)
-        if mode != "hybrid" and score_threshold is not None:
-            rankings = [[(k, s) for k, s in r if s >= score_threshold] for r in rankings]
-        native = {key: score for ranking in rankings for key, score in ranking}
-        fused = reciprocal_rank_fusion([[k for k, _ in r] for r in rankings], self.rrf_k)
-        if mode == "hybrid" and score_threshold is not None:
-            fused = [f for f in fused if f.score >= score_threshold]
-        scored = [(f.key, f.score if mode == "hybrid" else native[f.key]) for f in fused[:top_k]]
-        return await self._hits(kbs, scored)
+        async with self._snapshot():
+            rankings = await self._rankings(query, kbs, mode, depth, wanted)
+            if mode != "hybrid" and score_threshold is not None:
+                rankings = [[(k, s) for k, s in r if s >= score_threshold] for r in rankings]
+            native = {key: score for ranking in rankings for key, score in ranking}
+            fused = reciprocal_rank_fusion([[k for k, _ in r] for r in rankings], self.rrf_k)
+            if mode == "hybrid" and score_threshold is not None:
+                fused = [f for f in fused if f.score >= score_threshold]
+            top = fused[:top_k]
+            scored = [(f.key, f.score if mode == "hybrid" else native[f.key]) for f in top]
+            return await self._hits(kbs, scored)
 
     async def _rankings(
         self,

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class _Model(BaseModel):
     """Base for every schema model: unknown fields are errors, assignment is allowed."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Bytes travel as base64 in JSON (sessions, AG-UI-style logs, `chat --json`).
+    model_config = ConfigDict(extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
 
 
 class InlineSource(_Model):

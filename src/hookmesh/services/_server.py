@@ -14,7 +14,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
-from hookmesh.remote._security import ServerTLS, TokenInterceptor, server_credentials
+from hookmesh._security import ServerTLS, TokenInterceptor, server_credentials
 
 log = logging.getLogger("hookmesh.server")
 
