@@ -6,9 +6,10 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from hookmesh.services._settings import ServiceSettings, load_settings
 
 
 class _Strict(BaseModel):
@@ -130,7 +131,7 @@ def _default_models() -> dict[str, ModelConfig]:
     return {"default": ScriptedModelConfig()}
 
 
-class AgentServiceConfig(BaseSettings):
+class AgentServiceConfig(ServiceSettings):
     """Everything `hookmesh serve agent` reads (see docs/config.md)."""
 
     model_config = SettingsConfigDict(
@@ -171,18 +172,6 @@ class AgentServiceConfig(BaseSettings):
             raise ValueError("configure at least one model")
         return models
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Environment variables override the file, which overrides the defaults.
-        return (env_settings, init_settings)
-
 
 def load_config(path: str | Path | None = None, **overrides: Any) -> AgentServiceConfig:
     """Read the YAML file at `path` (if any), then apply HOOKMESH_* variables and `overrides`.
@@ -190,17 +179,7 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> AgentServic
     Raises:
         ValueError: The file is unreadable or invalid; the message names the bad keys.
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"cannot read config {path}: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"config {path} must be a mapping at the top level")
-        data = loaded
-    data.update(overrides)
-    config = AgentServiceConfig(**data)
+    config = load_settings(AgentServiceConfig, path, overrides)
     model = config.models.get(config.agent.model)
     if model is None:
         raise ValueError(

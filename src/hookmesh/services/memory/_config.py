@@ -5,17 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from hookmesh.memory import DEFAULT_DEDUP_THRESHOLD, DEFAULT_EXTRACTION_INSTRUCTION, MemoryLimits
+from hookmesh.services._settings import ServiceSettings, load_settings
 from hookmesh.services.agent._config import ModelConfig
 
 _DEFAULT = MemoryLimits()
 
 
-class MemoryServiceConfig(BaseSettings):
+class MemoryServiceConfig(ServiceSettings):
     """Everything `hookmesh serve memory` reads (see docs/services/memory.md)."""
 
     model_config = SettingsConfigDict(
@@ -61,18 +61,6 @@ class MemoryServiceConfig(BaseSettings):
             max_metadata_keys=self.max_metadata_keys,
         )
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Environment variables override the file, which overrides the defaults.
-        return (env_settings, init_settings)
-
 
 def load_memory_config(path: str | Path | None = None, **overrides: Any) -> MemoryServiceConfig:
     """Read the YAML file at `path` (if any), then apply HOOKMESH_MEMORY_* variables and
@@ -81,14 +69,4 @@ def load_memory_config(path: str | Path | None = None, **overrides: Any) -> Memo
     Raises:
         ValueError: The file is unreadable or invalid; the message names the bad keys.
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"cannot read config {path}: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"config {path} must be a mapping at the top level")
-        data = loaded
-    data.update(overrides)
-    return MemoryServiceConfig(**data)
+    return load_settings(MemoryServiceConfig, path, overrides)

@@ -5,16 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from hookmesh.retrieval import Limits
+from hookmesh.services._settings import ServiceSettings, load_settings
 
 _DEFAULT = Limits()
 
 
-class RetrievalServiceConfig(BaseSettings):
+class RetrievalServiceConfig(ServiceSettings):
     """Everything `hookmesh serve retrieval` reads (see docs/services/retrieval.md)."""
 
     model_config = SettingsConfigDict(env_prefix="HOOKMESH_RETRIEVAL_", extra="forbid")
@@ -58,18 +58,6 @@ class RetrievalServiceConfig(BaseSettings):
         """Largest gRPC message to accept: a largest document in UTF-8 plus room for metadata."""
         return max(4 * 1024 * 1024, 4 * self.max_document_chars + 1024 * 1024)
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Environment variables override the file, which overrides the defaults.
-        return (env_settings, init_settings)
-
 
 def load_retrieval_config(
     path: str | Path | None = None, **overrides: Any
@@ -80,14 +68,4 @@ def load_retrieval_config(
     Raises:
         ValueError: The file is unreadable or invalid; the message names the bad keys.
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"cannot read config {path}: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"config {path} must be a mapping at the top level")
-        data = loaded
-    data.update(overrides)
-    return RetrievalServiceConfig(**data)
+    return load_settings(RetrievalServiceConfig, path, overrides)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from hookmesh.services._settings import ServiceSettings, load_settings
 from hookmesh.services.tts._engine import DEFAULT_MAX_TEXT_CHARS
 
 
-class TTSServiceConfig(BaseSettings):
+class TTSServiceConfig(ServiceSettings):
     """Everything `hookmesh serve tts` reads (see docs/services/tts.md)."""
 
     model_config = SettingsConfigDict(env_prefix="HOOKMESH_TTS_", extra="forbid")
@@ -28,18 +28,6 @@ class TTSServiceConfig(BaseSettings):
     espeak_binary: str = "espeak-ng"
     """The espeak-ng executable (a name on PATH or a path)."""
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Environment variables override the file, which overrides the defaults.
-        return (env_settings, init_settings)
-
 
 def load_tts_config(path: str | Path | None = None, **overrides: Any) -> TTSServiceConfig:
     """Read the YAML file at `path` (if any), then apply HOOKMESH_TTS_* variables and
@@ -48,14 +36,4 @@ def load_tts_config(path: str | Path | None = None, **overrides: Any) -> TTSServ
     Raises:
         ValueError: The file is unreadable or invalid; the message names the bad keys.
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"cannot read config {path}: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"config {path} must be a mapping at the top level")
-        data = loaded
-    data.update(overrides)
-    return TTSServiceConfig(**data)
+    return load_settings(TTSServiceConfig, path, overrides)
