@@ -3,14 +3,10 @@ over gRPC."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from typing import Any
 
-import grpc
-
-from hookmesh._security import ClientTLS, open_channel
-from hookmesh.client._errors import AgentClientError
+from hookmesh._security import ClientTLS
+from hookmesh.client._base import ServiceClient
 from hookmesh.memory import AddResult, Memory, MemoryHit, MemoryMetadata, MemoryPage, MemoryScope
 from hookmesh.memory._proto import (
     add_result_from_pb,
@@ -41,7 +37,7 @@ _RETRY_CONFIG = (
 )
 
 
-class MemoryClient:
+class MemoryClient(ServiceClient):
     """Asyncio client of a MemoryService, with the same methods as `MemoryStore`.
 
     Use as ``async with MemoryClient("127.0.0.1:7004") as memory:``. Every call has a
@@ -64,34 +60,14 @@ class MemoryClient:
         tls: ClientTLS | None = None,
         token: str | None = None,
     ) -> None:
-        self.target = target
-        self.timeout = timeout
-        self._channel = open_channel(target, tls, [("grpc.service_config", _RETRY_CONFIG)])
-        self._stub = _grpc.MemoryServiceStub(self._channel)
-        self._metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {token}"),) if token else ()
+        super().__init__(
+            target,
+            timeout=timeout,
+            tls=tls,
+            token=token,
+            options=[("grpc.service_config", _RETRY_CONFIG)],
         )
-
-    async def __aenter__(self) -> MemoryClient:
-        return self
-
-    async def __aexit__(self, *unused_exc: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the channel (cancelling calls in flight)."""
-        await self._channel.close()
-
-    async def wait_ready(self, timeout: float) -> None:
-        """Wait until the channel is connected."""
-        async with asyncio.timeout(timeout):
-            await self._channel.channel_ready()
-
-    async def _call(self, method: Any, request: Any, timeout: float | None) -> Any:
-        try:
-            return await method(request, timeout=timeout or self.timeout, metadata=self._metadata)
-        except grpc.aio.AioRpcError as exc:
-            raise AgentClientError.from_rpc_error(exc) from None
+        self._stub = _grpc.MemoryServiceStub(self._channel)
 
     async def add(
         self,
@@ -110,7 +86,7 @@ class MemoryClient:
         )
         if metadata is not None:
             request.metadata.CopyFrom(struct_of(metadata))
-        response = await self._call(self._stub.AddMemories, request, timeout)
+        response = await self._unary(self._stub.AddMemories, request, timeout)
         return add_result_from_pb(response)
 
     async def search(
@@ -126,13 +102,13 @@ class MemoryClient:
         request = _pb.SearchMemoriesRequest(
             query=query, scope=scope_to_pb(scope), top_k=top_k, score_threshold=score_threshold
         )
-        response = await self._call(self._stub.SearchMemories, request, timeout)
+        response = await self._unary(self._stub.SearchMemories, request, timeout)
         return [hit_from_pb(h) for h in response.hits]
 
     async def get(self, user_id: str, memory_id: str, *, timeout: float | None = None) -> Memory:
         """One memory of `user_id`."""
         request = _pb.GetMemoryRequest(user_id=user_id, memory_id=memory_id)
-        response = await self._call(self._stub.GetMemory, request, timeout)
+        response = await self._unary(self._stub.GetMemory, request, timeout)
         return memory_from_pb(response.memory)
 
     async def update(
@@ -150,18 +126,18 @@ class MemoryClient:
             request.text = text
         if metadata is not None:
             request.metadata.CopyFrom(struct_of(metadata))
-        response = await self._call(self._stub.UpdateMemory, request, timeout)
+        response = await self._unary(self._stub.UpdateMemory, request, timeout)
         return memory_from_pb(response.memory)
 
     async def delete(self, user_id: str, memory_id: str, *, timeout: float | None = None) -> None:
         """Delete one memory."""
         request = _pb.DeleteMemoryRequest(user_id=user_id, memory_id=memory_id)
-        await self._call(self._stub.DeleteMemory, request, timeout)
+        await self._unary(self._stub.DeleteMemory, request, timeout)
 
     async def delete_all(self, scope: MemoryScope, *, timeout: float | None = None) -> int:
         """Delete every memory of the scope; returns how many."""
         request = _pb.DeleteAllMemoriesRequest(scope=scope_to_pb(scope))
-        response = await self._call(self._stub.DeleteAllMemories, request, timeout)
+        response = await self._unary(self._stub.DeleteAllMemories, request, timeout)
         return int(response.deleted_count)
 
     async def list(
@@ -176,5 +152,5 @@ class MemoryClient:
         request = _pb.ListMemoriesRequest(
             scope=scope_to_pb(scope), page_size=page_size, page_token=page_token
         )
-        response = await self._call(self._stub.ListMemories, request, timeout)
+        response = await self._unary(self._stub.ListMemories, request, timeout)
         return MemoryPage([memory_from_pb(m) for m in response.memories], response.next_page_token)

@@ -6,11 +6,11 @@ import asyncio
 import json
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import grpc
 
-from hookmesh._security import ClientTLS, open_channel
+from hookmesh._security import ClientTLS
+from hookmesh.client._base import ServiceClient
 from hookmesh.client._errors import AgentClientError
 from hookmesh.retrieval import (
     Document,
@@ -141,7 +141,7 @@ async def _until(
             await aclose()
 
 
-class RetrievalClient:
+class RetrievalClient(ServiceClient):
     """Asyncio client of a RetrievalService, with the `KnowledgeStore` search signature.
 
     Use as ``async with RetrievalClient("127.0.0.1:7002") as kb:``. Every call has a deadline
@@ -166,39 +166,9 @@ class RetrievalClient:
         tls: ClientTLS | None = None,
         token: str | None = None,
     ) -> None:
-        self.target = target
-        self.timeout = timeout
+        super().__init__(target, timeout=timeout, tls=tls, token=token, options=_CHANNEL_OPTIONS)
         self.ingest_timeout = ingest_timeout
-        self._channel = open_channel(target, tls, _CHANNEL_OPTIONS)
         self._stub = _grpc.RetrievalServiceStub(self._channel)
-        self._metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {token}"),) if token else ()
-        )
-
-    async def __aenter__(self) -> RetrievalClient:
-        return self
-
-    async def __aexit__(self, *unused_exc: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the channel (cancelling calls in flight)."""
-        await self._channel.close()
-
-    async def wait_ready(self, timeout: float) -> None:
-        """Wait until the channel is connected.
-
-        Raises:
-            TimeoutError: Not connected within `timeout` seconds.
-        """
-        async with asyncio.timeout(timeout):
-            await self._channel.channel_ready()
-
-    async def _unary(self, method: Any, request: Any, timeout: float | None) -> Any:
-        try:
-            return await method(request, timeout=timeout or self.timeout, metadata=self._metadata)
-        except grpc.aio.AioRpcError as exc:
-            raise AgentClientError.from_rpc_error(exc) from None
 
     async def create_knowledge_base(
         self,

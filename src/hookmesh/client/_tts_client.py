@@ -8,7 +8,8 @@ from typing import Any
 
 import grpc
 
-from hookmesh._security import ClientTLS, open_channel
+from hookmesh._security import ClientTLS
+from hookmesh.client._base import ServiceClient
 from hookmesh.client._errors import AgentClientError
 from hookmesh.services.tts._audio import AudioChunk, AudioFormat, Voice, VoiceCatalog
 from hookmesh.v1 import tts_pb2 as _tts_pb2
@@ -47,7 +48,7 @@ def chunk_from_pb(pb: _tts_pb2.AudioChunk) -> AudioChunk:
     )
 
 
-class TTSClient:
+class TTSClient(ServiceClient):
     """Asyncio client of a TTSService.
 
     Use as ``async with TTSClient("127.0.0.1:7003") as tts:``. Every call has a deadline
@@ -70,28 +71,8 @@ class TTSClient:
         tls: ClientTLS | None = None,
         token: str | None = None,
     ) -> None:
-        self.target = target
-        self.timeout = timeout
-        self._channel = open_channel(target, tls)
+        super().__init__(target, timeout=timeout, tls=tls, token=token, options=())
         self._stub = _tts_grpc.TTSServiceStub(self._channel)
-        self._metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {token}"),) if token else ()
-        )
-
-    async def __aenter__(self) -> TTSClient:
-        return self
-
-    async def __aexit__(self, *unused_exc: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the channel (cancelling calls in flight)."""
-        await self._channel.close()
-
-    async def wait_ready(self, timeout: float) -> None:
-        """Wait until the channel is connected."""
-        async with asyncio.timeout(timeout):
-            await self._channel.channel_ready()
 
     async def _chunks(
         self, call: Any, failure: list[BaseException]
