@@ -44,6 +44,7 @@ espeak:
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=$(GEN_DIR) --pyi_out=$(GEN_DIR) \
 		--grpc_python_out=$(GEN_DIR) $(PROTOS)
+	touch $(GEN_DIR)/hookmesh/v1
 
 # Fail when the committed generated code is not what `make proto` produces.
 proto-check: $(STAMP)
