@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
 import os
 import re
-import tempfile
-from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from hookmesh.agent.tools import Tool, tool
@@ -20,6 +15,7 @@ from hookmesh.middleware._base import (
     FailureMode,
     Middleware,
 )
+from hookmesh.middleware.builtin._offload import FileStore, OffloadStore, safe_name
 from hookmesh.schema import (
     AgentEvent,
     CustomEvent,
@@ -46,104 +42,9 @@ CLEARED_ARGUMENTS = '{"hookmesh_cleared": "arguments removed to save context"}'
 """What cleared tool-call arguments become (still a JSON object)."""
 
 _CLEARED_TEXT = "[Old tool result cleared to save context.]"
+_DEFAULT_READ_CHARS = 10_000
 _TRUNCATED_HEAD = "[hookmesh: output truncated"
 _POINTER = re.compile(re.escape(_TRUNCATED_HEAD) + r"[^\n]*\n([^\n]+)\n")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-_MAX_NAME = 96
-_DEFAULT_READ_CHARS = 10_000
-
-
-def safe_name(raw: str, max_chars: int = _MAX_NAME) -> str:
-    """A file-name component for an untrusted string (a tool call id): only ``[A-Za-z0-9_.-]``,
-    no leading dot, at most `max_chars` characters. Strings that had to change get a hash of
-    the original appended, so distinct ids never share a name."""
-    cleaned = _UNSAFE.sub("_", raw).lstrip(".")
-    if cleaned == raw and 0 < len(raw) <= max_chars:
-        return raw
-    digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    stem = cleaned[: max_chars - len(digest) - 1] or "id"
-    return f"{stem}-{digest}"
-
-
-class OffloadStore(ABC):
-    """Where offloaded tool output goes. Subclass it for another backend (object storage,
-    a database); `FileStore` is the default."""
-
-    @abstractmethod
-    async def write(self, key: Sequence[str], text: str) -> str:
-        """Store `text` under `key` and return its location, as shown to the model.
-
-        `key` parts are untrusted (tool call ids come from the model): sanitise them.
-        """
-
-    @abstractmethod
-    async def read(self, location: str) -> str:
-        """The text stored at `location` (as `write` returned it).
-
-        Raises:
-            ValueError: `location` is not one of this store's.
-            LookupError: Nothing is stored there.
-        """
-
-
-class FileStore(OffloadStore):
-    """Offloaded output as UTF-8 files under `root_dir`: ``<root>/<part>/.../<last>.txt``.
-
-    Every key part goes through `safe_name`, and the resolved path must stay under the
-    resolved root (so ``..``, absolute ids and symlinks out of the root are refused). File
-    IO runs in a worker thread. Files are never deleted: clean the directory yourself.
-    """
-
-    def __init__(self, root_dir: str | os.PathLike[str]) -> None:
-        if not isinstance(root_dir, str | os.PathLike) or not str(root_dir):
-            raise ValueError(f"root_dir must be a directory path, not {root_dir!r}")
-        if "\n" in str(root_dir):
-            raise ValueError("root_dir must not contain a newline")
-        self.root = Path(root_dir).resolve()
-
-    def path_for(self, key: Sequence[str]) -> Path:
-        """The file for `key`, guaranteed to lie under the root.
-
-        Raises:
-            ValueError: `key` is empty, or the path would leave the root (a symlink).
-        """
-        if not key:
-            raise ValueError("an offload key needs at least one part")
-        *dirs, last = (safe_name(part) for part in key)
-        path = self.root.joinpath(*dirs, f"{last}.txt")
-        return self._inside(path)
-
-    def _inside(self, path: Path) -> Path:
-        resolved = path.resolve()
-        if resolved == self.root or not resolved.is_relative_to(self.root):
-            raise ValueError(f"{path} is not under the offload directory {self.root}")
-        return resolved
-
-    async def write(self, key: Sequence[str], text: str) -> str:
-        path = self.path_for(key)
-        await asyncio.to_thread(_write_file, path, text)
-        return str(path)
-
-    async def read(self, location: str) -> str:
-        given = Path(location)
-        path = self._inside(given if given.is_absolute() else self.root / given)
-        try:
-            return await asyncio.to_thread(path.read_text, encoding="utf-8")
-        except (FileNotFoundError, IsADirectoryError):
-            raise LookupError(f"no offloaded output at {location}") from None
-
-
-def _write_file(path: Path, text: str) -> None:
-    """Write atomically: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _count(name: str, value: Any, minimum: int) -> int:
@@ -515,3 +416,14 @@ def _set_call_arguments(msg: Message, call_id: str, arguments: str) -> None:
     for block in msg.blocks:
         if block.type == "tool_call" and block.call_id == call_id:
             block.arguments = arguments
+
+
+__all__ = [
+    "CLEARED_ARGUMENTS",
+    "CLEARED_EVENT",
+    "CLEARED_METADATA_KEY",
+    "FileStore",
+    "OffloadStore",
+    "ReductionMiddleware",
+    "safe_name",
+]
