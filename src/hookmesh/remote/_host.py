@@ -198,6 +198,9 @@ class _Session:
                 received[arm] += 1
                 if arm == "invocation":
                     self._start(request.invocation_id, request.invocation)
+                    # NOTE(hookmesh): yield once so the new invocation runs (and answers)
+                    # before this loop posts its next read: one less wait per round trip.
+                    await asyncio.sleep(0)
                 elif arm == "cancel":
                     task = self.tasks.get(request.invocation_id)
                     if task is not None:
