@@ -99,6 +99,7 @@ class _Run:
         "outbox",
         "paused",
         "reply_id",
+        "start",
         "system",
         "task",
         "tool_choice",
@@ -116,6 +117,7 @@ class _Run:
         self.outbox: list[AgentEvent] = []
         self.paused = False
         self.direct_call_id = ""
+        self.start = 0
         self.system: Message | None = None
         self.task = asyncio.current_task()
         self.tool_choice = "auto"
@@ -288,6 +290,7 @@ class Agent:
         self, reply_id: str, kwargs: dict[str, Any], tool_choice: str, max_iters: int
     ) -> AsyncIterator[AgentEvent]:
         run = self._run = _Run(reply_id)
+        run.start = len(self.state.context)
         run.tool_choice = tool_choice
         run.max_iters = max_iters
         self.reply_id = reply_id
@@ -331,8 +334,14 @@ class Agent:
             self._run = None
 
     def _abandon(self, run: _Run) -> None:
-        """Close a reply that will not resume: answer open tool calls, drop its state."""
-        for call in unanswered_tool_calls(self.state.context):
+        """Close a reply that will not resume: answer open tool calls, drop its state.
+
+        Only this reply's messages can hold its open calls, so only they are scanned (the
+        whole context when a compression shrank it below where the reply began).
+        """
+        context = self.state.context
+        tail = context[run.start :] if run.start <= len(context) else context
+        for call in unanswered_tool_calls(tail):
             self._answer(call, "interrupted before it completed", "interrupted")
         for by_reply in self.state.middle_context.values():
             by_reply.pop(run.reply_id, None)
