@@ -7,7 +7,7 @@ from typing import NoReturn
 
 import grpc
 
-from hookmesh.errors import HookmeshError, RequestError, SchemaError, to_grpc_status
+from hookmesh.errors import HookmeshError, SchemaError
 from hookmesh.memory import MemoryStore
 from hookmesh.memory._proto import (
     add_result_to_pb,
@@ -17,32 +17,19 @@ from hookmesh.memory._proto import (
     scope_from_pb,
 )
 from hookmesh.schema import messages_from_proto
+from hookmesh.services._store_errors import abort_with_store_error, store_error
 from hookmesh.v1 import memory_pb2 as _pb
 from hookmesh.v1 import memory_pb2_grpc as _grpc
 
 log = logging.getLogger("hookmesh.memory_service")
 
-_UNAVAILABLE = frozenset({"OperationalError", "PoolTimeout", "InterfaceError"})
-
 
 def _as_hookmesh_error(exc: Exception) -> HookmeshError:
-    """`exc` as an error with a code and stable reason; outages and bugs never show internals."""
-    if isinstance(exc, HookmeshError):
-        return exc
-    if type(exc).__name__ in _UNAVAILABLE or isinstance(exc, ConnectionError):
-        log.warning("memory store unavailable: %s: %s", type(exc).__name__, exc)
-        return RequestError(
-            grpc.StatusCode.UNAVAILABLE,
-            "STORE_UNAVAILABLE",
-            "the memory store is unavailable; retry later",
-        )
-    log.error("memory call failed", exc_info=exc)
-    return RequestError(grpc.StatusCode.INTERNAL, "INTERNAL", "internal error; see the service log")
+    return store_error(exc, "memory store", log)
 
 
 async def _fail(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
-    await context.abort_with_status(to_grpc_status(_as_hookmesh_error(exc)))
-    raise AssertionError("abort_with_status returned")  # it raises: the call ends here
+    await abort_with_store_error(context, exc, "memory store", log)
 
 
 class MemoryServicer(_grpc.MemoryServiceServicer):

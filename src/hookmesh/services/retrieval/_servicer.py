@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from typing import NoReturn
 
 import grpc
 
-from hookmesh.errors import HookmeshError, RequestError, SchemaError, to_grpc_status
+from hookmesh.errors import HookmeshError, SchemaError
 from hookmesh.retrieval import ChunkingOptions, KnowledgeStore
+from hookmesh.services._store_errors import abort_with_store_error, store_error
 from hookmesh.services.retrieval._config import RetrievalServiceConfig
 from hookmesh.services.retrieval._convert import (
     MODE_FROM_PB,
@@ -32,26 +34,14 @@ _CREATE_FIELDS = {
     "knowledge_base.description": "description",
     "knowledge_base.chunking": "chunking",
 }
-_UNAVAILABLE = frozenset({"OperationalError", "PoolTimeout", "InterfaceError"})
 
 
 def _as_hookmesh_error(exc: Exception) -> HookmeshError:
-    """`exc` as an error with a code and stable reason; outages and bugs never show internals."""
-    if isinstance(exc, HookmeshError):
-        return exc
-    if type(exc).__name__ in _UNAVAILABLE or isinstance(exc, ConnectionError):
-        log.warning("knowledge store unavailable: %s: %s", type(exc).__name__, exc)
-        return RequestError(
-            grpc.StatusCode.UNAVAILABLE,
-            "STORE_UNAVAILABLE",
-            "the knowledge store is unavailable; retry later",
-        )
-    log.error("retrieval call failed", exc_info=exc)
-    return RequestError(grpc.StatusCode.INTERNAL, "INTERNAL", "internal error; see the service log")
+    return store_error(exc, "knowledge store", log)
 
 
-async def _fail(context: grpc.aio.ServicerContext, exc: Exception) -> None:
-    await context.abort_with_status(to_grpc_status(_as_hookmesh_error(exc)))
+async def _fail(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
+    await abort_with_store_error(context, exc, "knowledge store", log)
 
 
 class RetrievalServicer(_grpc.RetrievalServiceServicer):
