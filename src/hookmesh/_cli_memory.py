@@ -223,25 +223,21 @@ def serve_memory(
 ) -> None:
     """Serve long-term memories (SQLite or PostgreSQL) until SIGTERM/SIGINT."""
     from hookmesh.cli import _host_port, _run
-    from hookmesh.services._server import wait_for_signal
+    from hookmesh.services._server import serve_until_signal
     from hookmesh.services.memory import load_memory_config, start_memory_service
 
     try:
         settings = load_memory_config(config, **({"listen": _host_port(listen)} if listen else {}))
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from None
-
-    async def run() -> int:
-        service = await start_memory_service(settings)
-        host = settings.listen.rpartition(":")[0]
-        print(f"memory service listening on {host}:{service.port}", flush=True)
-        try:
-            await wait_for_signal()
-        finally:
-            await service.stop(settings.grace_seconds)
-        return 0
-
-    raise typer.Exit(_run(run()))
+    start = lambda: start_memory_service(settings)  # noqa: E731
+    raise typer.Exit(
+        _run(
+            serve_until_signal(
+                start, listen=settings.listen, label="memory service ", grace=settings.grace_seconds
+            )
+        )
+    )
 
 
 def main() -> None:

@@ -127,21 +127,18 @@ def serve_agent(
     ] = None,
 ) -> None:
     """Serve the agent service (sessions in SQLite) until SIGTERM/SIGINT."""
-    from hookmesh.services._server import wait_for_signal
+    from hookmesh.services._server import serve_until_signal
     from hookmesh.services.agent import start_agent_service
 
     settings = _config(config, listen=listen and _host_port(listen))
-
-    async def run() -> None:
-        service = await start_agent_service(settings)
-        host = settings.listen.rpartition(":")[0]
-        print(f"agent service listening on {host}:{service.port}", flush=True)
-        try:
-            await wait_for_signal()
-        finally:
-            await service.stop(settings.grace_seconds)
-
-    _run(run())
+    start = lambda: start_agent_service(settings)  # noqa: E731
+    raise typer.Exit(
+        _run(
+            serve_until_signal(
+                start, listen=settings.listen, label="agent service ", grace=settings.grace_seconds
+            )
+        )
+    )
 
 
 @serve_app.command("tts")
@@ -155,31 +152,21 @@ def serve_tts(
     ] = None,
 ) -> None:
     """Serve text to speech (espeak-ng, streamed as produced) until SIGTERM/SIGINT."""
-    # NOTE(hookmesh): hookmesh.remote before services._server: they import each other.
-    import hookmesh.remote  # noqa: F401
-    from hookmesh.services._server import wait_for_signal
-    from hookmesh.services.tts import BackendError, load_tts_config, start_tts_service
+    from hookmesh.services._server import serve_until_signal
+    from hookmesh.services.tts import load_tts_config, start_tts_service
 
     try:
         settings = load_tts_config(config, **({"listen": _host_port(listen)} if listen else {}))
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from None
-
-    async def run() -> int:
-        try:
-            service = await start_tts_service(settings)
-        except BackendError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        host = settings.listen.rpartition(":")[0]
-        print(f"tts service listening on {host}:{service.port}", flush=True)
-        try:
-            await wait_for_signal()
-        finally:
-            await service.stop(settings.grace_seconds)
-        return 0
-
-    raise typer.Exit(_run(run()))
+    start = lambda: start_tts_service(settings)  # noqa: E731
+    raise typer.Exit(
+        _run(
+            serve_until_signal(
+                start, listen=settings.listen, label="tts service ", grace=settings.grace_seconds
+            )
+        )
+    )
 
 
 @app.command()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,3 +106,26 @@ async def wait_for_signal() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+
+
+async def serve_until_signal(
+    start: Callable[[], Awaitable[Any]], *, listen: str, label: str, grace: float
+) -> int:
+    """Start a service, announce it, serve until SIGTERM/SIGINT, stop gracefully.
+
+    Prints ``{label}listening on HOST:PORT`` (flushed) once it accepts calls, so a parent
+    process can read the bound port; a service that cannot start prints why and returns 1.
+    """
+    try:
+        service = await start()
+    except Exception as exc:  # a missing engine or model, a bad URL, an unreachable database
+        log.debug("start failed", exc_info=exc)
+        print(f"error: cannot start the {label.strip() or 'service'}: {exc}", file=sys.stderr)
+        return 1
+    host = listen.rpartition(":")[0]
+    print(f"{label}listening on {host}:{service.port}", flush=True)
+    try:
+        await wait_for_signal()
+    finally:
+        await service.stop(grace)
+    return 0

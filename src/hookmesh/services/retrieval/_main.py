@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -11,27 +10,16 @@ from hookmesh.services.retrieval._config import RetrievalServiceConfig, load_ret
 
 
 async def serve(config: RetrievalServiceConfig, *, label: str = "") -> int:
-    """Serve until SIGTERM or SIGINT, then stop gracefully; returns the exit status.
-
-    Prints ``{label}listening on HOST:PORT`` (flushed) once it accepts calls, so a parent
-    process can read the bound port.
-    """
-    from hookmesh.services._server import wait_for_signal
+    """Serve until SIGTERM or SIGINT, then stop gracefully; returns the exit status."""
+    from hookmesh.services._server import serve_until_signal
     from hookmesh.services.retrieval._app import start_retrieval_service
 
-    try:
-        service = await start_retrieval_service(config)
-    except Exception as exc:  # a missing model, a bad URL, an unreachable database
-        logging.getLogger("hookmesh.retrieval_service").debug("start failed", exc_info=exc)
-        print(f"error: cannot start the retrieval service: {exc}", file=sys.stderr)
-        return 1
-    host = config.listen.rpartition(":")[0]
-    print(f"{label}listening on {host}:{service.port}", flush=True)
-    try:
-        await wait_for_signal()
-    finally:
-        await service.stop(config.grace_seconds)
-    return 0
+    return await serve_until_signal(
+        lambda: start_retrieval_service(config),
+        listen=config.listen,
+        label=label,
+        grace=config.grace_seconds,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
