@@ -11,27 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.commands import DEADLINE, ROOT, run
+
 pytestmark = pytest.mark.timeout(120)
-
-ROOT = Path(__file__).parents[2]
-DEADLINE = 60.0
-
-
-async def run(*args: str, timeout: float = DEADLINE) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "hookmesh.cli",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    async with asyncio.timeout(timeout):
-        out, err = await process.communicate()
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 async def test_demo_shows_middlewares_grounding_and_recall() -> None:

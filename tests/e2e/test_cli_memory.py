@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -14,28 +13,14 @@ from pathlib import Path
 import pytest
 
 from hookmesh.services.memory import MemoryService, load_memory_config, start_memory_service
+from tests.e2e import commands
+from tests.e2e.commands import DEADLINE, ROOT
 
 pytestmark = pytest.mark.timeout(120)
 
-ROOT = Path(__file__).parents[2]
-DEADLINE = 60.0
-
 
 async def run(*args: str, timeout: float = DEADLINE) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "hookmesh._cli_memory",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    async with asyncio.timeout(timeout):
-        out, err = await process.communicate()
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    return await commands.run(*args, module="hookmesh._cli_memory", timeout=timeout)
 
 
 @pytest.fixture
