@@ -2,7 +2,8 @@
 
 from hookmesh._security import ClientTLS, ServerTLS
 from hookmesh.remote._host import MiddlewareServicer, SidecarAgent
-from hookmesh.remote._proxy import DEFAULT_TIMEOUT, RemoteHookError, RemoteMiddleware, SidecarError
+from hookmesh.remote._invocation import RemoteHookError, SidecarError
+from hookmesh.remote._proxy import DEFAULT_TIMEOUT, RemoteMiddleware
 from hookmesh.remote._serve import SERVICE_NAME, load_middleware, serve_middleware
 
 __all__ = [

@@ -18,7 +18,7 @@ from hookmesh.agent.models import ModelResponse
 from hookmesh.errors import to_grpc_status
 from hookmesh.middleware import ONION_HOOKS, Middleware
 from hookmesh.remote import _codec as c
-from hookmesh.remote._proxy import RemoteHookError
+from hookmesh.remote._invocation import RemoteHookError
 from hookmesh.schema import (
     AgentEvent,
     Message,
