@@ -14,20 +14,17 @@ import grpc
 from opentelemetry import propagate, trace
 
 from hookmesh.agent import AgentState
-from hookmesh.agent.models import ModelResponse
 from hookmesh.errors import to_grpc_status
 from hookmesh.middleware import ONION_HOOKS, Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._invocation import RemoteHookError
+from hookmesh.remote._runners import _RUNNERS
 from hookmesh.schema import (
     AgentEvent,
     Message,
     MessageKind,
     ReplyError,
-    ToolCall,
     block_to_proto,
-    event_from_proto,
-    make_assistant,
     message_from_proto,
     message_to_proto,
 )
@@ -283,212 +280,6 @@ class _Session:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-# --- hook runners (sidecar side) -------------------------------------------------------------
-
-
-def _kwargs(hook: str, invocation: _mw_pb2.HookInvocation) -> dict[str, Any]:
-    arm = invocation.WhichOneof("kwargs")
-    if hook == "on_reply" and arm == "reply":
-        inputs = [message_from_proto(m, "reply.inputs") for m in invocation.reply.inputs]
-        return {"inputs": inputs, "resume": True if invocation.reply.resume else None}
-    if hook == "on_reasoning" and arm == "reasoning":
-        return {"tool_choice": invocation.reasoning.tool_choice}
-    if hook == "on_acting" and arm == "acting":
-        return {"tool_call": c.tool_call_from_pb(invocation.acting.tool_call)}
-    if hook == "on_model_call" and arm == "model_call":
-        args = invocation.model_call
-        return {
-            "model": _ModelRef(args.model_name, args.provider_name),
-            "messages": [message_from_proto(m, "model_call.messages") for m in args.messages],
-            "tools": [c.tool_definition(t) for t in args.tools],
-            "tool_choice": args.tool_choice,
-        }
-    if hook == "on_check_permission" and arm == "check_permission":
-        args = invocation.check_permission
-        return {"tool_call": c.tool_call_from_pb(args.tool_call), "tool": _ToolRef(args.tool)}
-    if hook == "on_compress_context":
-        return {}
-    raise ValueError(f"invocation for {hook or 'an unknown hook'} carries {arm or 'no'} kwargs")
-
-
-class _ModelRef:
-    """The model named in an on_model_call invocation (the sidecar cannot call it)."""
-
-    def __init__(self, model_name: str, provider_name: str) -> None:
-        self.model_name = model_name
-        self.provider_name = provider_name
-
-
-class _ToolRef:
-    """The tool named in an on_check_permission invocation."""
-
-    def __init__(self, spec: _mw_pb2.ToolSpec) -> None:
-        self.name = spec.name
-        self.description = spec.description
-        self.read_only = spec.read_only
-        self.concurrency_safe = spec.concurrency_safe
-        self.return_directly = spec.return_directly
-        self.needs_confirmation = spec.needs_confirmation
-
-
-def _call_next(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
-    if not overrides:
-        return _mw_pb2.CallNext()
-    unknown = set(overrides) - {"tool_choice", "messages", "arguments", "tool_call"}
-    if unknown:
-        raise ValueError(f"{hook}: cannot override {', '.join(sorted(unknown))} from a sidecar")
-    if hook == "on_reasoning":
-        return _mw_pb2.CallNext(
-            reasoning=_mw_pb2.ReasoningOverrides(tool_choice=overrides.get("tool_choice"))
-        )
-    if hook == "on_model_call":
-        out = _mw_pb2.ModelCallOverrides()
-        if "tool_choice" in overrides:
-            out.tool_choice = overrides["tool_choice"]
-        if "messages" in overrides:
-            out.messages.messages.extend(message_to_proto(m) for m in overrides["messages"])
-        return _mw_pb2.CallNext(model_call=out)
-    if hook == "on_acting":
-        arguments = overrides.get("arguments")
-        if isinstance(overrides.get("tool_call"), ToolCall):
-            arguments = overrides["tool_call"].arguments
-        elif isinstance(arguments, dict):
-            arguments = c.arguments_json(arguments)
-        return _mw_pb2.CallNext(acting=_mw_pb2.ActingOverrides(arguments=arguments))
-    raise ValueError(f"{hook} takes no overrides")
-
-
-async def _nothing() -> AsyncIterator[AgentEvent]:
-    return
-    yield
-
-
-async def _event_hook(
-    call: _Call,
-    mw: Middleware,
-    hook: str,
-    mode: str,
-    agent: SidecarAgent,
-    inv: _mw_pb2.HookInvocation,
-) -> None:
-    pending: list[AgentEvent] = []
-
-    async def downstream() -> AsyncIterator[AgentEvent]:
-        while True:
-            if pending:
-                pending.clear()
-                call.control(verdict=_mw_pb2.ItemVerdict(drop=True))
-            request = await call.receive()
-            arm = request.WhichOneof("message")
-            if arm == "item":
-                assert call.sync is not None
-                call.sync.take(request.item.state)
-                event = event_from_proto(request.item.event)
-                pending.append(event)
-                yield event
-            elif arm == "outcome":
-                call.take_outcome(request.outcome)
-                return
-
-    def next_handler(**overrides: Any) -> AsyncIterator[AgentEvent]:
-        call.control(call_next=_call_next(hook, overrides))
-        if mode == "pre_only":
-            # The agent ends a pre_only invocation at call_next: nothing more will arrive.
-            call.muted = True
-            return _nothing()
-        return downstream()
-
-    async for out in getattr(mw, hook)(agent, _kwargs(hook, inv), next_handler):
-        if pending and out is pending[0]:
-            pending.clear()
-            call.control(verdict=_mw_pb2.ItemVerdict(drop=False))
-        else:
-            call.emit(out)
-    call.control(done=_mw_pb2.HookDone())
-
-
-async def _model_hook(
-    call: _Call,
-    mw: Middleware,
-    hook: str,
-    mode: str,
-    agent: SidecarAgent,
-    inv: _mw_pb2.HookInvocation,
-) -> None:
-    async def chunks() -> AsyncIterator[Any]:
-        while True:
-            request = await call.receive()
-            if request.WhichOneof("message") == "item":
-                yield c.chunk_from_pb(request.item.chunk)
-            else:
-                call.take_outcome(request.outcome)
-                return
-
-    async def next_handler(**overrides: Any) -> Any:
-        call.control(call_next=_call_next(hook, overrides))
-        if mode == "pre_only":
-            call.muted = True
-            return ModelResponse(message=make_assistant(agent.kind, ""))
-        request = await call.receive()
-        arm = call.take_outcome(request.outcome)
-        if arm == "model_response":
-            return c.response_from_pb(request.outcome.model_response)
-        return chunks()
-
-    result = await mw.on_model_call(agent, _kwargs(hook, inv), next_handler)  # type: ignore[arg-type]
-    if isinstance(result, ModelResponse):
-        call.control(done=_mw_pb2.HookDone(model_response=c.response_to_pb(result)))
-        return
-    async for _ in result:
-        pass
-    call.control(done=_mw_pb2.HookDone())
-
-
-async def _permission_hook(
-    call: _Call,
-    mw: Middleware,
-    hook: str,
-    mode: str,
-    agent: SidecarAgent,
-    inv: _mw_pb2.HookInvocation,
-) -> None:
-    async def next_handler() -> Any:
-        call.control(call_next=_mw_pb2.CallNext())
-        request = await call.receive()
-        call.take_outcome(request.outcome)
-        return c.decision_from_pb(request.outcome.permission)
-
-    decision = await mw.on_check_permission(agent, _kwargs(hook, inv), next_handler)  # type: ignore[arg-type]
-    call.control(done=_mw_pb2.HookDone(permission=c.decision_to_pb(decision)))
-
-
-async def _compress_hook(
-    call: _Call,
-    mw: Middleware,
-    hook: str,
-    mode: str,
-    agent: SidecarAgent,
-    inv: _mw_pb2.HookInvocation,
-) -> None:
-    async def next_handler() -> None:
-        call.control(call_next=_mw_pb2.CallNext())
-        request = await call.receive()
-        call.take_outcome(request.outcome)
-
-    await mw.on_compress_context(agent, {}, next_handler)  # type: ignore[arg-type]
-    call.control(done=_mw_pb2.HookDone())
-
-
-_RUNNERS = {
-    "on_reply": _event_hook,
-    "on_reasoning": _event_hook,
-    "on_acting": _event_hook,
-    "on_model_call": _model_hook,
-    "on_check_permission": _permission_hook,
-    "on_compress_context": _compress_hook,
-}
 
 
 async def _abort_failed(context: grpc.aio.ServicerContext, hook: str, exc: Exception) -> None:
