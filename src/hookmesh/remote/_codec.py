@@ -14,9 +14,6 @@ from hookmesh.schema import (
     MessageKind,
     ReplyError,
     ToolCall,
-    Usage,
-    event_from_proto,
-    event_to_proto,
     message_from_proto,
     message_to_proto,
 )
@@ -107,10 +104,6 @@ def tool_definition(spec: _mw_pb2.ToolSpec) -> dict[str, Any]:
     }
 
 
-def usage_to_pb(usage: Usage) -> _message_pb2.Usage:
-    return _usage_to_proto(usage)
-
-
 def chunk_to_pb(chunk: ModelChunk) -> _mw_pb2.ModelChunk:
     pb = _mw_pb2.ModelChunk(
         text=chunk.text,
@@ -190,30 +183,3 @@ def reply_error_from_pb(pb: _event_pb2.ReplyError) -> ReplyError:
 
 def arguments_json(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
-
-
-__all__ = [
-    "HOOK_FROM_PB",
-    "HOOK_TO_PB",
-    "KIND_FROM_PB",
-    "KIND_TO_PB",
-    "MODE_FROM_PB",
-    "MODE_TO_PB",
-    "PROTOCOL_VERSION",
-    "chunk_from_pb",
-    "chunk_to_pb",
-    "decision_from_pb",
-    "decision_to_pb",
-    "error_to_pb",
-    "event_from_proto",
-    "event_to_proto",
-    "from_struct",
-    "reply_error_from_pb",
-    "response_from_pb",
-    "response_to_pb",
-    "struct",
-    "tool_call_from_pb",
-    "tool_call_to_pb",
-    "tool_definition",
-    "tool_spec",
-]

@@ -25,6 +25,7 @@ from hookmesh.schema import (
     MessageKind,
     ReplyError,
     block_to_proto,
+    event_to_proto,
     message_from_proto,
     message_to_proto,
 )
@@ -152,7 +153,7 @@ class _Call:
             self.session.out.put_nowait(_mw_pb2.InterceptResponse(invocation_id=self.id, **message))
 
     def emit(self, event: AgentEvent) -> None:
-        self.send(emit=c.event_to_proto(event))
+        self.send(emit=event_to_proto(event))
 
     def control(self, **message: Any) -> None:
         """Send a control message, preceded by any state or context change."""

@@ -27,6 +27,7 @@ from hookmesh.schema import (
     AgentEvent,
     Message,
     block_from_proto,
+    event_to_proto,
     is_hint,
     message_from_proto,
     message_to_proto,
@@ -288,7 +289,7 @@ class RemoteMiddleware(Middleware):
             if spec.mode == "observe":
                 async for event in next_handler():
                     if spec.wants(event.type):
-                        inv.send(item=_mw_pb2.DownstreamItem(event=c.event_to_proto(event)))
+                        inv.send(item=_mw_pb2.DownstreamItem(event=event_to_proto(event)))
                     yield event
                 inv.outcome(stream_end=_mw_pb2.StreamEnd())
                 finished = True
@@ -323,7 +324,7 @@ class RemoteMiddleware(Middleware):
                     yield event
                     continue
                 inv.send(
-                    item=_mw_pb2.DownstreamItem(state=inv.state(), event=c.event_to_proto(event))
+                    item=_mw_pb2.DownstreamItem(state=inv.state(), event=event_to_proto(event))
                 )
                 events, message = await inv.wait("verdict")
                 for emitted in events:
