@@ -399,3 +399,10 @@ def test_helpers_agree_on_an_agentic_message_and_its_flat_form(msg: AgenticMessa
     assert [m.role for m in flat if not is_tool_result(m)] in ([], [msg.role])
     if not any(b.type == "hint" for b in msg.blocks):  # hints become user text in flat
         assert is_user(msg) == any(is_user(m) for m in flat)
+
+
+@pytest.mark.parametrize("kind", ["flat", "agentic"])
+def test_a_tool_result_has_no_text_in_either_kind(kind: MessageKind) -> None:
+    msg = make_tool_result(kind, "c1", "echo", "the output")
+    assert text_of(msg) == ""
+    assert [r.text for r in tool_results(msg)] == ["the output"]

@@ -89,9 +89,12 @@ def is_hint(msg: Message) -> bool:
 def text_of(msg: Message) -> str:
     """The message's text (flat: content and text parts; agentic: text blocks), newline-joined.
 
-    Reasoning, tool calls and tool results are not text; hints are.
+    Reasoning, tool calls and tool results are not text (for both kinds: a flat tool
+    message has none; read results with `tool_results`); hints are.
     """
     if msg.kind == "flat":
+        if msg.role == "tool":
+            return ""
         texts = [msg.content] if msg.content else []
         texts.extend(p.text for p in msg.parts if p.type == "text")
         return "\n".join(texts)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hookmesh.agent.models._base import TOOL_CHOICE_MODES, ModelError, ToolChoice
-from hookmesh.schema import FlatMessage, Message, ToolOutputBlock, text_of, to_flat
+from hookmesh.schema import FlatMessage, Message, ToolOutputBlock, text_of, to_flat, tool_results
 
 _AUDIO_FORMATS = {
     "audio/wav": "wav",
@@ -80,7 +80,8 @@ def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             tool_media = []
         media = [p for p in msg.parts if p.type != "text"]
         if msg.role == "tool":
-            out.append({"role": "tool", "tool_call_id": msg.tool_call_id, "content": text_of(msg)})
+            (result,) = tool_results(msg)
+            out.append({"role": "tool", "tool_call_id": msg.tool_call_id, "content": result.text})
             if media:
                 tool_media.append(
                     {"type": "text", "text": f"Output of tool call {msg.tool_call_id}:"}

@@ -16,7 +16,6 @@ from hookmesh.schema import (
     MessageKind,
     estimate_tokens,
     is_system,
-    is_tool_result,
     is_user,
     make_text,
     make_user_text,
@@ -318,8 +317,7 @@ def _render(msg: Message) -> str:
     label = "summary" if _is_summary(msg) else msg.role
     lines: list[str] = []
     text = text_of(msg)
-    # A tool-result-only message's text is its result (flat content), rendered below.
-    if text and (is_user(msg) or not is_tool_result(msg)):
+    if text:
         lines.append(f"[{label}] {text}")
     lines.extend(f"[{label} called {c.name} (call {c.id})] {c.arguments}" for c in tool_calls(msg))
     for result in tool_results(msg):
