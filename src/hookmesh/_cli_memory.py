@@ -222,22 +222,10 @@ def serve_memory(
     ] = None,
 ) -> None:
     """Serve long-term memories (SQLite or PostgreSQL) until SIGTERM/SIGINT."""
-    from hookmesh.cli import _host_port, _run
-    from hookmesh.services._server import serve_until_signal
+    from hookmesh.cli import serve_service
     from hookmesh.services.memory import load_memory_config, start_memory_service
 
-    try:
-        settings = load_memory_config(config, **({"listen": _host_port(listen)} if listen else {}))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from None
-    start = lambda: start_memory_service(settings)  # noqa: E731
-    raise typer.Exit(
-        _run(
-            serve_until_signal(
-                start, listen=settings.listen, label="memory service ", grace=settings.grace_seconds
-            )
-        )
-    )
+    serve_service(load_memory_config, start_memory_service, config, listen, "memory service ")
 
 
 def main() -> None:

@@ -6,8 +6,9 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -119,6 +120,26 @@ def _config(path: Path | None, **overrides: Any) -> Any:
         raise typer.BadParameter(str(exc), param_hint="--config") from None
 
 
+def serve_service(
+    load: Callable[..., Any],
+    start: Callable[[Any], Awaitable[Any]],
+    config: Path | None,
+    listen: str | None,
+    label: str,
+) -> NoReturn:
+    """Load a service's config (bad files are usage errors), serve until a signal, exit."""
+    from hookmesh.services._server import serve_until_signal
+
+    try:
+        settings = load(config, **({"listen": _host_port(listen)} if listen else {}))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
+    serving = serve_until_signal(
+        lambda: start(settings), listen=settings.listen, label=label, grace=settings.grace_seconds
+    )
+    raise typer.Exit(_run(serving))
+
+
 @serve_app.command("agent")
 def serve_agent(
     config: ConfigOption = None,
@@ -127,18 +148,9 @@ def serve_agent(
     ] = None,
 ) -> None:
     """Serve the agent service (sessions in SQLite) until SIGTERM/SIGINT."""
-    from hookmesh.services._server import serve_until_signal
-    from hookmesh.services.agent import start_agent_service
+    from hookmesh.services.agent import load_config, start_agent_service
 
-    settings = _config(config, listen=listen and _host_port(listen))
-    start = lambda: start_agent_service(settings)  # noqa: E731
-    raise typer.Exit(
-        _run(
-            serve_until_signal(
-                start, listen=settings.listen, label="agent service ", grace=settings.grace_seconds
-            )
-        )
-    )
+    serve_service(load_config, start_agent_service, config, listen, "agent service ")
 
 
 @serve_app.command("tts")
@@ -152,21 +164,9 @@ def serve_tts(
     ] = None,
 ) -> None:
     """Serve text to speech (espeak-ng, streamed as produced) until SIGTERM/SIGINT."""
-    from hookmesh.services._server import serve_until_signal
     from hookmesh.services.tts import load_tts_config, start_tts_service
 
-    try:
-        settings = load_tts_config(config, **({"listen": _host_port(listen)} if listen else {}))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from None
-    start = lambda: start_tts_service(settings)  # noqa: E731
-    raise typer.Exit(
-        _run(
-            serve_until_signal(
-                start, listen=settings.listen, label="tts service ", grace=settings.grace_seconds
-            )
-        )
-    )
+    serve_service(load_tts_config, start_tts_service, config, listen, "tts service ")
 
 
 @app.command()
