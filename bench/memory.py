@@ -38,7 +38,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hookmesh.client._memory_client import MemoryClient
+from hookmesh.client import MemoryClient
 from hookmesh.memory import MemoryScope
 from hookmesh.retrieval import Embedder, MiniLMEmbedder, Vectors, default_embedder
 from hookmesh.services.memory import MemoryService, load_memory_config, start_memory_service

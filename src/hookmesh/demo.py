@@ -172,10 +172,10 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
 
 async def run_demo(console: Console) -> int:
     """Start the suite, seed the knowledge base, run two sessions; 0 when both complete."""
-    from hookmesh._console import EventPrinter
-    from hookmesh._suite import start_suite
+    from hookmesh.cli import EventPrinter
     from hookmesh.client import AgentClient, RetrievalClient
     from hookmesh.retrieval import Document
+    from hookmesh.services.suite import start_suite
 
     settings = demo_config()
     finishes: list[str] = []

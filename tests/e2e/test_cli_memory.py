@@ -1,5 +1,5 @@
 """`hookmesh memory add|search|list|delete` and `hookmesh serve memory`, each run as its own
-process (through ``python -m hookmesh._cli_memory`` until cli.py registers them)."""
+process."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 async def run(*args: str, timeout: float = DEADLINE) -> tuple[int, str, str]:
-    return await commands.run(*args, module="hookmesh._cli_memory", timeout=timeout)
+    return await commands.run(*args, timeout=timeout)
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ async def test_serve_until_sigterm(tmp_path: Path) -> None:
     config = tmp_path / "memory.yaml"
     config.write_text(f"store: sqlite:///{tmp_path}/memory.db\ndedup_threshold: 0.9\n")
     server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hookmesh._cli_memory", "serve",
+        sys.executable, "-m", "hookmesh.cli", "serve", "memory",
         "--config", str(config), "--listen", "127.0.0.1:0",
         stdout=asyncio.subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip

@@ -19,15 +19,7 @@ ROOT = Path(__file__).parents[2]
 DEADLINE = 60.0
 
 
-def _entry() -> str:
-    """`hookmesh.cli` once it registers these commands; until then the module's own app."""
-    from hookmesh import cli
-
-    groups = {group.name for group in cli.app.registered_groups}
-    return "hookmesh.cli" if "kb" in groups else "hookmesh._cli_retrieval"
-
-
-ENTRY = _entry()
+ENTRY = "hookmesh.cli"
 
 
 async def run(*args: str, cwd: Path = ROOT) -> tuple[int, str, str]:

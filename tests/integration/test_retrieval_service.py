@@ -18,8 +18,7 @@ import pytest
 from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from hookmesh.client import AgentClientError
-from hookmesh.client._retrieval_client import RetrievalClient
+from hookmesh.client import AgentClientError, RetrievalClient
 from hookmesh.retrieval import Document
 from hookmesh.services.retrieval import (
     SERVICE_NAME,
@@ -364,9 +363,9 @@ def test_config_from_environment_and_file(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 @asynccontextmanager
 async def service_process(store: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``python -m hookmesh.services.retrieval`` on 127.0.0.1:0; yields it and its address."""
+    """``hookmesh serve retrieval`` on 127.0.0.1:0; yields it and its address."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hookmesh.services.retrieval",
+        sys.executable, "-m", "hookmesh.cli", "serve", "retrieval",
         "--listen", "127.0.0.1:0", "--store", store,
         stdout=asyncio.subprocess.PIPE, cwd=ROOT,
         # Small batches: a long ingest is many durable commits, so the kill lands among them.
@@ -376,8 +375,8 @@ async def service_process(store: str) -> AsyncIterator[tuple[asyncio.subprocess.
         assert process.stdout is not None
         async with asyncio.timeout(START_TIMEOUT):
             line = (await process.stdout.readline()).decode().strip()
-        assert line.startswith("listening on "), line
-        yield process, line.removeprefix("listening on ")
+        assert line.startswith("retrieval service listening on "), line
+        yield process, line.removeprefix("retrieval service listening on ")
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)

@@ -17,8 +17,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from hookmesh.client import AgentClientError
-from hookmesh.client._tts_client import TTSClient
+from hookmesh.client import AgentClientError, TTSClient
 from hookmesh.services.tts import (
     SERVICE_NAME,
     AudioChunk,

@@ -12,8 +12,7 @@ import pytest
 
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
-from hookmesh.client import AgentClient
-from hookmesh.client._memory_client import MemoryClient
+from hookmesh.client import AgentClient, MemoryClient
 from hookmesh.memory import MemoryScope
 from hookmesh.middleware.builtin.memory import MemoryMiddleware
 from hookmesh.schema import Message, MessageKind, is_hint, make_user_text, text_of, tool_results

@@ -15,8 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
-from hookmesh.client._errors import AgentClientError
-from hookmesh.client._memory_client import MemoryClient
+from hookmesh.client import AgentClientError, MemoryClient
 from hookmesh.errors import field_violations_of, reason_of
 from hookmesh.memory import MemoryScope
 from hookmesh.schema import make_assistant, make_user_text

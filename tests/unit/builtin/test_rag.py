@@ -12,7 +12,7 @@ import pytest
 
 from hookmesh.agent import Agent, Confirmation, Resume
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
-from hookmesh.client._retrieval_client import RetrievalClient
+from hookmesh.client import RetrievalClient
 from hookmesh.middleware.builtin.rag import (
     DEFAULT_HINT_TEMPLATE,
     WARNING_EVENT,

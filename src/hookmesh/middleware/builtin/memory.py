@@ -30,7 +30,7 @@ from hookmesh.schema import (
 
 if TYPE_CHECKING:
     from hookmesh.agent import Agent
-    from hookmesh.client._memory_client import MemoryClient
+    from hookmesh.client import MemoryClient
     from hookmesh.memory import Memories, MemoryScope
 
 log = logging.getLogger("hookmesh.middleware.memory")
@@ -257,7 +257,7 @@ class MemoryMiddleware(Middleware):
             return self.store
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            from hookmesh.client._memory_client import MemoryClient
+            from hookmesh.client import MemoryClient
 
             token = os.environ.get(self.token_env) if self.token_env else None
             self._client = MemoryClient(self.target, timeout=self.timeout, token=token)

@@ -19,7 +19,7 @@ from hookmesh.schema import AgentEvent, CustomEvent, HintBlockEvent, is_user, ma
 
 if TYPE_CHECKING:
     from hookmesh.agent import Agent
-    from hookmesh.client._retrieval_client import RetrievalClient
+    from hookmesh.client import RetrievalClient
 
 log = logging.getLogger("hookmesh.middleware.rag")
 
@@ -247,7 +247,7 @@ class RAGMiddleware(Middleware):
             return self._store
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            from hookmesh.client._retrieval_client import RetrievalClient
+            from hookmesh.client import RetrievalClient
 
             assert self.target is not None
             token = os.environ.get(self.token_env) if self.token_env else None

@@ -17,7 +17,7 @@ from hookmesh.schema import (
 
 if TYPE_CHECKING:
     from hookmesh.agent import Agent
-    from hookmesh.client._tts_client import TTSClient
+    from hookmesh.client import TTSClient
     from hookmesh.services.tts import AudioFormat, TTSEngine
 
 log = logging.getLogger("hookmesh.middleware.tts")
@@ -128,7 +128,7 @@ class TTSMiddleware(Middleware):
             return self._engine
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            from hookmesh.client._tts_client import TTSClient
+            from hookmesh.client import TTSClient
 
             token = os.environ.get(self.token_env) if self.token_env else None
             self._client = TTSClient(self.target, timeout=self.timeout, token=token)

@@ -6,7 +6,6 @@ from hookmesh.services.retrieval._app import (
     start_retrieval_service,
 )
 from hookmesh.services.retrieval._config import RetrievalServiceConfig, load_retrieval_config
-from hookmesh.services.retrieval._main import main, serve
 from hookmesh.services.retrieval._servicer import DEFAULT_TOP_K, RetrievalServicer
 
 __all__ = [
@@ -16,7 +15,5 @@ __all__ = [
     "RetrievalServiceConfig",
     "RetrievalServicer",
     "load_retrieval_config",
-    "main",
-    "serve",
     "start_retrieval_service",
 ]

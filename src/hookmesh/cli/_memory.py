@@ -6,14 +6,16 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from hookmesh.cli._app import app, host_port, run
+
 memory_app = typer.Typer(
     help="Read and write a memory service's long-term memories.", no_args_is_help=True
 )
+app.add_typer(memory_app, name="memory")
 
 DEFAULT_TARGET = "127.0.0.1:7004"
 
@@ -42,13 +44,11 @@ def _memory_json(memory: Any) -> dict[str, Any]:
 
 def _call(target: str, timeout: float, work: Callable[[Any], Awaitable[int]]) -> None:
     """Run `work(client)` against the service; print a failure's reason and exit 1."""
-    from hookmesh.cli import _host_port, _run
-    from hookmesh.client._errors import AgentClientError
-    from hookmesh.client._memory_client import MemoryClient
+    from hookmesh.client import AgentClientError, MemoryClient
 
-    address = _host_port(target)
+    address = host_port(target, "--target")
 
-    async def run() -> int:
+    async def call() -> int:
         try:
             async with (
                 asyncio.timeout(timeout),
@@ -63,7 +63,7 @@ def _call(target: str, timeout: float, work: Callable[[Any], Awaitable[int]]) ->
             print(f"error: no answer from {address} within {timeout:g} s", file=sys.stderr)
         return 1
 
-    raise typer.Exit(_run(run()))
+    raise typer.Exit(run(call()))
 
 
 def _scope(user: str, agent: str = "", session: str = "") -> Any:
@@ -210,32 +210,3 @@ def delete(
         return 0
 
     _call(target, timeout, work)
-
-
-def serve_memory(
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="YAML config file (see docs/services/memory.md)."),
-    ] = None,
-    listen: Annotated[
-        str | None, typer.Option(help="Address; overrides the config's listen.")
-    ] = None,
-) -> None:
-    """Serve long-term memories (SQLite or PostgreSQL) until SIGTERM/SIGINT."""
-    from hookmesh.cli import serve_service
-    from hookmesh.services.memory import load_memory_config, start_memory_service
-
-    serve_service(load_memory_config, start_memory_service, config, listen, "memory service ")
-
-
-def main() -> None:
-    """``python -m hookmesh._cli_memory``: the same commands before cli.py registers them
-    (``memory add|search|list|delete`` and ``serve``)."""
-    root = typer.Typer(no_args_is_help=True, add_completion=False)
-    root.add_typer(memory_app, name="memory")
-    root.command("serve")(serve_memory)
-    root()
-
-
-if __name__ == "__main__":
-    main()

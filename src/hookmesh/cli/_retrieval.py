@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,8 +10,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from hookmesh.cli._app import TokenEnvOption, app, die, run, token_from_env
+
 if TYPE_CHECKING:
-    from hookmesh.client._retrieval_client import IngestReport, RetrievalClient
+    from hookmesh.client import IngestReport, RetrievalClient
     from hookmesh.retrieval import Document
 
 DEFAULT_TARGET = "127.0.0.1:7002"
@@ -20,65 +21,23 @@ TEXT_SUFFIXES = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown"
 """File types `hookmesh ingest` reads (UTF-8), by suffix."""
 
 kb_app = typer.Typer(help="Manage knowledge bases on a retrieval service.", no_args_is_help=True)
+app.add_typer(kb_app, name="kb")
 
 Target = Annotated[str, typer.Option(help="Retrieval service address (host:port).")]
 Timeout = Annotated[float, typer.Option(help="Seconds each call may take.")]
-TokenEnv = Annotated[
-    str | None, typer.Option(help="Send the bearer token held in this environment variable.")
-]
-
-
-def _run(coro: Any) -> Any:
-    from hookmesh.cli import _run as run
-
-    return run(coro)
+TokenEnv = TokenEnvOption
 
 
 def _client(target: str, timeout: float, token_env: str | None) -> RetrievalClient:
-    from hookmesh.client._retrieval_client import RetrievalClient
+    from hookmesh.client import RetrievalClient
 
-    token = os.environ.get(token_env) if token_env else None
-    if token_env and not token:
-        raise typer.BadParameter(
-            f"environment variable {token_env} is empty or unset", param_hint="--token-env"
-        )
+    token = token_from_env(token_env)
     return RetrievalClient(target, timeout=timeout, ingest_timeout=timeout, token=token)
 
 
 def _error(exc: Exception) -> int:
     print(f"error: {exc}", file=sys.stderr)
     return 1
-
-
-# -- serve ------------------------------------------------------------------------------------
-
-
-def serve_retrieval(
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="YAML config file (see docs/services/retrieval.md)."),
-    ] = None,
-    listen: Annotated[
-        str | None, typer.Option(help="Address; overrides the config's listen.")
-    ] = None,
-    store: Annotated[
-        str | None,
-        typer.Option(help="Store URL (sqlite:///path.db or postgresql://...); a secret."),
-    ] = None,
-) -> None:
-    """Serve knowledge bases (SQLite by default, or PostgreSQL) until SIGTERM/SIGINT."""
-    from hookmesh.services.retrieval import load_retrieval_config, serve
-
-    overrides = {k: v for k, v in (("listen", listen), ("store", store)) if v}
-    if listen:
-        host, sep, port = listen.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise typer.BadParameter(f"{listen!r} is not host:port (port 0 picks a free one)")
-    try:
-        settings = load_retrieval_config(config, **overrides)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from None
-    raise typer.Exit(_run(serve(settings, label="retrieval service ")))
 
 
 # -- knowledge bases -------------------------------------------------------------------------
@@ -97,7 +56,7 @@ def kb_create(
     """Create an empty knowledge base."""
     from hookmesh.client import AgentClientError
 
-    async def run() -> int:
+    async def work() -> int:
         async with _client(target, timeout, token_env) as client:
             try:
                 kb = await client.create_knowledge_base(
@@ -109,7 +68,7 @@ def kb_create(
         print(f"created knowledge base {kb.name} (chunks {chunking}, embedder {kb.embedder})")
         return 0
 
-    raise typer.Exit(_run(run()))
+    raise typer.Exit(run(work()))
 
 
 @kb_app.command("list")
@@ -125,7 +84,7 @@ def kb_list(
 
     from hookmesh.client import AgentClientError
 
-    async def run() -> int:
+    async def work() -> int:
         async with _client(target, timeout, token_env) as client:
             try:
                 kbs = await client.list_knowledge_bases()
@@ -155,7 +114,7 @@ def kb_list(
         Console(highlight=False).print(table)
         return 0
 
-    raise typer.Exit(_run(run()))
+    raise typer.Exit(run(work()))
 
 
 @kb_app.command("delete")
@@ -168,7 +127,7 @@ def kb_delete(
     """Delete a knowledge base and everything in it."""
     from hookmesh.client import AgentClientError
 
-    async def run() -> int:
+    async def work() -> int:
         async with _client(target, timeout, token_env) as client:
             try:
                 await client.delete_knowledge_base(name)
@@ -177,7 +136,7 @@ def kb_delete(
         print(f"deleted knowledge base {name}")
         return 0
 
-    raise typer.Exit(_run(run()))
+    raise typer.Exit(run(work()))
 
 
 # -- ingest -----------------------------------------------------------------------------------
@@ -221,6 +180,7 @@ def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[i : i + size]
 
 
+@app.command()
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Text or markdown files, or directories.")],
     kb: Annotated[str, typer.Option("--kb", help="The knowledge base to ingest into.")],
@@ -242,16 +202,16 @@ def ingest(
     from hookmesh.client import AgentClientError
 
     if batch < 1:
-        raise typer.BadParameter("must be at least 1", param_hint="--batch")
+        die("--batch must be at least 1")
     missing = [p for p in paths if not p.exists()]
     if missing:
-        raise typer.BadParameter(f"no such file or directory: {missing[0]}")
+        die(f"no such file or directory: {missing[0]}")
     files, skipped = find_files(paths)
     err = Console(stderr=True, highlight=False)
     for path in skipped:
         err.print(f"skipped {path}: only {', '.join(sorted(TEXT_SUFFIXES))} files are read")
 
-    async def run() -> int:
+    async def work() -> int:
         reports: list[IngestReport] = []
         unreadable = 0
         async with _client(target, timeout, token_env) as client:
@@ -288,12 +248,13 @@ def ingest(
         )
         return 1 if failed or unreadable else 0
 
-    raise typer.Exit(_run(run()))
+    raise typer.Exit(run(work()))
 
 
 # -- search -----------------------------------------------------------------------------------
 
 
+@app.command()
 def search(
     query: Annotated[str, typer.Argument(help="The question or keywords.")],
     kb: Annotated[
@@ -317,9 +278,9 @@ def search(
     from hookmesh.retrieval import SEARCH_MODES
 
     if mode not in SEARCH_MODES:
-        raise typer.BadParameter(f"one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
+        die(f"--mode must be one of {', '.join(SEARCH_MODES)}")
 
-    async def run() -> int:
+    async def work() -> int:
         async with _client(target, timeout, token_env) as client:
             try:
                 hits = await client.search(
@@ -357,26 +318,4 @@ def search(
             console.print(f"    {escape(' '.join(hit.text.split()))}")
         return 0
 
-    raise typer.Exit(_run(run()))
-
-
-def register(app: typer.Typer, serve_app: typer.Typer) -> None:
-    """Add the commands: ``serve retrieval``, ``kb create|list|delete``, ``ingest``,
-    ``search``."""
-    serve_app.command("retrieval")(serve_retrieval)
-    app.add_typer(kb_app, name="kb")
-    app.command("ingest")(ingest)
-    app.command("search")(search)
-
-
-def _standalone() -> typer.Typer:
-    """These commands alone (``python -m hookmesh._cli_retrieval``), before cli.py has them."""
-    app = typer.Typer(name="hookmesh", no_args_is_help=True, add_completion=False)
-    serve_app = typer.Typer(help="Run one service.", no_args_is_help=True)
-    app.add_typer(serve_app, name="serve")
-    register(app, serve_app)
-    return app
-
-
-if __name__ == "__main__":
-    _standalone()()
+    raise typer.Exit(run(work()))

@@ -1,0 +1,148 @@
+"""The `hookmesh` root command, its `serve` group, and what every command shares."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import click
+import typer
+
+# NOTE(hookmesh): the suite forks processes (sidecars, espeak-ng) from a process that runs
+# gRPC; its fork handlers can abort the child, and nothing here relies on them.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+app = typer.Typer(
+    name="hookmesh",
+    help="An agent runtime whose every customisation is a middleware, local or remote.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+serve_app = typer.Typer(help="Run one service.", no_args_is_help=True)
+app.add_typer(serve_app, name="serve")
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _version(show: bool) -> None:
+    if show:
+        print(f"hookmesh {package_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    unused_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """hookmesh: agents whose every customisation is a middleware."""
+
+
+def package_version() -> str:
+    """The installed hookmesh version."""
+    try:
+        return version("hookmesh")
+    except PackageNotFoundError:  # running from a source tree without an install
+        return "unknown"
+
+
+def die(message: str, code: int = 2) -> NoReturn:
+    """End the command with one line on stderr: ``error: <message>``.
+
+    Code 2 is a usage error (bad flag, bad file), 1 a failure of the work itself.
+    """
+    print(f"error: {message}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def host_port(listen: str, flag: str = "--listen") -> str:
+    """`listen` when it is ``host:port`` or ``unix:///path``; a one-line usage error if not."""
+    if listen.startswith("unix:"):
+        return listen
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        die(f"{flag} {listen!r} is not host:port (port 0 picks a free one)")
+    return listen
+
+
+def token_from_env(env_name: str | None) -> str | None:
+    """The token held in `env_name` (None when no variable is named)."""
+    if env_name is None:
+        return None
+    token = os.environ.get(env_name)
+    if not token:
+        die(f"--token-env: environment variable {env_name} is empty or unset")
+    return token
+
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML config file (see docs/config.md).")
+]
+TokenEnvOption = Annotated[
+    str | None, typer.Option(help="Send the bearer token held in this environment variable.")
+]
+
+
+def _log_level() -> int:
+    name = os.environ.get("HOOKMESH_LOG_LEVEL", "WARNING").upper()
+    if name not in _LOG_LEVELS:
+        die(f"HOOKMESH_LOG_LEVEL={name.lower()!r} is not one of {', '.join(_LOG_LEVELS)}")
+    return int(getattr(logging, name))
+
+
+def _setup_tracing() -> None:
+    """Export spans over OTLP when the standard OTEL_EXPORTER_OTLP_ENDPOINT is set."""
+    if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        return
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    name = os.environ.get("OTEL_SERVICE_NAME", "hookmesh")
+    provider = TracerProvider(resource=Resource.create({"service.name": name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+
+
+def run(coro: Any) -> Any:
+    """Run `coro` on uvloop (asyncio when unavailable) with logging and tracing set up."""
+    logging.basicConfig(level=_log_level(), stream=sys.stderr)
+    _setup_tracing()
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def main() -> None:
+    """Entry point of the `hookmesh` script: usage errors are one line, never a traceback."""
+    try:
+        code = app(standalone_mode=False)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "hookmesh"
+        print(f"error: {exc.format_message()} (see '{where} --help')", file=sys.stderr)
+        code = exc.exit_code
+    except click.ClickException as exc:
+        print(f"error: {exc.format_message()}", file=sys.stderr)
+        code = exc.exit_code
+    except (click.Abort, KeyboardInterrupt):
+        code = 130
+    except BrokenPipeError:
+        # The reader went away (`hookmesh chat --json | head -3`): stop quietly, as Unix
+        # tools do, and keep the interpreter's final flush from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code if isinstance(code, int) else 0)

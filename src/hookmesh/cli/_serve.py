@@ -1,0 +1,99 @@
+"""`hookmesh serve agent|retrieval|memory|tts`: run one service until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from hookmesh.cli._app import ConfigOption, die, host_port, run, serve_app
+
+ListenOption = Annotated[str | None, typer.Option(help="Address; overrides the config's listen.")]
+
+
+def serve_service(
+    load: Callable[..., Any],
+    start: Callable[[Any], Awaitable[Any]],
+    config: Path | None,
+    label: str,
+    **overrides: Any,
+) -> NoReturn:
+    """Load a service's config (a bad file is a one-line usage error), serve until a signal,
+    then exit with the service's status."""
+    from hookmesh.services._server import serve_until_signal
+
+    if overrides.get("listen"):
+        host_port(overrides["listen"])
+    try:
+        settings = load(config, **{k: v for k, v in overrides.items() if v is not None})
+    except ValueError as exc:
+        die(str(exc))
+    serving = serve_until_signal(
+        lambda: start(settings), listen=settings.listen, label=label, grace=settings.grace_seconds
+    )
+    raise typer.Exit(run(serving))
+
+
+@serve_app.command("agent")
+def serve_agent(config: ConfigOption = None, listen: ListenOption = None) -> None:
+    """Serve the agent service (sessions in SQLite) until SIGTERM/SIGINT."""
+    from hookmesh.services.agent import load_config, start_agent_service
+
+    serve_service(load_config, start_agent_service, config, "agent service ", listen=listen)
+
+
+@serve_app.command("retrieval")
+def serve_retrieval(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="YAML config file (see docs/services/retrieval.md)."),
+    ] = None,
+    listen: ListenOption = None,
+    store: Annotated[
+        str | None,
+        typer.Option(help="Store URL (sqlite:///path.db or postgresql://...); a secret."),
+    ] = None,
+) -> None:
+    """Serve knowledge bases (SQLite by default, or PostgreSQL) until SIGTERM/SIGINT."""
+    from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
+
+    serve_service(
+        load_retrieval_config,
+        start_retrieval_service,
+        config,
+        "retrieval service ",
+        listen=listen,
+        store=store,
+    )
+
+
+@serve_app.command("memory")
+def serve_memory(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="YAML config file (see docs/services/memory.md)."),
+    ] = None,
+    listen: ListenOption = None,
+) -> None:
+    """Serve long-term memories (SQLite or PostgreSQL) until SIGTERM/SIGINT."""
+    from hookmesh.services.memory import load_memory_config, start_memory_service
+
+    serve_service(
+        load_memory_config, start_memory_service, config, "memory service ", listen=listen
+    )
+
+
+@serve_app.command("tts")
+def serve_tts(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="YAML config file (see docs/services/tts.md)."),
+    ] = None,
+    listen: ListenOption = None,
+) -> None:
+    """Serve text to speech (espeak-ng, streamed as produced) until SIGTERM/SIGINT."""
+    from hookmesh.services.tts import load_tts_config, start_tts_service
+
+    serve_service(load_tts_config, start_tts_service, config, "tts service ", listen=listen)
