@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from hookmesh.agent.models import OpenAIModelConfig, ScriptedModelConfig
 from hookmesh.services.agent import _config as cfg
 from hookmesh.services.agent import load_config
 
@@ -61,8 +62,8 @@ def _keys(model: type[BaseModel]) -> set[str]:
     [
         cfg.AgentServiceConfig,
         cfg.AgentSettings,
-        cfg.ScriptedModelConfig,
-        cfg.OpenAIModelConfig,
+        ScriptedModelConfig,
+        OpenAIModelConfig,
         cfg.LocalMiddlewareConfig,
         cfg.RemoteMiddlewareConfig,
         cfg.SidecarConfig,
@@ -74,3 +75,52 @@ def test_every_key_is_documented(model: Any) -> None:
     )
     missing = _keys(model) - documented - {"type"}
     assert not missing, f"docs/config.md lacks {sorted(missing)}"
+
+
+def _loaders() -> list[tuple[str, Any, str]]:
+    from hookmesh.services.memory import load_memory_config
+    from hookmesh.services.retrieval import load_retrieval_config
+    from hookmesh.services.tts import load_tts_config
+
+    return [
+        ("agent", load_config, "HOOKMESH_"),
+        ("retrieval", load_retrieval_config, "HOOKMESH_RETRIEVAL_"),
+        ("memory", load_memory_config, "HOOKMESH_MEMORY_"),
+        ("tts", load_tts_config, "HOOKMESH_TTS_"),
+    ]
+
+
+@pytest.mark.parametrize(("service", "load", "prefix"), _loaders(), ids=lambda v: str(v)[:12])
+def test_flags_beat_environment_beat_file_beat_defaults(
+    service: str, load: Any, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / f"{service}.yaml"
+    path.write_text("listen: 127.0.0.1:1111\ngrace_seconds: 7\n")
+    default = load(None)
+    assert (default.listen, default.grace_seconds) != ("127.0.0.1:1111", 7)
+    from_file = load(path)
+    assert (from_file.listen, from_file.grace_seconds) == ("127.0.0.1:1111", 7)
+    monkeypatch.setenv(f"{prefix}LISTEN", "127.0.0.1:2222")
+    from_env = load(path)
+    assert (from_env.listen, from_env.grace_seconds) == ("127.0.0.1:2222", 7)
+    from_flag = load(path, listen="127.0.0.1:3333")
+    assert (from_flag.listen, from_flag.grace_seconds) == ("127.0.0.1:3333", 7)
+
+
+def test_a_nested_environment_variable_keeps_the_files_siblings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("agent:\n  name: from-file\n  system_prompt: Be brief.\n")
+    monkeypatch.setenv("HOOKMESH_AGENT__NAME", "from-env")
+    config = load_config(path, agent={"max_iters": 3})
+    assert (config.agent.name, config.agent.system_prompt, config.agent.max_iters) == (
+        "from-env",
+        "Be brief.",
+        3,
+    )
+
+
+def test_a_missing_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="cannot read config"):
+        load_config(tmp_path / "nope.yaml")

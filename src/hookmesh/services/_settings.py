@@ -1,19 +1,29 @@
-"""What every service's configuration shares: a YAML file under HOOKMESH_* variables."""
+"""What every service's configuration shares: flags over HOOKMESH_* variables over one YAML
+file over defaults, merged by pydantic-settings' own sources."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    YamlConfigSettingsSource,
+)
 
 S = TypeVar("S", bound=BaseSettings)
 
+_CONFIG_FILE: ContextVar[Path | None] = ContextVar("hookmesh_config_file", default=None)
+"""The YAML file of the settings being built (sources are chosen per class, not per call)."""
+
 
 class ServiceSettings(BaseSettings):
-    """Base of the services' configs: environment variables override the file's values,
-    which override the defaults."""
+    """Base of the services' configs. Precedence, highest first: keyword arguments (the
+    command's flags), environment variables, the YAML file, the defaults; nested mappings
+    merge key by key."""
 
     @classmethod
     def settings_customise_sources(
@@ -24,24 +34,29 @@ class ServiceSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (env_settings, init_settings)
+        path = _CONFIG_FILE.get()
+        if path is None:
+            return (init_settings, env_settings)
+        return (init_settings, env_settings, YamlConfigSettingsSource(settings_cls, path))
 
 
 def load_settings(cls: type[S], path: str | Path | None, overrides: dict[str, Any]) -> S:
-    """`cls` from the YAML file at `path` (if any), its environment variables and `overrides`.
+    """`cls` from `overrides`, its environment variables and the YAML file at `path`.
 
     Raises:
         ValueError: The file is unreadable or not a mapping; pydantic's ValidationError (a
             ValueError) names bad keys.
     """
-    data: dict[str, Any] = {}
     if path is not None:
+        path = Path(path)
         try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
+            loaded = yaml.safe_load(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise ValueError(f"cannot read config {path}: {exc}") from None
-        if not isinstance(loaded, dict):
+        if not isinstance(loaded, dict | None):
             raise ValueError(f"config {path} must be a mapping at the top level")
-        data = loaded
-    data.update(overrides)
-    return cls(**data)
+    token = _CONFIG_FILE.set(path)
+    try:
+        return cls(**overrides)
+    finally:
+        _CONFIG_FILE.reset(token)
