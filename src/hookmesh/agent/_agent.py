@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
-from hookmesh.agent._state import AgentState, PendingReply, Resume
-from hookmesh.agent._stream import OutputCollector, StreamOutcome, response_events
+from hookmesh.agent._acting import ActingSteps, check_resume
+from hookmesh.agent._run import DEFAULT_MAX_ITERS, ReplyRun, drain, new_id
+from hookmesh.agent._state import AgentState, Resume
+from hookmesh.agent._stream import StreamOutcome, response_events
 from hookmesh.agent.models import ChatModel, ModelResult
-from hookmesh.agent.tools import Tool, ToolArgumentError, Toolkit
-from hookmesh.errors import FieldViolation, HookmeshError, SchemaError
-from hookmesh.middleware._base import ALLOW, ASK, HOOKS, Middleware, PermissionDecision
-from hookmesh.middleware._chain import build_await_chain, build_event_chain, core_step, culprit
+from hookmesh.agent.tools import Tool, Toolkit
+from hookmesh.errors import HookmeshError
+from hookmesh.middleware import (
+    ALLOW,
+    ASK,
+    HOOKS,
+    Middleware,
+    PermissionDecision,
+    build_await_chain,
+    build_event_chain,
+    core_step,
+    culprit,
+)
 from hookmesh.schema import (
     AgentEvent,
     AgenticMessage,
@@ -28,28 +37,17 @@ from hookmesh.schema import (
     ReplyEndEvent,
     ReplyError,
     ReplyStartEvent,
-    RequireExternalExecutionEvent,
-    RequireUserConfirmEvent,
     ToolCall,
-    ToolOutputBlock,
-    ToolResultDeltaEvent,
-    ToolResultEndEvent,
-    ToolResultStartEvent,
-    ToolResultState,
     check_messages,
     make_assistant,
     make_text,
-    make_tool_result,
     make_user_text,
     to_kind,
     tool_calls,
-    tool_results,
     unanswered_tool_calls,
 )
 
 log = logging.getLogger("hookmesh.agent")
-
-DEFAULT_MAX_ITERS = 20
 
 
 class AgentBusyError(HookmeshError):
@@ -58,77 +56,7 @@ class AgentBusyError(HookmeshError):
     reason = "AGENT_BUSY"
 
 
-def new_id() -> str:
-    """A fresh random id (32 hex characters, 128 random bits)."""
-    return os.urandom(16).hex()
-
-
-class _ToRun(NamedTuple):
-    """A call to execute, with its parsed arguments."""
-
-    call: ToolCall
-    tool: Tool
-    arguments: dict[str, Any]
-
-
-class _ToAnswer(NamedTuple):
-    """A call answered without running (denied, invalid, unknown tool)."""
-
-    call: ToolCall
-    text: str
-    state: ToolResultState
-
-
-_Step = _ToRun | _ToAnswer
-"""One call's action in a step."""
-
-
-class _Run:
-    """Per-reply bookkeeping, created once per reply and dropped when it ends."""
-
-    __slots__ = (
-        "blocks",
-        "cancelled",
-        "direct_call_id",
-        "end",
-        "final",
-        "inside",
-        "interrupted",
-        "max_iters",
-        "message",
-        "outbox",
-        "paused",
-        "reply_id",
-        "start",
-        "system",
-        "task",
-        "tool_choice",
-    )
-
-    def __init__(self, reply_id: str) -> None:
-        self.reply_id = reply_id
-        self.blocks = 0
-        self.cancelled = False
-        self.inside = False
-        self.end: ReplyEndEvent | None = None
-        self.final: Message | None = None
-        self.interrupted = False
-        self.message: Message | None = None
-        self.outbox: list[AgentEvent] = []
-        self.paused = False
-        self.direct_call_id = ""
-        self.start = 0
-        self.system: Message | None = None
-        self.task = asyncio.current_task()
-        self.tool_choice = "auto"
-        self.max_iters = DEFAULT_MAX_ITERS
-
-    def block_id(self) -> str:
-        self.blocks += 1
-        return f"{self.reply_id}-{self.blocks}"
-
-
-class Agent:
+class Agent(ActingSteps):
     """A ReAct agent: reply → (compress context → reasoning → model call → acting)* → end.
 
     Everything beyond that loop is a middleware. Hooks are bucketed once, here: each hook
@@ -201,7 +129,7 @@ class Agent:
         )
         self._prompt_middlewares = by_hook["on_system_prompt"]
         self._after_middlewares = by_hook["after_agent"]
-        self._run: _Run | None = None
+        self._run: ReplyRun | None = None
         self.reply_id = ""
         """The current (or last) reply's id; middlewares key their state by it."""
         self.final_message: Message | None = None
@@ -252,7 +180,7 @@ class Agent:
         pending = self.state.pending
         if pending is None:
             raise AgentBusyError("there is no paused reply to resume")
-        _check_resume(pending, resume)
+        check_resume(pending, resume)
         return self._drive(
             pending.reply_id, {"inputs": [], "resume": resume}, "auto", self.max_iters
         )
@@ -289,7 +217,7 @@ class Agent:
     async def _drive(
         self, reply_id: str, kwargs: dict[str, Any], tool_choice: str, max_iters: int
     ) -> AsyncIterator[AgentEvent]:
-        run = self._run = _Run(reply_id)
+        run = self._run = ReplyRun(reply_id)
         run.start = len(self.state.context)
         run.tool_choice = tool_choice
         run.max_iters = max_iters
@@ -333,7 +261,7 @@ class Agent:
                 self._abandon(run)
             self._run = None
 
-    def _abandon(self, run: _Run) -> None:
+    def _abandon(self, run: ReplyRun) -> None:
         """Close a reply that will not resume: answer open tool calls, drop its state.
 
         Only this reply's messages can hold its open calls, so only they are scanned (the
@@ -424,7 +352,7 @@ class Agent:
                 reason = "completed"
             if reason == "completed":
                 await self._after_agent(run)
-            for event in _drain(run.outbox):
+            for event in drain(run.outbox):
                 yield event
             run.end = self._end(reason)
             yield run.end
@@ -445,7 +373,7 @@ class Agent:
                 )
         return prompt
 
-    async def _after_agent(self, run: _Run) -> None:
+    async def _after_agent(self, run: ReplyRun) -> None:
         final = run.final or make_assistant(self.kind, "")
         self.final_message = final
         for mw in self._after_middlewares:
@@ -478,7 +406,7 @@ class Agent:
         ):
             yield event
         if run.outbox:
-            for event in _drain(run.outbox):
+            for event in drain(run.outbox):
                 yield event
         response = outcome.response
         assert response is not None
@@ -506,248 +434,6 @@ class Agent:
     async def _core_permission(self, kwargs: dict[str, Any]) -> PermissionDecision:
         return ASK if kwargs["tool"].needs_confirmation else ALLOW
 
-    @core_step
-    async def _core_acting(self, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:
-        call: ToolCall = kwargs["tool_call"]
-        tool: Tool = kwargs["tool"]
-        reply_id = self.reply_id
-        yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
-        state: ToolResultState = "success"
-        try:
-            async for piece in tool.run(kwargs["arguments"]):
-                if isinstance(piece, str):
-                    yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece)
-                elif piece.type == "text":
-                    yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece.text)
-                else:
-                    yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, media=piece)
-        except Exception as exc:
-            state = "error"
-            log.info("tool %s (call %s) raised %s: %s", call.name, call.id, type(exc).__name__, exc)
-            yield ToolResultDeltaEvent(
-                reply_id=reply_id, call_id=call.id, text=f"Error: {type(exc).__name__}: {exc}"
-            )
-        yield ToolResultEndEvent(reply_id=reply_id, call_id=call.id, state=state)
-
-    # --- acting -------------------------------------------------------------------------------
-
-    def _write(self, msg: Message) -> None:
-        """Append to the context, stamping id and time (the only place context grows)."""
-        if not msg.id:
-            msg.id = new_id()
-        if msg.create_time is None:
-            msg.create_time = datetime.now(UTC)
-        self.state.context.append(msg)
-
-    def _answer(
-        self, call: ToolCall, output: str | list[ToolOutputBlock], state: ToolResultState
-    ) -> Message:
-        msg = make_tool_result(self.kind, call.id, call.name, output, state)
-        self._write(msg)
-        return msg
-
-    async def _answer_events(
-        self, call: ToolCall, output: str | list[ToolOutputBlock], state: ToolResultState
-    ) -> AsyncIterator[AgentEvent]:
-        """Answer a call that does not run (denied, invalid, unknown, external) with events."""
-        rid = self.reply_id
-        yield ToolResultStartEvent(reply_id=rid, call_id=call.id, name=call.name)
-        self._answer(call, output, state)
-        if isinstance(output, str):
-            yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, text=output)
-        else:
-            for block in output:
-                if block.type == "text":
-                    yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, text=block.text)
-                else:
-                    yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, media=block)
-        yield ToolResultEndEvent(reply_id=rid, call_id=call.id, state=state)
-
-    async def _act(self, calls: list[ToolCall], iteration: int) -> AsyncIterator[AgentEvent]:
-        """Check, run and answer one step's tool calls (results in call order); pause if any
-        need a person or the caller."""
-        confirm: list[ToolCall] = []
-        external: list[ToolCall] = []
-        steps: list[_Step] = []
-        for call in calls:
-            tool = self.toolkit.get(call.name)
-            if tool is None:
-                names = ", ".join(t.name for t in self.toolkit) or "none"
-                steps.append(
-                    _ToAnswer(
-                        call,
-                        f"Error: there is no tool named {call.name!r} (tools: {names})",
-                        "error",
-                    )
-                )
-                continue
-            try:
-                arguments = tool.parse_arguments(call.arguments)
-            except ToolArgumentError as exc:
-                steps.append(_ToAnswer(call, f"Error: {exc}", "error"))
-                continue
-            decision = await self._permission_chain({"tool_call": call, "tool": tool})
-            if decision.behavior == "deny":
-                reason = f": {decision.reason}" if decision.reason else ""
-                steps.append(_ToAnswer(call, f"Permission denied{reason}", "denied"))
-            elif decision.behavior == "ask":
-                confirm.append(call)
-            elif tool.external:
-                external.append(call)
-            else:
-                steps.append(_ToRun(call, tool, arguments))
-        async for event in self._execute(steps):
-            yield event
-        if confirm or external:
-            async for event in self._pause(iteration, confirm, external):
-                yield event
-
-    async def _pause(
-        self, iteration: int, confirm: list[ToolCall], external: list[ToolCall]
-    ) -> AsyncIterator[AgentEvent]:
-        run = self._run
-        assert run is not None
-        self.state.pending = PendingReply(
-            reply_id=run.reply_id,
-            iteration=iteration,
-            awaiting="confirmation" if confirm else "external",
-            confirm_calls=confirm,
-            external_calls=external,
-            direct_call_id=run.direct_call_id,
-        )
-        run.paused = True
-        if confirm:
-            yield RequireUserConfirmEvent(reply_id=run.reply_id, tool_calls=confirm)
-            run.end = self._end("awaiting_confirmation")
-        else:
-            yield RequireExternalExecutionEvent(reply_id=run.reply_id, tool_calls=external)
-            run.end = self._end("awaiting_external_execution")
-
-    async def _continue(self, pending: PendingReply, resume: Resume) -> AsyncIterator[AgentEvent]:
-        run = self._run
-        assert run is not None
-        self.state.pending = None
-        run.direct_call_id = pending.direct_call_id
-        external = list(pending.external_calls)
-        if pending.awaiting == "confirmation":
-            answers = {c.call_id: c for c in resume.confirmations}
-            steps: list[_Step] = []
-            for call in pending.confirm_calls:
-                answer = answers[call.id]
-                tool = self.toolkit.get(call.name)
-                if not answer.confirmed or tool is None:
-                    reason = f": {answer.reason}" if answer.reason else ""
-                    steps.append(_ToAnswer(call, f"The user denied this call{reason}", "denied"))
-                elif tool.external:
-                    external.append(call)
-                else:
-                    steps.append(_ToRun(call, tool, tool.parse_arguments(call.arguments)))
-            async for event in self._execute(steps):
-                yield event
-            if external:
-                async for event in self._pause(pending.iteration, [], external):
-                    yield event
-                return
-        else:
-            results = {r.call_id: r for r in resume.external_results}
-            for call in external:
-                result = results[call.id]
-                async for event in self._answer_events(call, result.output, result.state):
-                    yield event
-                if self._returns_directly(call, result.state):
-                    run.direct_call_id = call.id
-
-    def _returns_directly(self, call: ToolCall, state: ToolResultState) -> bool:
-        tool = self.toolkit.get(call.name)
-        return tool is not None and tool.return_directly and state == "success"
-
-    def _finish_directly(self, run: _Run) -> None:
-        """End the reply with the return-directly tool's result as the final answer."""
-        text = ""
-        for msg in reversed(self.state.context):
-            found = [r for r in tool_results(msg) if r.call_id == run.direct_call_id]
-            if found:
-                text = found[0].text
-                break
-        run.final = make_assistant(self.kind, text, name=self.name)
-        self._write(run.final)
-
-    async def _execute(self, steps: list[_Step]) -> AsyncIterator[AgentEvent]:
-        """Answer or run calls in order; consecutive concurrency-safe runs go together."""
-        run = self._run
-        assert run is not None
-        i = 0
-        while i < len(steps):
-            step = steps[i]
-            if isinstance(step, _ToAnswer):
-                async for event in self._answer_events(step.call, step.text, step.state):
-                    yield event
-                i += 1
-                continue
-            batch = [step]
-            if step.tool.concurrency_safe:
-                while i + len(batch) < len(steps):
-                    nxt = steps[i + len(batch)]
-                    if not isinstance(nxt, _ToRun) or not nxt.tool.concurrency_safe:
-                        break
-                    batch.append(nxt)
-            collectors = {ran.call.id: OutputCollector() for ran in batch}
-            stream = self._one(batch[0]) if len(batch) == 1 else self._together(batch)
-            async for event in stream:
-                if event.type in ("tool_result_delta", "tool_result_end"):
-                    collector = collectors.get(event.call_id)
-                    if collector is not None:
-                        collector.add(event)
-                yield event
-            if run.outbox:
-                for event in _drain(run.outbox):
-                    yield event
-            for ran in batch:
-                collector = collectors[ran.call.id]
-                self._answer(ran.call, collector.finish(), collector.state)
-                if self._returns_directly(ran.call, collector.state):
-                    run.direct_call_id = ran.call.id
-            i += len(batch)
-
-    def _one(self, step: _ToRun) -> AsyncIterator[AgentEvent]:
-        return self._acting_chain(
-            {"tool_call": step.call, "tool": step.tool, "arguments": step.arguments}
-        )
-
-    async def _together(self, batch: list[_ToRun]) -> AsyncIterator[AgentEvent]:
-        queue: asyncio.Queue[AgentEvent | BaseException | None] = asyncio.Queue()
-
-        async def pump(step: _ToRun) -> None:
-            try:
-                async for event in self._one(step):
-                    queue.put_nowait(event)
-            except Exception as exc:
-                queue.put_nowait(exc)
-            finally:
-                queue.put_nowait(None)
-
-        tasks = [asyncio.create_task(pump(step)) for step in batch]
-        try:
-            running = len(tasks)
-            while running:
-                item = await queue.get()
-                if item is None:
-                    running -= 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield item
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _drain(outbox: list[AgentEvent]) -> list[AgentEvent]:
-    events = outbox[:]
-    outbox.clear()
-    return events
-
 
 async def _close(stream: AsyncIterator[Any]) -> None:
     aclose = getattr(stream, "aclose", None)
@@ -757,29 +443,3 @@ async def _close(stream: AsyncIterator[Any]) -> None:
 
 async def _no_compress(unused_kwargs: dict[str, Any]) -> None:
     """The core of context compression: nothing; middlewares do the work."""
-
-
-def _check_resume(pending: PendingReply, resume: Resume) -> None:
-    """Every awaited call answered exactly once, and nothing else."""
-    if pending.awaiting == "confirmation":
-        expected = {c.id for c in pending.confirm_calls}
-        given = [c.call_id for c in resume.confirmations]
-        field = "confirmations"
-    else:
-        expected = {c.id for c in pending.external_calls}
-        given = [r.call_id for r in resume.external_results]
-        field = "external_results"
-    violations = [
-        FieldViolation(f"{field}[{i}].call_id", f"call {cid!r} is not awaiting an answer")
-        for i, cid in enumerate(given)
-        if cid not in expected
-    ]
-    missing = expected - set(given)
-    if missing:
-        violations.append(
-            FieldViolation(
-                field, f"answer every awaited call; missing: {', '.join(sorted(missing))}"
-            )
-        )
-    if violations:
-        raise SchemaError(violations)

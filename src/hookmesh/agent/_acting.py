@@ -1,0 +1,335 @@
+"""Acting and human-in-the-loop: checking, running and answering one step's tool calls,
+pausing for a person or the caller, and continuing a paused reply."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from hookmesh.agent._run import ReplyRun, drain, new_id
+from hookmesh.agent._state import AgentState, PendingReply, Resume
+from hookmesh.agent._stream import OutputCollector
+from hookmesh.agent.tools import Tool, ToolArgumentError, Toolkit
+from hookmesh.errors import FieldViolation, SchemaError
+from hookmesh.middleware import core_step
+from hookmesh.schema import (
+    AgentEvent,
+    FinishReason,
+    Message,
+    MessageKind,
+    ReplyEndEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
+    ToolCall,
+    ToolOutputBlock,
+    ToolResultDeltaEvent,
+    ToolResultEndEvent,
+    ToolResultStartEvent,
+    ToolResultState,
+    make_assistant,
+    make_tool_result,
+    tool_results,
+)
+
+if TYPE_CHECKING:
+    from hookmesh.middleware import AwaitCall, EventCall
+
+log = logging.getLogger("hookmesh.agent")
+
+
+class _ToRun(NamedTuple):
+    """A call to execute, with its parsed arguments."""
+
+    call: ToolCall
+    tool: Tool
+    arguments: dict[str, Any]
+
+
+class _ToAnswer(NamedTuple):
+    """A call answered without running (denied, invalid, unknown tool)."""
+
+    call: ToolCall
+    text: str
+    state: ToolResultState
+
+
+_Step = _ToRun | _ToAnswer
+"""One call's action in a step."""
+
+
+class ActingSteps:
+    """The agent's tool steps, kept apart from the loop that drives them (`Agent` mixes this
+    in; it is not a public extension point)."""
+
+    name: str
+    kind: MessageKind
+    state: AgentState
+    toolkit: Toolkit
+    reply_id: str
+    _run: ReplyRun | None
+    _permission_chain: AwaitCall
+    _acting_chain: EventCall
+    _end: Callable[[FinishReason], ReplyEndEvent]
+
+    @core_step
+    async def _core_acting(self, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+        call: ToolCall = kwargs["tool_call"]
+        tool: Tool = kwargs["tool"]
+        reply_id = self.reply_id
+        yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
+        state: ToolResultState = "success"
+        try:
+            async for piece in tool.run(kwargs["arguments"]):
+                if isinstance(piece, str):
+                    yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece)
+                elif piece.type == "text":
+                    yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece.text)
+                else:
+                    yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, media=piece)
+        except Exception as exc:
+            state = "error"
+            log.info("tool %s (call %s) raised %s: %s", call.name, call.id, type(exc).__name__, exc)
+            yield ToolResultDeltaEvent(
+                reply_id=reply_id, call_id=call.id, text=f"Error: {type(exc).__name__}: {exc}"
+            )
+        yield ToolResultEndEvent(reply_id=reply_id, call_id=call.id, state=state)
+
+    def _write(self, msg: Message) -> None:
+        """Append to the context, stamping id and time (the only place context grows)."""
+        if not msg.id:
+            msg.id = new_id()
+        if msg.create_time is None:
+            msg.create_time = datetime.now(UTC)
+        self.state.context.append(msg)
+
+    def _answer(
+        self, call: ToolCall, output: str | list[ToolOutputBlock], state: ToolResultState
+    ) -> Message:
+        msg = make_tool_result(self.kind, call.id, call.name, output, state)
+        self._write(msg)
+        return msg
+
+    async def _answer_events(
+        self, call: ToolCall, output: str | list[ToolOutputBlock], state: ToolResultState
+    ) -> AsyncIterator[AgentEvent]:
+        """Answer a call that does not run (denied, invalid, unknown, external) with events."""
+        rid = self.reply_id
+        yield ToolResultStartEvent(reply_id=rid, call_id=call.id, name=call.name)
+        self._answer(call, output, state)
+        if isinstance(output, str):
+            yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, text=output)
+        else:
+            for block in output:
+                if block.type == "text":
+                    yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, text=block.text)
+                else:
+                    yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, media=block)
+        yield ToolResultEndEvent(reply_id=rid, call_id=call.id, state=state)
+
+    async def _act(self, calls: list[ToolCall], iteration: int) -> AsyncIterator[AgentEvent]:
+        """Check, run and answer one step's tool calls (results in call order); pause if any
+        need a person or the caller."""
+        confirm: list[ToolCall] = []
+        external: list[ToolCall] = []
+        steps: list[_Step] = []
+        for call in calls:
+            tool = self.toolkit.get(call.name)
+            if tool is None:
+                names = ", ".join(t.name for t in self.toolkit) or "none"
+                steps.append(
+                    _ToAnswer(
+                        call,
+                        f"Error: there is no tool named {call.name!r} (tools: {names})",
+                        "error",
+                    )
+                )
+                continue
+            try:
+                arguments = tool.parse_arguments(call.arguments)
+            except ToolArgumentError as exc:
+                steps.append(_ToAnswer(call, f"Error: {exc}", "error"))
+                continue
+            decision = await self._permission_chain({"tool_call": call, "tool": tool})
+            if decision.behavior == "deny":
+                reason = f": {decision.reason}" if decision.reason else ""
+                steps.append(_ToAnswer(call, f"Permission denied{reason}", "denied"))
+            elif decision.behavior == "ask":
+                confirm.append(call)
+            elif tool.external:
+                external.append(call)
+            else:
+                steps.append(_ToRun(call, tool, arguments))
+        async for event in self._execute(steps):
+            yield event
+        if confirm or external:
+            async for event in self._pause(iteration, confirm, external):
+                yield event
+
+    async def _pause(
+        self, iteration: int, confirm: list[ToolCall], external: list[ToolCall]
+    ) -> AsyncIterator[AgentEvent]:
+        run = self._run
+        assert run is not None
+        self.state.pending = PendingReply(
+            reply_id=run.reply_id,
+            iteration=iteration,
+            awaiting="confirmation" if confirm else "external",
+            confirm_calls=confirm,
+            external_calls=external,
+            direct_call_id=run.direct_call_id,
+        )
+        run.paused = True
+        if confirm:
+            yield RequireUserConfirmEvent(reply_id=run.reply_id, tool_calls=confirm)
+            run.end = self._end("awaiting_confirmation")
+        else:
+            yield RequireExternalExecutionEvent(reply_id=run.reply_id, tool_calls=external)
+            run.end = self._end("awaiting_external_execution")
+
+    async def _continue(self, pending: PendingReply, resume: Resume) -> AsyncIterator[AgentEvent]:
+        run = self._run
+        assert run is not None
+        self.state.pending = None
+        run.direct_call_id = pending.direct_call_id
+        external = list(pending.external_calls)
+        if pending.awaiting == "confirmation":
+            answers = {c.call_id: c for c in resume.confirmations}
+            steps: list[_Step] = []
+            for call in pending.confirm_calls:
+                answer = answers[call.id]
+                tool = self.toolkit.get(call.name)
+                if not answer.confirmed or tool is None:
+                    reason = f": {answer.reason}" if answer.reason else ""
+                    steps.append(_ToAnswer(call, f"The user denied this call{reason}", "denied"))
+                elif tool.external:
+                    external.append(call)
+                else:
+                    steps.append(_ToRun(call, tool, tool.parse_arguments(call.arguments)))
+            async for event in self._execute(steps):
+                yield event
+            if external:
+                async for event in self._pause(pending.iteration, [], external):
+                    yield event
+                return
+        else:
+            results = {r.call_id: r for r in resume.external_results}
+            for call in external:
+                result = results[call.id]
+                async for event in self._answer_events(call, result.output, result.state):
+                    yield event
+                if self._returns_directly(call, result.state):
+                    run.direct_call_id = call.id
+
+    def _returns_directly(self, call: ToolCall, state: ToolResultState) -> bool:
+        tool = self.toolkit.get(call.name)
+        return tool is not None and tool.return_directly and state == "success"
+
+    def _finish_directly(self, run: ReplyRun) -> None:
+        """End the reply with the return-directly tool's result as the final answer."""
+        text = ""
+        for msg in reversed(self.state.context):
+            found = [r for r in tool_results(msg) if r.call_id == run.direct_call_id]
+            if found:
+                text = found[0].text
+                break
+        run.final = make_assistant(self.kind, text, name=self.name)
+        self._write(run.final)
+
+    async def _execute(self, steps: list[_Step]) -> AsyncIterator[AgentEvent]:
+        """Answer or run calls in order; consecutive concurrency-safe runs go together."""
+        run = self._run
+        assert run is not None
+        i = 0
+        while i < len(steps):
+            step = steps[i]
+            if isinstance(step, _ToAnswer):
+                async for event in self._answer_events(step.call, step.text, step.state):
+                    yield event
+                i += 1
+                continue
+            batch = [step]
+            if step.tool.concurrency_safe:
+                while i + len(batch) < len(steps):
+                    nxt = steps[i + len(batch)]
+                    if not isinstance(nxt, _ToRun) or not nxt.tool.concurrency_safe:
+                        break
+                    batch.append(nxt)
+            collectors = {ran.call.id: OutputCollector() for ran in batch}
+            stream = self._one(batch[0]) if len(batch) == 1 else self._together(batch)
+            async for event in stream:
+                if event.type in ("tool_result_delta", "tool_result_end"):
+                    collector = collectors.get(event.call_id)
+                    if collector is not None:
+                        collector.add(event)
+                yield event
+            if run.outbox:
+                for event in drain(run.outbox):
+                    yield event
+            for ran in batch:
+                collector = collectors[ran.call.id]
+                self._answer(ran.call, collector.finish(), collector.state)
+                if self._returns_directly(ran.call, collector.state):
+                    run.direct_call_id = ran.call.id
+            i += len(batch)
+
+    def _one(self, step: _ToRun) -> AsyncIterator[AgentEvent]:
+        return self._acting_chain(
+            {"tool_call": step.call, "tool": step.tool, "arguments": step.arguments}
+        )
+
+    async def _together(self, batch: list[_ToRun]) -> AsyncIterator[AgentEvent]:
+        queue: asyncio.Queue[AgentEvent | BaseException | None] = asyncio.Queue()
+
+        async def pump(step: _ToRun) -> None:
+            try:
+                async for event in self._one(step):
+                    queue.put_nowait(event)
+            except Exception as exc:
+                queue.put_nowait(exc)
+            finally:
+                queue.put_nowait(None)
+
+        tasks = [asyncio.create_task(pump(step)) for step in batch]
+        try:
+            running = len(tasks)
+            while running:
+                item = await queue.get()
+                if item is None:
+                    running -= 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def check_resume(pending: PendingReply, resume: Resume) -> None:
+    """Every awaited call answered exactly once, and nothing else."""
+    if pending.awaiting == "confirmation":
+        expected = {c.id for c in pending.confirm_calls}
+        given = [c.call_id for c in resume.confirmations]
+        field = "confirmations"
+    else:
+        expected = {c.id for c in pending.external_calls}
+        given = [r.call_id for r in resume.external_results]
+        field = "external_results"
+    violations = [
+        FieldViolation(f"{field}[{i}].call_id", f"call {cid!r} is not awaiting an answer")
+        for i, cid in enumerate(given)
+        if cid not in expected
+    ]
+    missing = expected - set(given)
+    if missing:
+        violations.append(
+            FieldViolation(
+                field, f"answer every awaited call; missing: {', '.join(sorted(missing))}"
+            )
+        )
+    if violations:
+        raise SchemaError(violations)
