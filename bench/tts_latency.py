@@ -28,7 +28,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from hookmesh.services.tts._process import spawn
+from hookmesh.tts import spawn
 from hookmesh.v1 import tts_pb2, tts_pb2_grpc
 
 RUNS = 30

@@ -18,16 +18,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hookmesh.client import AgentClientError, TTSClient
-from hookmesh.services.tts import (
-    SERVICE_NAME,
-    AudioChunk,
-    EspeakBackend,
-    Segmenter,
-    TTSService,
-    load_tts_config,
-    start_tts_service,
-)
-from hookmesh.services.tts._espeak import parse_voices
+from hookmesh.services.tts import SERVICE_NAME, TTSService, load_tts_config, start_tts_service
+from hookmesh.tts import AudioChunk, EspeakBackend, Segmenter, parse_voices
 from hookmesh.v1 import tts_pb2, tts_pb2_grpc
 
 pytestmark = pytest.mark.timeout(60)
@@ -456,7 +448,7 @@ async def test_health_is_serving(start: Start) -> None:
 
 
 async def test_missing_engine_fails_at_start() -> None:
-    from hookmesh.services.tts import BackendError
+    from hookmesh.tts import BackendError
 
     with pytest.raises(BackendError) as caught:
         await start_tts_service(

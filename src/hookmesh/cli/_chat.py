@@ -31,7 +31,7 @@ def chat(
     """Talk to an agent service: text streams as it arrives, tools and middlewares compactly."""
     from hookmesh.cli._printer import EventPrinter
     from hookmesh.client import AgentClient, AgentClientError
-    from hookmesh.services.tts import SpeechRecorder, WavWriter
+    from hookmesh.tts import SpeechRecorder, WavWriter
 
     printer = EventPrinter(as_json=as_json)
 

@@ -22,7 +22,7 @@ def serve_service(
 ) -> NoReturn:
     """Load a service's config (a bad file is a one-line usage error), serve until a signal,
     then exit with the service's status."""
-    from hookmesh.services._server import serve_until_signal
+    from hookmesh.services import serve_until_signal
 
     if overrides.get("listen"):
         host_port(overrides["listen"])

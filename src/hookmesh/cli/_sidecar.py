@@ -39,7 +39,7 @@ def sidecar(
     Prints `listening on HOST:PORT` once it accepts calls; stops gracefully on SIGTERM/SIGINT.
     """
     from hookmesh.remote import ServerTLS, load_middleware, serve_middleware
-    from hookmesh.services._server import DEFAULT_GRACE, wait_for_signal
+    from hookmesh.services import DEFAULT_GRACE, wait_for_signal
 
     address = host_port(listen)
     if (tls_cert is None) != (tls_key is None):

@@ -29,7 +29,7 @@ def say(
     """Speak TEXT into a WAV file (16-bit PCM), streaming the audio to disk as it is made."""
     from hookmesh.client import AgentClientError, TTSClient
     from hookmesh.errors import HookmeshError
-    from hookmesh.services.tts import TTSEngine, WavWriter
+    from hookmesh.tts import TTSEngine, WavWriter
 
     async def speak() -> int:
         writer = WavWriter(output)

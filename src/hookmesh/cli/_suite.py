@@ -16,7 +16,7 @@ def up(
     listen: Annotated[str | None, typer.Option(help="Agent service address.")] = None,
 ) -> None:
     """Start the whole suite on loopback (services, sidecars, then the agent); Ctrl-C stops it."""
-    from hookmesh.services._server import wait_for_signal
+    from hookmesh.services import wait_for_signal
     from hookmesh.services.agent import load_config
     from hookmesh.services.suite import start_suite
 

@@ -24,8 +24,8 @@ from hookmesh.schema import (
     make_user_text,
     message_from_proto,
     message_to_proto,
+    tool_result_state_to_proto,
 )
-from hookmesh.schema._proto import _STATE_TO_PB
 from hookmesh.v1 import agent_pb2 as _agent_pb2
 from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
 
@@ -100,7 +100,7 @@ def _resume_request(
             _agent_pb2.ExternalToolResult(
                 call_id=r.call_id,
                 output=[block_to_proto(b) for b in output],
-                state=_STATE_TO_PB[r.state],
+                state=tool_result_state_to_proto(r.state),
             )
         )
     return _agent_pb2.ResumeRequest(

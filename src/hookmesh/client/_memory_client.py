@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from hookmesh._security import ClientTLS
 from hookmesh.client._base import ServiceClient
 from hookmesh.memory import AddResult, Memory, MemoryHit, MemoryMetadata, MemoryPage, MemoryScope
-from hookmesh.memory._proto import (
+from hookmesh.memory.codec import (
     add_result_from_pb,
     hit_from_pb,
     memory_from_pb,

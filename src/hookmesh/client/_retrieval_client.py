@@ -20,7 +20,7 @@ from hookmesh.retrieval import (
     SearchMode,
     StoredDocument,
 )
-from hookmesh.services.retrieval._convert import (
+from hookmesh.retrieval.codec import (
     MODE_TO_PB,
     dict_to_struct,
     document_to_pb,

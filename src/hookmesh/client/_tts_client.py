@@ -11,7 +11,7 @@ import grpc
 from hookmesh._security import ClientTLS
 from hookmesh.client._base import ServiceClient
 from hookmesh.client._errors import AgentClientError
-from hookmesh.services.tts._audio import AudioChunk, AudioFormat, Voice, VoiceCatalog
+from hookmesh.tts import AudioChunk, AudioFormat, Voice, VoiceCatalog
 from hookmesh.v1 import tts_pb2 as _tts_pb2
 from hookmesh.v1 import tts_pb2_grpc as _tts_grpc
 

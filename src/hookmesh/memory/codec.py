@@ -8,7 +8,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
-from hookmesh.schema._proto import json_value
+from hookmesh.schema import json_value
 from hookmesh.v1 import memory_pb2 as _pb
 
 from ._types import (

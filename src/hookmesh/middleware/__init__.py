@@ -10,14 +10,28 @@ from hookmesh.middleware._base import (
     Middleware,
     PermissionDecision,
 )
+from hookmesh.middleware._chain import (
+    AwaitCall,
+    EventCall,
+    build_await_chain,
+    build_event_chain,
+    core_step,
+    culprit,
+)
 
 __all__ = [
     "ALLOW",
     "ASK",
     "HOOKS",
     "ONION_HOOKS",
+    "AwaitCall",
+    "EventCall",
     "FailureMode",
     "HookMode",
     "Middleware",
     "PermissionDecision",
+    "build_await_chain",
+    "build_event_chain",
+    "core_step",
+    "culprit",
 ]

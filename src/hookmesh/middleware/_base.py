@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from hookmesh.schema import AgentEvent, Message
 
 if TYPE_CHECKING:
-    from hookmesh.agent._agent import Agent
+    from hookmesh.agent import Agent
     from hookmesh.agent.models import ModelResult
     from hookmesh.agent.tools import Tool
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from hookmesh.middleware._base import Middleware
 
 if TYPE_CHECKING:
-    from hookmesh.agent._agent import Agent
+    from hookmesh.agent import Agent
 
 log = logging.getLogger("hookmesh.middleware")
 
@@ -35,7 +35,7 @@ def culprit(exc: BaseException) -> Middleware | None:
     every layer's stream (which would cost time on every event). The deepest frame that is
     a core step, a chat model's code or runs with a Middleware as `self` decides.
     """
-    from hookmesh.agent.models._base import ChatModel  # the agent package imports this module
+    from hookmesh.agent.models import ChatModel  # the agent package imports this module
 
     found: Middleware | None = None
     tb = exc.__traceback__

@@ -14,10 +14,12 @@ from hookmesh.schema import (
     MessageKind,
     ReplyError,
     ToolCall,
+    json_value,
     message_from_proto,
     message_to_proto,
+    usage_from_proto,
+    usage_to_proto,
 )
-from hookmesh.schema._proto import _usage_from_proto, _usage_to_proto, json_value
 from hookmesh.v1 import event_pb2 as _event_pb2
 from hookmesh.v1 import message_pb2 as _message_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
@@ -117,7 +119,7 @@ def chunk_to_pb(chunk: ModelChunk) -> _mw_pb2.ModelChunk:
             _mw_pb2.ToolCallDelta(call_id=tc.call_id, name=tc.name, arguments=tc.arguments)
         )
     if chunk.usage is not None:
-        pb.usage.CopyFrom(_usage_to_proto(chunk.usage))
+        pb.usage.CopyFrom(usage_to_proto(chunk.usage))
     return pb
 
 
@@ -129,7 +131,7 @@ def chunk_from_pb(pb: _mw_pb2.ModelChunk) -> ModelChunk:
         tool_call=ToolCallDelta(tc.call_id, tc.name, tc.arguments)
         if pb.HasField("tool_call")
         else None,
-        usage=_usage_from_proto(pb.usage) if pb.HasField("usage") else None,
+        usage=usage_from_proto(pb.usage) if pb.HasField("usage") else None,
         stop_reason=pb.stop_reason,
         response_id=pb.response_id,
     )
@@ -142,14 +144,14 @@ def response_to_pb(response: ModelResponse) -> _mw_pb2.ModelResponse:
         response_id=response.response_id,
     )
     if response.usage is not None:
-        pb.usage.CopyFrom(_usage_to_proto(response.usage))
+        pb.usage.CopyFrom(usage_to_proto(response.usage))
     return pb
 
 
 def response_from_pb(pb: _mw_pb2.ModelResponse) -> ModelResponse:
     return ModelResponse(
         message=message_from_proto(pb.message, "model_response.message"),
-        usage=_usage_from_proto(pb.usage) if pb.HasField("usage") else None,
+        usage=usage_from_proto(pb.usage) if pb.HasField("usage") else None,
         stop_reason=pb.stop_reason,
         response_id=pb.response_id,
     )

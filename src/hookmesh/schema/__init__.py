@@ -84,9 +84,14 @@ from hookmesh.schema._proto import (
     block_to_proto,
     event_from_proto,
     event_to_proto,
+    json_value,
     message_from_proto,
     message_to_proto,
     messages_from_proto,
+    tool_result_state_from_proto,
+    tool_result_state_to_proto,
+    usage_from_proto,
+    usage_to_proto,
 )
 from hookmesh.schema._validate import check_messages, message_violations
 
@@ -158,6 +163,7 @@ __all__ = [
     "is_system",
     "is_tool_result",
     "is_user",
+    "json_value",
     "make_assistant",
     "make_hint",
     "make_text",
@@ -173,6 +179,10 @@ __all__ = [
     "to_flat",
     "to_kind",
     "tool_calls",
+    "tool_result_state_from_proto",
+    "tool_result_state_to_proto",
     "tool_results",
     "unanswered_tool_calls",
+    "usage_from_proto",
+    "usage_to_proto",
 ]

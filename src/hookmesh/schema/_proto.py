@@ -86,6 +86,20 @@ def _enum(table: Mapping[int, _T], value: int, path: str, what: str) -> _T:
         raise SchemaError.single(path, f"{what} {value} is not a valid value") from None
 
 
+def tool_result_state_to_proto(state: b.ToolResultState) -> _content_pb2.ToolResultState:
+    """The proto enum value of a tool result state."""
+    return _STATE_TO_PB[state]
+
+
+def tool_result_state_from_proto(value: int, path: str) -> b.ToolResultState:
+    """A tool result state from its proto enum value (unspecified reads as success).
+
+    Raises:
+        SchemaError: An unknown value, reported at `path`.
+    """
+    return _enum(_STATE_FROM_PB, value, path, "tool result state")
+
+
 # --- JSON values -------------------------------------------------------------------------
 
 
@@ -229,7 +243,8 @@ def _output_from_proto(pbs: Iterable[_content_pb2.ContentBlock], path: str) -> l
 # --- messages ----------------------------------------------------------------------------
 
 
-def _usage_to_proto(u: Usage) -> _message_pb2.Usage:
+def usage_to_proto(u: Usage) -> _message_pb2.Usage:
+    """The proto of a usage record."""
     return _message_pb2.Usage(
         input_tokens=u.input_tokens,
         output_tokens=u.output_tokens,
@@ -239,7 +254,8 @@ def _usage_to_proto(u: Usage) -> _message_pb2.Usage:
     )
 
 
-def _usage_from_proto(pb: _message_pb2.Usage) -> Usage:
+def usage_from_proto(pb: _message_pb2.Usage) -> Usage:
+    """A usage record from its proto."""
     return Usage(
         input_tokens=pb.input_tokens,
         output_tokens=pb.output_tokens,
@@ -274,7 +290,7 @@ def _flat_to_proto(msg: FlatMessage) -> _message_pb2.FlatMessage:
         ),
     )
     if msg.usage is not None:
-        body.usage.CopyFrom(_usage_to_proto(msg.usage))
+        body.usage.CopyFrom(usage_to_proto(msg.usage))
     return body
 
 
@@ -285,7 +301,7 @@ def _agentic_to_proto(msg: AgenticMessage) -> _message_pb2.AgenticMessage:
         name=msg.name,
     )
     if msg.usage is not None:
-        body.usage.CopyFrom(_usage_to_proto(msg.usage))
+        body.usage.CopyFrom(usage_to_proto(msg.usage))
     return body
 
 
@@ -327,7 +343,7 @@ def message_from_proto(pb: _message_pb2.Message, path: str = "message") -> Messa
             ),
             reasoning_content=f.reasoning_content,
             name=f.name,
-            usage=_usage_from_proto(f.usage) if f.HasField("usage") else None,
+            usage=usage_from_proto(f.usage) if f.HasField("usage") else None,
             **common,
         )
     if arm == "agentic":
@@ -343,7 +359,7 @@ def message_from_proto(pb: _message_pb2.Message, path: str = "message") -> Messa
                 block_from_proto(x, f"{path}.agentic.blocks[{i}]") for i, x in enumerate(a.blocks)
             ],
             name=a.name,
-            usage=_usage_from_proto(a.usage) if a.HasField("usage") else None,
+            usage=usage_from_proto(a.usage) if a.HasField("usage") else None,
             **common,
         )
     raise SchemaError.single(path, "a message needs its `kind` set: `flat` or `agentic`")
@@ -423,7 +439,7 @@ def _model_call_end_to_proto(ev: e.ModelCallEndEvent) -> _event_pb2.ModelCallEnd
         model_name=ev.model_name, stop_reason=ev.stop_reason, response_id=ev.response_id
     )
     if ev.usage is not None:
-        pb.usage.CopyFrom(_usage_to_proto(ev.usage))
+        pb.usage.CopyFrom(usage_to_proto(ev.usage))
     return pb
 
 
@@ -433,7 +449,7 @@ def _model_call_end_from_proto(
     return e.ModelCallEndEvent(
         reply_id=reply_id,
         model_name=pb.model_name,
-        usage=_usage_from_proto(pb.usage) if pb.HasField("usage") else None,
+        usage=usage_from_proto(pb.usage) if pb.HasField("usage") else None,
         stop_reason=pb.stop_reason,
         response_id=pb.response_id,
     )

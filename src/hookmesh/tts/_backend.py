@@ -7,7 +7,7 @@ from typing import Protocol
 import grpc
 
 from hookmesh.errors import HookmeshError
-from hookmesh.services.tts._audio import PcmFormat, VoiceCatalog
+from hookmesh.tts._audio import PcmFormat, VoiceCatalog
 
 
 class BackendError(HookmeshError):

@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator, AsyncIterable
 import grpc
 
 from hookmesh.errors import FieldViolation, RequestError, SchemaError
-from hookmesh.services.tts._audio import (
+from hookmesh.tts._audio import (
     AUDIO_FORMATS,
     AudioChunk,
     AudioFormat,
@@ -17,8 +17,8 @@ from hookmesh.services.tts._audio import (
     speaks,
     wav_header,
 )
-from hookmesh.services.tts._backend import TTSBackend, Utterance
-from hookmesh.services.tts._segment import Segmenter
+from hookmesh.tts._backend import TTSBackend, Utterance
+from hookmesh.tts._segment import Segmenter
 
 DEFAULT_MAX_TEXT_CHARS = 20_000
 """Most characters one synthesis (a whole text, or all deltas of a stream) may speak."""
@@ -71,7 +71,7 @@ class TTSEngine:
         max_concurrent: int | None = None,
     ) -> None:
         if backend is None:
-            from hookmesh.services.tts._espeak import EspeakBackend
+            from hookmesh.tts._espeak import EspeakBackend
 
             backend = EspeakBackend()
         if max_text_chars < 1:

@@ -7,9 +7,9 @@ import logging
 import re
 import struct
 
-from hookmesh.services.tts._audio import PcmFormat, Voice, VoiceCatalog, VoiceGender
-from hookmesh.services.tts._backend import BackendError
-from hookmesh.services.tts._process import Child, spawn
+from hookmesh.tts._audio import PcmFormat, Voice, VoiceCatalog, VoiceGender
+from hookmesh.tts._backend import BackendError
+from hookmesh.tts._process import Child, spawn
 
 log = logging.getLogger("hookmesh.tts")
 

@@ -8,7 +8,7 @@ import wave
 from pathlib import Path
 from typing import Any
 
-from hookmesh.services.tts._audio import AudioChunk, PcmFormat, pcm_format_of
+from hookmesh.tts._audio import AudioChunk, PcmFormat, pcm_format_of
 
 
 class WavWriter:

@@ -25,13 +25,8 @@ from hookmesh.schema import (
     MessageKind,
     text_of,
 )
-from hookmesh.services.tts import (
-    EspeakBackend,
-    TTSEngine,
-    TTSService,
-    load_tts_config,
-    start_tts_service,
-)
+from hookmesh.services.tts import TTSService, load_tts_config, start_tts_service
+from hookmesh.tts import EspeakBackend, TTSEngine
 from tests.agent_helpers import collect, echo, types
 from tests.conftest import Attach
 

@@ -10,6 +10,12 @@ from hookmesh.agent.models._base import (
     ToolCallDelta,
     ToolChoice,
 )
+from hookmesh.agent.models._config import (
+    ModelConfig,
+    OpenAIModelConfig,
+    ScriptedModelConfig,
+    build_model,
+)
 from hookmesh.agent.models._openai import OpenAIChatModel
 from hookmesh.agent.models._scripted import NO_TOOLS_TEXT, ScriptedChatModel, ScriptedTurn
 
@@ -18,12 +24,16 @@ __all__ = [
     "TOOL_CHOICE_MODES",
     "ChatModel",
     "ModelChunk",
+    "ModelConfig",
     "ModelError",
     "ModelResponse",
     "ModelResult",
     "OpenAIChatModel",
+    "OpenAIModelConfig",
     "ScriptedChatModel",
+    "ScriptedModelConfig",
     "ScriptedTurn",
     "ToolCallDelta",
     "ToolChoice",
+    "build_model",
 ]

@@ -20,7 +20,7 @@ from hookmesh.schema import (
 if TYPE_CHECKING:
     from hookmesh.agent import Agent
     from hookmesh.middleware.builtin.tts import TTSMiddleware
-    from hookmesh.services.tts import AudioChunk, AudioFormat
+    from hookmesh.tts import AudioChunk, AudioFormat
 
 log = logging.getLogger("hookmesh.middleware.tts")
 

@@ -18,7 +18,7 @@ from hookmesh.schema import (
 if TYPE_CHECKING:
     from hookmesh.agent import Agent
     from hookmesh.client import TTSClient
-    from hookmesh.services.tts import AudioFormat, TTSEngine
+    from hookmesh.tts import AudioFormat, TTSEngine
 
 log = logging.getLogger("hookmesh.middleware.tts")
 
@@ -122,7 +122,7 @@ class TTSMiddleware(Middleware):
         """The service client (one channel per event loop) or the in-process engine."""
         if not self.target:
             if self._engine is None:
-                from hookmesh.services.tts import TTSEngine
+                from hookmesh.tts import TTSEngine
 
                 self._engine = TTSEngine(max_text_chars=_LOCAL_MAX_TEXT_CHARS)
             return self._engine

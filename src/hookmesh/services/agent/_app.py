@@ -8,15 +8,13 @@ from typing import Any
 
 from hookmesh._imports import load_object
 from hookmesh.agent import Tool, tool
-from hookmesh.agent.models import ChatModel, OpenAIChatModel, ScriptedChatModel, ScriptedTurn
+from hookmesh.agent.models import build_model
 from hookmesh.middleware import Middleware
 from hookmesh.remote import ClientTLS, RemoteMiddleware, load_middleware
 from hookmesh.services._server import RunningServer, Service, start_server
 from hookmesh.services.agent._config import (
     AgentServiceConfig,
     LocalMiddlewareConfig,
-    ModelConfig,
-    ScriptedModelConfig,
     secret,
 )
 from hookmesh.services.agent._servicer import AgentServicer
@@ -26,34 +24,6 @@ from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
 
 _DRAIN_TIMEOUT = 10.0
 SERVICE_NAME = _agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
-
-
-def build_model(config: ModelConfig) -> ChatModel:
-    """The chat model a config entry describes."""
-    if isinstance(config, ScriptedModelConfig):
-        turns = []
-        for turn in config.turns:
-            if isinstance(turn, str):
-                turns.append(ScriptedTurn(text=turn))
-            else:
-                calls = [(c["name"], c.get("arguments", {})) for c in turn.get("tool_calls", [])]
-                turns.append(
-                    ScriptedTurn(
-                        text=turn.get("text", ""),
-                        tool_calls=calls,
-                        reasoning=turn.get("reasoning", ""),
-                    )
-                )
-        return ScriptedChatModel(
-            turns, stream=config.stream, chunk_size=config.chunk_size, repeat=config.repeat
-        )
-    return OpenAIChatModel(
-        config.base_url,
-        config.model,
-        api_key=secret(config.api_key_env) or "",
-        stream=config.stream,
-        timeout=config.timeout,
-    )
 
 
 def load_tool(spec: str) -> Tool:

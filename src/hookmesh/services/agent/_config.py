@@ -9,48 +9,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from hookmesh.agent.models import ModelConfig, ScriptedModelConfig
 from hookmesh.services._settings import ServiceSettings, load_settings
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def _hello() -> list[str | dict[str, Any]]:
-    return ["Hello from hookmesh."]
-
-
-class ScriptedModelConfig(_Strict):
-    """A scripted model (tests and the offline demo)."""
-
-    type: Literal["scripted"] = "scripted"
-    turns: list[str | dict[str, Any]] = Field(default_factory=_hello)
-    """Each a text answer, or ``{text, tool_calls: [{name, arguments}], reasoning}``."""
-    stream: bool = True
-    """Stream the answer in chunks."""
-    chunk_size: int = Field(8, ge=1)
-    """Characters per streamed chunk."""
-    repeat: bool = True
-    """Start the script again when it runs out."""
-
-
-class OpenAIModelConfig(_Strict):
-    """An OpenAI-compatible Chat Completions endpoint."""
-
-    type: Literal["openai"] = "openai"
-    base_url: str
-    """E.g. ``http://127.0.0.1:8080/v1``."""
-    model: str
-    """The model name the server expects."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the API key (the key itself never goes in the file)."""
-    stream: bool = True
-    """Use SSE streaming."""
-    timeout: float = Field(60.0, gt=0)
-    """Seconds per request."""
-
-
-ModelConfig = Annotated[ScriptedModelConfig | OpenAIModelConfig, Field(discriminator="type")]
 
 
 class LocalMiddlewareConfig(_Strict):

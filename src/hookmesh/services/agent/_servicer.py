@@ -18,12 +18,13 @@ from hookmesh.errors import FieldViolation, HookmeshError, RequestError, SchemaE
 from hookmesh.middleware import Middleware
 from hookmesh.schema import (
     AgentEvent,
+    block_from_proto,
     check_messages,
     event_to_proto,
     message_to_proto,
     messages_from_proto,
+    tool_result_state_from_proto,
 )
-from hookmesh.schema._proto import _STATE_FROM_PB, block_from_proto
 from hookmesh.services.agent._config import AgentServiceConfig
 from hookmesh.services.agent._store import SessionStore, StoredSession
 from hookmesh.v1 import agent_pb2 as _agent_pb2
@@ -369,9 +370,7 @@ def _resume(request: _agent_pb2.ResumeRequest) -> Resume:
             raise SchemaError.single(
                 f"external_results[{i}].output", "only text and media blocks are allowed"
             )
-        state = _STATE_FROM_PB.get(r.state)
-        if state is None:
-            raise SchemaError.single(f"external_results[{i}].state", f"unknown state {r.state}")
+        state = tool_result_state_from_proto(r.state, f"external_results[{i}].state")
         results.append(ExternalResult(call_id=r.call_id, output=output, state=state))  # type: ignore[arg-type]
     confirmations = [
         Confirmation(call_id=c.call_id, confirmed=c.confirmed, reason=c.reason)

@@ -9,7 +9,7 @@ import grpc
 
 from hookmesh.errors import HookmeshError, SchemaError
 from hookmesh.memory import MemoryStore
-from hookmesh.memory._proto import (
+from hookmesh.memory.codec import (
     add_result_to_pb,
     hit_to_pb,
     memory_to_pb,

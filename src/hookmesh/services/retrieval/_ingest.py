@@ -11,8 +11,8 @@ import grpc
 
 from hookmesh.errors import RequestError, SchemaError
 from hookmesh.retrieval import Document, KnowledgeStore
+from hookmesh.retrieval.codec import document_from_pb
 from hookmesh.services.retrieval._config import RetrievalServiceConfig
-from hookmesh.services.retrieval._convert import document_from_pb
 from hookmesh.v1 import retrieval_pb2 as _pb
 
 _BATCH_FIELD = re.compile(r"^documents\[(\d+)\](.*)$")

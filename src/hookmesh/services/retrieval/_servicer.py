@@ -10,15 +10,15 @@ import grpc
 
 from hookmesh.errors import HookmeshError, SchemaError
 from hookmesh.retrieval import ChunkingOptions, KnowledgeStore
-from hookmesh.services._store_errors import abort_with_store_error, store_error
-from hookmesh.services.retrieval._config import RetrievalServiceConfig
-from hookmesh.services.retrieval._convert import (
+from hookmesh.retrieval.codec import (
     MODE_FROM_PB,
     hit_to_pb,
     knowledge_base_to_pb,
     stored_document_to_pb,
     struct_to_dict,
 )
+from hookmesh.services._store_errors import abort_with_store_error, store_error
+from hookmesh.services.retrieval._config import RetrievalServiceConfig
 from hookmesh.services.retrieval._ingest import Ingestion, rename_fields
 from hookmesh.v1 import retrieval_pb2 as _pb
 from hookmesh.v1 import retrieval_pb2_grpc as _grpc

@@ -8,11 +8,9 @@ from dataclasses import dataclass
 # only this order resolves.
 import hookmesh.remote  # noqa: F401
 from hookmesh.services._server import RunningServer, Service, start_server
-from hookmesh.services.tts._backend import TTSBackend
 from hookmesh.services.tts._config import TTSServiceConfig
-from hookmesh.services.tts._engine import TTSEngine
-from hookmesh.services.tts._espeak import EspeakBackend
 from hookmesh.services.tts._servicer import TTSServicer
+from hookmesh.tts import EspeakBackend, TTSBackend, TTSEngine
 from hookmesh.v1 import tts_pb2 as _tts_pb2
 from hookmesh.v1 import tts_pb2_grpc as _tts_grpc
 

@@ -9,7 +9,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from hookmesh.services._settings import ServiceSettings, load_settings
-from hookmesh.services.tts._engine import DEFAULT_MAX_TEXT_CHARS
+from hookmesh.tts import DEFAULT_MAX_TEXT_CHARS
 
 
 class TTSServiceConfig(ServiceSettings):

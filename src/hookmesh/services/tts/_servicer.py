@@ -10,8 +10,7 @@ from typing import Any, TypeVar
 import grpc
 
 from hookmesh.errors import HookmeshError, SchemaError, to_grpc_status
-from hookmesh.services.tts._audio import AudioChunk, Voice
-from hookmesh.services.tts._engine import TTSEngine
+from hookmesh.tts import AudioChunk, TTSEngine, Voice
 from hookmesh.v1 import tts_pb2 as _tts_pb2
 from hookmesh.v1 import tts_pb2_grpc as _tts_grpc
 
