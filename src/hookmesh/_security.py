@@ -1,9 +1,9 @@
-"""Channel security for sidecars: TLS / mTLS credentials and a bearer-token check."""
+"""Channels between hookmesh processes: TLS / mTLS credentials and matching keepalive
+policies for clients and servers."""
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +11,21 @@ from typing import Any
 import grpc
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
-_OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/")
+CLIENT_KEEPALIVE: tuple[tuple[str, Any], ...] = (
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+)
+"""Clients ping every 30 s, so a dead peer (or a proxy that dropped the stream) is noticed
+on long-lived streams."""
+SERVER_KEEPALIVE: tuple[tuple[str, Any], ...] = (
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 20_000),
+    ("grpc.http2.max_ping_strikes", 2),
+)
+"""Servers accept the clients' pings: a server that expects fewer answers them with GOAWAY
+``too_many_pings``. Keep the interval below `CLIENT_KEEPALIVE`'s ``keepalive_time_ms``."""
 
 
 def _read(value: bytes | str | Path | None) -> bytes | None:
@@ -66,10 +80,15 @@ def open_channel(
     """A grpc.aio channel to `target`, TLS when `tls` is given, carrying trace context."""
     interceptors = aio_client_interceptors()
     if tls is None:
-        return grpc.aio.insecure_channel(target, options=list(options), interceptors=interceptors)
+        return grpc.aio.insecure_channel(
+            target, options=[*CLIENT_KEEPALIVE, *options], interceptors=interceptors
+        )
     creds, tls_options = channel_credentials(tls)
     return grpc.aio.secure_channel(
-        target, creds, options=[*options, *tls_options], interceptors=interceptors
+        target,
+        creds,
+        options=[*CLIENT_KEEPALIVE, *options, *tls_options],
+        interceptors=interceptors,
     )
 
 
@@ -81,44 +100,3 @@ def server_credentials(tls: ServerTLS) -> grpc.ServerCredentials:
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
     )
-
-
-class TokenInterceptor(grpc.aio.ServerInterceptor):
-    """Rejects calls without ``authorization: Bearer <token>`` (health and reflection stay open)."""
-
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or method.startswith(_OPEN_SERVICES):
-            return handler
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == "authorization":
-                given = value.encode() if isinstance(value, str) else value
-                if hmac.compare_digest(given, self._expected):
-                    return handler
-        return _rejecting(handler)
-
-
-def _rejecting(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    async def abort(unused_request: Any, context: grpc.aio.ServicerContext) -> None:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "a valid bearer token is required")
-
-    async def abort_stream(unused_request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "a valid bearer token is required")
-        yield  # pragma: no cover - makes this an async generator
-
-    des, ser = handler.request_deserializer, handler.response_serializer
-    if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(abort, des, ser)
-    if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(abort_stream, des, ser)
-    if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(abort, des, ser)
-    return grpc.stream_stream_rpc_method_handler(abort_stream, des, ser)

@@ -8,7 +8,7 @@ from hookmesh._imports import load_object
 from hookmesh._security import ServerTLS
 from hookmesh.middleware import Middleware
 from hookmesh.remote._host import MiddlewareServicer
-from hookmesh.services import RunningServer, Service, start_server
+from hookmesh.services import AuthConfig, Authenticator, RunningServer, Service, start_server
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
@@ -21,6 +21,7 @@ async def serve_middleware(
     *,
     tls: ServerTLS | None = None,
     token: str | None = None,
+    auth: AuthConfig | None = None,
 ) -> RunningServer:
     """Start serving `middleware` at `address`; returns the running server (port included).
 
@@ -29,13 +30,16 @@ async def serve_middleware(
         address: ``host:port``; port 0 lets the OS pick.
         tls: TLS / mTLS settings; plaintext when None.
         token: Bearer token callers must send (a secret).
+        auth: Tokens, TLS and principals as every server takes them; overrides `tls` and
+            `token`.
     """
     servicer = MiddlewareServicer(middleware)
     return await start_server(
         [Service(SERVICE_NAME, servicer, _mw_grpc.add_MiddlewareServiceServicer_to_server)],
         address,
+        auth=auth,
         tls=tls,
-        token=token,
+        authenticator=Authenticator({token: "default"}) if token else None,
     )
 
 

@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from pydantic import Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     YamlConfigSettingsSource,
 )
+
+from hookmesh.services._auth import AuthConfig
 
 S = TypeVar("S", bound=BaseSettings)
 
@@ -24,6 +27,9 @@ class ServiceSettings(BaseSettings):
     """Base of the services' configs. Precedence, highest first: keyword arguments (the
     command's flags), environment variables, the YAML file, the defaults; nested mappings
     merge key by key."""
+
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    """Who may call: tokens, TLS, mTLS principals, trusted gateways (docs/security.md)."""
 
     @classmethod
     def settings_customise_sources(

@@ -122,6 +122,7 @@ async def start_agent_service(
         server = await start_server(
             [Service(SERVICE_NAME, servicer, _agent_grpc.add_AgentServiceServicer_to_server)],
             address or config.listen,
+            auth=config.auth,
             options=[("grpc.max_receive_message_length", 2 * config.max_request_bytes)],
         )
     except BaseException:

@@ -90,6 +90,7 @@ async def start_memory_service(
         server = await start_server(
             [Service(SERVICE_NAME, servicer, _grpc.add_MemoryServiceServicer_to_server)],
             address or config.listen,
+            auth=config.auth,
             options=[("grpc.max_receive_message_length", 2 * config.max_request_bytes)],
         )
     except BaseException:

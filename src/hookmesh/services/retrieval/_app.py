@@ -74,6 +74,7 @@ async def start_retrieval_service(
         server = await start_server(
             [Service(SERVICE_NAME, servicer, _grpc.add_RetrievalServiceServicer_to_server)],
             address or config.listen,
+            auth=config.auth,
             options=[("grpc.max_receive_message_length", size)],
         )
     except BaseException:

@@ -71,5 +71,6 @@ async def start_tts_service(
     server = await start_server(
         [Service(SERVICE_NAME, servicer, _tts_grpc.add_TTSServiceServicer_to_server)],
         address or config.listen,
+        auth=config.auth,
     )
     return TTSService(server, servicer, engine)
