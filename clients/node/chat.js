@@ -98,10 +98,14 @@ function oneLine(text) {
   return flat.length > SHORT ? `${flat.slice(0, SHORT - 1)}…` : flat;
 }
 
-/** JSON.stringify with Buffers as base64, as in the proto3 JSON mapping. */
+/**
+ * The event's JSON line, as `hookmesh chat --json` prints it: the proto3 JSON mapping with
+ * proto field names (bytes as base64, enums by name), unset messages left out.
+ */
 function jsonLine(event) {
-  return JSON.stringify(event, function bytesAsBase64(key, value) {
+  return JSON.stringify(event, function canonical(key, value) {
     const raw = this[key];
+    if (raw === null || raw === undefined) return undefined;
     return Buffer.isBuffer(raw) ? raw.toString('base64') : value;
   });
 }
@@ -222,6 +226,11 @@ function describe(err) {
 
 async function main() {
   const opts = options();
+  // The reader went away (`node chat.js --json ... | head -3`): it has what it wanted.
+  process.stdout.on('error', (err) => {
+    if (err.code === 'EPIPE') process.exit(EXIT_OK);
+    throw err;
+  });
   const client = new AgentClient(opts.target, { timeoutMs: opts.timeoutMs, token: opts.token });
   const abort = new AbortController();
   process.once('SIGINT', () => abort.abort());

@@ -164,21 +164,30 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
         ],
         sidecars=[{"name": "audit", "middleware": "hookmesh.demo:AuditTrail"}],
         services={
-            "retrieval": {"store": f"sqlite:///{data_dir}/retrieval.db"},
-            "memory": {"store": f"sqlite:///{data_dir}/memory.db", "model": extractor},
+            "retrieval": {"listen": "127.0.0.1:0", "store": f"sqlite:///{data_dir}/retrieval.db"},
+            "memory": {
+                "listen": "127.0.0.1:0",
+                "store": f"sqlite:///{data_dir}/memory.db",
+                "model": extractor,
+            },
         },
     )
 
 
 async def run_demo(console: Console) -> int:
     """Start the suite, seed the knowledge base, run two sessions; 0 when both complete."""
+    finishes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="hookmesh-demo-") as data_dir:
+        await _converse(demo_config(data_dir), console, finishes)
+    return 0 if finishes == ["completed", "completed"] else 1
+
+
+async def _converse(settings: AgentServiceConfig, console: Console, finishes: list[str]) -> None:
     from hookmesh.cli import EventPrinter
     from hookmesh.client import AgentClient, RetrievalClient
     from hookmesh.retrieval import Document
     from hookmesh.services.suite import start_suite
 
-    settings = demo_config()
-    finishes: list[str] = []
     async with start_suite(settings) as suite:
         addresses = ", ".join(
             [f"agent {suite.agent_address}"]
@@ -199,4 +208,3 @@ async def run_demo(console: Console) -> int:
                     printer.show(event)
                     if event.type == "reply_end":
                         finishes.append(event.finish_reason)
-    return 0 if finishes == ["completed", "completed"] else 1

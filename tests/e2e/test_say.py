@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.commands import DEADLINE, ROOT, run
+from tests.e2e.commands import DEADLINE, ROOT, run, start_up
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -73,7 +73,7 @@ async def tts_server() -> AsyncIterator[str]:
 
 async def test_say_writes_a_wav_of_real_speech(tmp_path: Path) -> None:
     out = tmp_path / "out.wav"
-    code, stdout, err = await run("say", TEXT, "-o", str(out))
+    code, stdout, err = await run("say", TEXT, "-o", str(out), "--local")
     assert code == 0, err
     assert stdout.startswith(f"wrote {out} (") and "22050 Hz" in stdout
     assert_speech(out, len(TEXT.split()))
@@ -83,8 +83,8 @@ async def test_say_writes_a_wav_of_real_speech(tmp_path: Path) -> None:
 async def test_say_rate_and_voice(tmp_path: Path) -> None:
     fast, slow = tmp_path / "fast.wav", tmp_path / "slow.wav"
     results = await asyncio.gather(
-        run("say", TEXT, "-o", str(fast), "--rate", "300", "--voice", "en-us+f3"),
-        run("say", TEXT, "-o", str(slow), "--rate", "120", "--voice", "en-us"),
+        run("say", TEXT, "-o", str(fast), "--rate", "300", "--voice", "en-us+f3", "--local"),
+        run("say", TEXT, "-o", str(slow), "--rate", "120", "--voice", "en-us", "--local"),
     )
     assert [code for code, _, _ in results] == [0, 0], results
     words = len(TEXT.split())
@@ -100,9 +100,9 @@ async def test_say_through_the_tts_service(tmp_path: Path, tts_server: str) -> N
 
 async def test_say_reports_bad_input_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "none.wav"
-    code, _, err = await run("say", "   ", "-o", str(out))
+    code, _, err = await run("say", "   ", "-o", str(out), "--local")
     assert code == 1 and "[EMPTY_TEXT]" in err
-    code, _, err = await run("say", "hi", "-o", str(out), "--voice", "no-such-voice")
+    code, _, err = await run("say", "hi", "-o", str(out), "--voice", "no-such-voice", "--local")
     assert code == 1 and "[INVALID_OPTIONS]" in err and "config.voice" in err
     code, _, err = await run("say", "hi", "-o", str(out), "--target", "127.0.0.1:1")
     assert code == 1 and "UNAVAILABLE" in err
@@ -125,30 +125,17 @@ middlewares:
   - {{type: local, import: "hookmesh.middleware.builtin.tts:TTSMiddleware"}}
 """
     )
-    up = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "hookmesh.cli",
-        "up",
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    assert up.stdout is not None
+    suite = await start_up("--config", str(config))
     out = tmp_path / "reply.wav"
     try:
-        async with asyncio.timeout(DEADLINE):
-            line = (await up.stdout.readline()).decode()
-        assert line.startswith("agent service"), line
-        address = line.split()[-1]
-        code, stdout, err = await run("chat", "--target", address, "--speak", str(out), "weather?")
+        code, stdout, err = await run(
+            "chat", "--target", suite.addresses["agent"], "--speak", str(out), "weather?"
+        )
         assert code == 0, err
-        assert answer in stdout and "[data audio/pcm;rate=22050;channels=1]" in stdout
+        # The audio's line waits for the end of the streamed text instead of splitting it.
+        assert f"\n{answer}\n  [data audio/pcm;rate=22050;channels=1 speech]" in stdout
         assert f"saved to {out}" in err
         assert_speech(out, len(answer.split()))
     finally:
-        up.send_signal(signal.SIGINT)
-        async with asyncio.timeout(DEADLINE):
-            assert await up.wait() == 0
+        code, err = await suite.stop()
+    assert code == 0, err

@@ -23,7 +23,7 @@ def test_defaults_run_a_scripted_agent() -> None:
 
 
 def test_the_example_file_loads() -> None:
-    config = load_config(ROOT / "services/agent/hookmesh.yaml")
+    config = load_config(ROOT / "deploy/container/agent.yaml")
     assert config.tools == ["hookmesh.demo:get_weather"]
     assert [m.type for m in config.middlewares] == ["local", "remote"]
 
@@ -67,6 +67,7 @@ def _keys(model: type[BaseModel]) -> set[str]:
         cfg.LocalMiddlewareConfig,
         cfg.RemoteMiddlewareConfig,
         cfg.SidecarConfig,
+        cfg.SessionsConfig,
     ],
 )
 def test_every_key_is_documented(model: Any) -> None:

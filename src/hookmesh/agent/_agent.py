@@ -22,6 +22,7 @@ from hookmesh.middleware import (
     PermissionDecision,
     build_await_chain,
     build_event_chain,
+    check_middleware,
     core_step,
     culprit,
 )
@@ -73,6 +74,7 @@ class Agent(ActingSteps):
         max_iters: Most reasoning steps per reply before it ends with exceed_max_iters.
         state: State to continue from (e.g. restored from JSON); a fresh one by default.
         session_id: Reported in reply_start / reply_end.
+        user_id: The end user the agent answers (services set the authenticated caller).
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class Agent(ActingSteps):
         max_iters: int = DEFAULT_MAX_ITERS,
         state: AgentState | None = None,
         session_id: str = "",
+        user_id: str = "",
     ) -> None:
         if kind not in ("flat", "agentic"):
             raise ValueError(f"kind must be 'flat' or 'agentic', not {kind!r}")
@@ -99,7 +102,12 @@ class Agent(ActingSteps):
         self.max_iters = max_iters
         self.state = state or AgentState()
         self.session_id = session_id
+        self.user_id = user_id
+        """The end user this agent answers, when a service knows it (its authenticated
+        caller); middlewares keep per-user data under it."""
         self.middlewares = list(middlewares)
+        for mw in self.middlewares:
+            check_middleware(mw)
         self.toolkit = Toolkit(tools)
         for mw in self.middlewares:
             for t in mw.list_tools():

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
 import json
 import re
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,9 +104,36 @@ class Tool:
         if inspect.iscoroutinefunction(func):
             result = await func(**arguments)
         else:
-            result = await asyncio.to_thread(func, **arguments)
+            result = await _in_daemon_thread(func, arguments, self.name)
         for piece in _pieces(result):
             yield piece
+
+
+async def _in_daemon_thread(func: Callable[..., Any], arguments: dict[str, Any], name: str) -> Any:
+    """Run a sync tool in its own daemon thread.
+
+    NOTE(hookmesh): a worker-pool thread (`asyncio.to_thread`) would hold the process at exit
+    until the tool returns, so one slow tool could keep a stopping service alive past its
+    grace period; a daemon thread is abandoned instead (its late result is dropped).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(outcome: Any, failed: bool) -> None:
+        if not future.done():
+            future.set_exception(outcome) if failed else future.set_result(outcome)
+
+    def work() -> None:
+        try:
+            outcome, failed = context.run(func, **arguments), False
+        except BaseException as exc:
+            outcome, failed = exc, True
+        with contextlib.suppress(RuntimeError):  # the loop closed while the tool ran
+            loop.call_soon_threadsafe(settle, outcome, failed)
+
+    threading.Thread(target=work, name=f"tool {name}", daemon=True).start()
+    return await future
 
 
 _OUTPUT_TYPES = (TextBlock, ImageBlock, AudioBlock, VideoBlock, DocumentBlock)

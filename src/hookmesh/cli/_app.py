@@ -88,9 +88,19 @@ def token_from_env(env_name: str | None) -> str | None:
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help="YAML config file (see docs/config.md).")
 ]
+AppDirOption = Annotated[
+    Path, typer.Option(help="Directory to import tools and middlewares from (first on the path).")
+]
 TokenEnvOption = Annotated[
     str | None, typer.Option(help="Send the bearer token held in this environment variable.")
 ]
+
+
+def import_from(app_dir: Path) -> None:
+    """Let ``package.module:attribute`` specs name modules under `app_dir`."""
+    if not app_dir.is_dir():
+        die(f"--app-dir {app_dir} is not a directory")
+    sys.path.insert(0, str(app_dir.resolve()))
 
 
 def _log_level() -> int:
@@ -141,8 +151,8 @@ def main() -> None:
     except (click.Abort, KeyboardInterrupt):
         code = 130
     except BrokenPipeError:
-        # The reader went away (`hookmesh chat --json | head -3`): stop quietly, as Unix
-        # tools do, and keep the interpreter's final flush from failing again.
+        # The reader went away (`hookmesh chat --json | head -3`): it has what it wanted, so
+        # stop quietly, and keep the interpreter's final flush from failing again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
+        code = 0
     sys.exit(code if isinstance(code, int) else 0)

@@ -1,14 +1,22 @@
-"""`hookmesh chat`: talk to an agent service."""
+"""`hookmesh chat`: talk to an agent service (flags, output and exit codes as Node's chat.js)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import app, run
+from hookmesh.cli._app import TokenEnvOption, app, die, host_port, run, token_from_env
+
+if TYPE_CHECKING:
+    from hookmesh.cli._printer import EventPrinter
+    from hookmesh.client import AgentClient
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
 
 
 @app.command()
@@ -18,8 +26,20 @@ def chat(
     ] = None,
     target: Annotated[str, typer.Option(help="Agent service address.")] = "127.0.0.1:7000",
     session: Annotated[str, typer.Option(help="Session id; a new session when empty.")] = "",
-    as_json: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print each event as one JSON line (docs/chat.md).")
+    ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds a reply may take.")] = 300.0,
+    token_env: TokenEnvOption = None,
+    max_iters: Annotated[
+        int, typer.Option(help="Most reasoning steps; 0 for the agent's setting.")
+    ] = 0,
+    tool_choice: Annotated[
+        str, typer.Option(help="auto, none, required or a tool name; empty for auto.")
+    ] = "",
+    model: Annotated[
+        str, typer.Option(help="A configured model, if the server allows overrides.")
+    ] = "",
     speak: Annotated[
         Path | None,
         typer.Option(
@@ -28,39 +48,82 @@ def chat(
         ),
     ] = None,
 ) -> None:
-    """Talk to an agent service: text streams as it arrives, tools and middlewares compactly."""
-    from hookmesh.cli._printer import EventPrinter
-    from hookmesh.client import AgentClient, AgentClientError
-    from hookmesh.tts import SpeechRecorder, WavWriter
+    """Talk to an agent service: text streams as it arrives, tools and middlewares compactly.
 
+    Exit status: 0 when the reply ends (completed, paused, interrupted or out of steps), 1
+    when the call or the reply fails, 2 on bad usage, 130 on Ctrl-C.
+    """
+    from hookmesh.cli._printer import EventPrinter
+    from hookmesh.client import AgentClient
+
+    if message is not None and not message.strip():
+        die("give the message to send (or omit it for an interactive chat)")
+    if max_iters < 0 or max_iters > 1000:
+        die("--max-iters must be between 0 and 1000")
+    if speak is not None and not speak.parent.is_dir():
+        die(f"--speak: folder {speak.parent} does not exist")
+    address = host_port(target, "--target")
+    token = token_from_env(token_env)
+    options = {"max_iters": max_iters, "tool_choice": tool_choice, "model": model}
     printer = EventPrinter(as_json=as_json)
+    state = {"session": session}
 
     async def talk() -> int:
-        session_id = session
-        async with AgentClient(target, timeout=timeout) as client:
-            while True:
-                text = message if message is not None else _prompt()
-                if text is None:
-                    return 0
-                recorder = SpeechRecorder(WavWriter(speak)) if speak is not None else None
-                try:
-                    async for event in client.reply(text, session_id=session_id):
-                        printer.show(event)
-                        if recorder is not None:
-                            recorder.add(event)
-                        if event.type == "reply_start":
-                            session_id = event.session_id
-                except AgentClientError as exc:
-                    printer.console.print(f"[red]error: {exc}[/red]")
-                    if recorder is not None:
-                        recorder.writer.discard()
-                    return 1
-                if recorder is not None:
-                    _save_speech(recorder)
-                if message is not None:
-                    return 0
+        async with AgentClient(address, timeout=timeout, token=token) as client:
+            if message is not None:
+                return await _turn(client, printer, message, state, options, speak)
+            status = EXIT_OK
+            while (text := _prompt()) is not None:
+                status = await _turn(client, printer, text, state, options, speak)
+            return status
 
-    raise typer.Exit(run(talk()))
+    try:
+        code = run(talk())
+    except KeyboardInterrupt:
+        hint = f"; continue with --session {state['session']}" if state["session"] else ""
+        print(f"interrupted{hint}", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    raise typer.Exit(code)
+
+
+async def _turn(
+    client: AgentClient,
+    printer: EventPrinter,
+    text: str,
+    state: dict[str, str],
+    options: dict[str, Any],
+    speak: Path | None,
+) -> int:
+    """One message and its reply; the status chat.js would exit with."""
+    from hookmesh.client import AgentClientError
+    from hookmesh.tts import SpeechRecorder, WavWriter
+
+    recorder = SpeechRecorder(WavWriter(speak)) if speak is not None else None
+    end = None
+    try:
+        async for event in client.reply(text, session_id=state["session"], **options):
+            printer.show(event)
+            if recorder is not None:
+                recorder.add(event)
+            if event.type == "reply_start":
+                state["session"] = event.session_id
+            elif event.type == "reply_end":
+                end = event
+    except AgentClientError as exc:
+        printer.flush()
+        print(f"error: {exc}", file=sys.stderr)
+        if recorder is not None:
+            recorder.writer.discard()
+        return EXIT_ERROR
+    if recorder is not None:
+        _save_speech(recorder)
+    if end is None:
+        print("error: the stream closed without reply_end", file=sys.stderr)
+        return EXIT_ERROR
+    if end.error is not None:
+        print(f"error: {end.error.reason}: {end.error.message}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 def _save_speech(recorder: Any) -> None:
@@ -76,8 +139,13 @@ def _save_speech(recorder: Any) -> None:
 
 
 def _prompt() -> str | None:
-    try:
-        line = input("you> ")
-    except EOFError:
-        return None
-    return line if line.strip() not in ("", "/quit", "/exit") else None
+    """The next line typed; None at end of input or ``/quit``. Empty lines are skipped."""
+    while True:
+        try:
+            line = input("you> ")
+        except EOFError:
+            return None
+        if line.strip() in ("/quit", "/exit"):
+            return None
+        if line.strip():
+            return line

@@ -8,7 +8,15 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from hookmesh.cli._app import ConfigOption, die, host_port, run, serve_app
+from hookmesh.cli._app import (
+    AppDirOption,
+    ConfigOption,
+    die,
+    host_port,
+    import_from,
+    run,
+    serve_app,
+)
 
 ListenOption = Annotated[str | None, typer.Option(help="Address; overrides the config's listen.")]
 
@@ -37,10 +45,13 @@ def serve_service(
 
 
 @serve_app.command("agent")
-def serve_agent(config: ConfigOption = None, listen: ListenOption = None) -> None:
+def serve_agent(
+    config: ConfigOption = None, listen: ListenOption = None, app_dir: AppDirOption = Path(".")
+) -> None:
     """Serve the agent service (sessions in SQLite) until SIGTERM/SIGINT."""
     from hookmesh.services.agent import load_config, start_agent_service
 
+    import_from(app_dir)
     serve_service(load_config, start_agent_service, config, "agent service ", listen=listen)
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from hookmesh.cli._app import app, die, host_port, run, token_from_env
+from hookmesh.cli._app import AppDirOption, app, die, host_port, import_from, run, token_from_env
 
 
 @app.command()
@@ -30,9 +29,7 @@ def sidecar(
     token_env: Annotated[
         str | None, typer.Option(help="Require the bearer token held in this environment variable.")
     ] = None,
-    app_dir: Annotated[Path, typer.Option(help="Directory to import the middleware from.")] = Path(
-        "."
-    ),
+    app_dir: AppDirOption = Path("."),
 ) -> None:
     """Serve one in-process middleware as a MiddlewareService sidecar.
 
@@ -48,7 +45,7 @@ def sidecar(
         die("--client-ca needs --tls-cert and --tls-key")
     tls = ServerTLS(tls_cert, tls_key, client_ca) if tls_cert and tls_key else None
     token = token_from_env(token_env)
-    sys.path.insert(0, str(app_dir.resolve()))
+    import_from(app_dir)
     try:
         mw = load_middleware(middleware)
     except ValueError as exc:

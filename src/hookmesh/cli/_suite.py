@@ -1,48 +1,128 @@
-"""`hookmesh up` (the whole suite on loopback) and `hookmesh demo`."""
+"""`hookmesh up` (the whole suite on loopback), `hookmesh status` and `hookmesh demo`."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from hookmesh.cli._app import ConfigOption, app, die, host_port, run
+from hookmesh.cli._app import AppDirOption, ConfigOption, app, die, host_port, import_from, run
+
+_HEALTH_TIMEOUT = 3.0
 
 
 @app.command()
 def up(
     config: ConfigOption = None,
     listen: Annotated[str | None, typer.Option(help="Agent service address.")] = None,
+    data_dir: Annotated[
+        Path, typer.Option(help="Where the default suite keeps its data (without --config).")
+    ] = Path("hookmesh-data"),
+    app_dir: AppDirOption = Path("."),
 ) -> None:
-    """Start the whole suite on loopback (services, sidecars, then the agent); Ctrl-C stops it."""
+    """Start the whole suite on loopback: retrieval, TTS and memory services, the sidecars,
+    then the agent. Ctrl-C stops everything."""
     from hookmesh.services import wait_for_signal
     from hookmesh.services.agent import load_config
-    from hookmesh.services.suite import start_suite
+    from hookmesh.services.suite import (
+        SuiteError,
+        default_suite_config,
+        describe_model,
+        start_suite,
+    )
 
+    import_from(app_dir)
+    overrides = {"listen": host_port(listen)} if listen else {}
     try:
-        settings = load_config(config, **({"listen": host_port(listen)} if listen else {}))
+        if config is None:
+            settings = default_suite_config(data_dir)
+            if overrides:
+                settings = settings.model_copy(update=overrides)
+        else:
+            settings = load_config(config, **overrides)
     except ValueError as exc:
         die(str(exc))
 
-    async def serve() -> None:
-        async with start_suite(settings) as suite:
-            console = Console()
-            console.print(f"agent service  [bold]{suite.agent_address}[/bold]")
-            for name, address in suite.services.items():
-                console.print(f"{name} service  [bold]{address}[/bold]")
-            for name, address in suite.sidecars.items():
-                console.print(f"sidecar {name:7s}[bold]{address}[/bold]")
-            console.print("[dim]Ctrl-C stops everything.[/dim]")
-            await wait_for_signal()
-            console.print("[dim]stopping…[/dim]")
+    async def serve() -> int:
+        try:
+            async with start_suite(settings, app_dir=app_dir.resolve()) as suite:
+                print(f"agent      {suite.agent_address}   model: {describe_model(settings)}")
+                for name, address in suite.sidecars.items():
+                    print(f"sidecar    {address}   {name}")
+                for name, address in suite.services.items():
+                    print(f"{name:10s} {address}")
+                print("Ctrl-C stops everything.", flush=True)
+                await wait_for_signal()
+                print("stopping…", flush=True)
+        except SuiteError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0
 
-    run(serve())
+    raise typer.Exit(run(serve()))
+
+
+@app.command()
+def status(
+    config: ConfigOption = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each service.")] = (
+        _HEALTH_TIMEOUT
+    ),
+) -> None:
+    """Check the health of every service of the suite (the default ports, or --config's);
+    exit 1 when one is not serving."""
+    from hookmesh.services.agent import load_config
+    from hookmesh.services.suite import default_suite_config
+
+    try:
+        settings = default_suite_config() if config is None else load_config(config)
+    except ValueError as exc:
+        die(str(exc))
+    targets = {"agent": settings.listen}
+    for sidecar in settings.sidecars:
+        targets[f"sidecar {sidecar.name}"] = sidecar.listen
+    for name, overrides in settings.services.items():
+        listen = overrides.get("listen")
+        if listen:
+            targets[name] = listen
+
+    async def check() -> int:
+        results = await asyncio.gather(*(_health(t, timeout) for t in targets.values()))
+        for (name, target), state in zip(targets.items(), results, strict=True):
+            print(f"{name:18s} {target:22s} {state}")
+        return 0 if all(r == "serving" for r in results) else 1
+
+    raise typer.Exit(run(check()))
+
+
+async def _health(target: str, timeout: float) -> str:
+    """``serving``, ``not serving`` or why it could not be asked."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    if target.rpartition(":")[2] == "0":
+        return "unknown (port 0: picked at start)"
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            answer = await stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                return "down (nothing answers)"
+            return f"down ({exc.code().name})"
+    if answer.status == health_pb2.HealthCheckResponse.SERVING:
+        return "serving"
+    return "not serving"
 
 
 @app.command()
 def demo() -> None:
     """Run the suite with the embedded demo config and two conversations, then stop."""
+    from rich.console import Console
+
     from hookmesh.demo import run_demo
 
     raise typer.Exit(run(run_demo(Console(highlight=False))))

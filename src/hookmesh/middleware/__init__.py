@@ -8,7 +8,9 @@ from hookmesh.middleware._base import (
     FailureMode,
     HookMode,
     Middleware,
+    MiddlewareDefinitionError,
     PermissionDecision,
+    check_middleware,
 )
 from hookmesh.middleware._chain import (
     AwaitCall,
@@ -29,9 +31,11 @@ __all__ = [
     "FailureMode",
     "HookMode",
     "Middleware",
+    "MiddlewareDefinitionError",
     "PermissionDecision",
     "build_await_chain",
     "build_event_chain",
+    "check_middleware",
     "core_step",
     "culprit",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -37,6 +38,68 @@ ONION_HOOKS = (
 """Hooks that wrap a step and receive `next_handler`."""
 HOOKS = (*ONION_HOOKS, "on_system_prompt", "after_agent")
 """Every hook a middleware may implement."""
+EVENT_HOOKS = ("on_reply", "on_reasoning", "on_acting")
+"""Hooks that yield events: an async generator, or a plain function returning
+``next_handler(...)``."""
+
+
+class MiddlewareDefinitionError(TypeError):
+    """A middleware class defines a hook with the wrong shape (e.g. a sync `on_system_prompt`)."""
+
+
+_PROBLEMS: dict[type, tuple[str, ...]] = {}
+
+
+def hook_problems(cls: type[Middleware]) -> tuple[str, ...]:
+    """What is wrong with the hooks `cls` defines (empty when nothing is); checked once per
+    class, so attaching a middleware costs a dict lookup."""
+    known = _PROBLEMS.get(cls)
+    if known is not None:
+        return known
+    problems = []
+    for hook in HOOKS:
+        method = getattr(cls, hook)
+        if method is getattr(Middleware, hook):
+            continue
+        method = inspect.unwrap(method)
+        if hook in EVENT_HOOKS:
+            if inspect.iscoroutinefunction(method):
+                problems.append(
+                    f"{hook} must be an async generator or a plain function returning "
+                    "next_handler(...), not 'async def' returning a value"
+                )
+        elif not inspect.iscoroutinefunction(method) and not (
+            hook in ONION_HOOKS and _returns_awaitable(method)
+        ):
+            shape = (
+                "'async def'"
+                if hook not in ONION_HOOKS
+                else (
+                    "'async def' (or a plain function annotated '-> Awaitable[...]' that returns "
+                    "next_handler(...))"
+                )
+            )
+            problems.append(f"{hook} must be {shape}")
+    _PROBLEMS[cls] = tuple(problems)
+    return _PROBLEMS[cls]
+
+
+def _returns_awaitable(method: Callable[..., Any]) -> bool:
+    annotation = inspect.signature(method).return_annotation
+    return any(word in str(annotation) for word in ("Awaitable", "Coroutine"))
+
+
+def check_middleware(mw: Middleware) -> None:
+    """Refuse a middleware whose hooks have the wrong shape, naming it and the hook.
+
+    Raises:
+        MiddlewareDefinitionError: A hook is sync where it must be async, or the reverse.
+    """
+    problems = hook_problems(type(mw))
+    if problems:
+        raise MiddlewareDefinitionError(
+            f"middleware {mw.middleware_key()} ({type(mw).__qualname__}): {'; '.join(problems)}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 from hookmesh._imports import load_object
 from hookmesh._security import ServerTLS
-from hookmesh.middleware import Middleware
+from hookmesh.middleware import Middleware, MiddlewareDefinitionError, check_middleware
 from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.services import AuthConfig, Authenticator, RunningServer, Service, start_server
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
@@ -59,4 +59,8 @@ def load_middleware(spec: str, **params: Any) -> Middleware:
         raise ValueError(f"{spec!r} is an instance: it takes no params")
     if not isinstance(target, Middleware):
         raise ValueError(f"{spec!r} is a {type(target).__name__}, not a Middleware")
+    try:
+        check_middleware(target)
+    except MiddlewareDefinitionError as exc:
+        raise ValueError(str(exc)) from None
     return target

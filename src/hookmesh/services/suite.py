@@ -1,4 +1,5 @@
-"""Running the suite on loopback: sidecar processes, then the agent service (`hookmesh up`)."""
+"""The whole suite on one machine (`hookmesh up`, `hookmesh demo`): the domain services in
+this process, each sidecar in its own process, then the agent service."""
 
 from __future__ import annotations
 
@@ -9,17 +10,32 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+from hookmesh.services._server import bound_address, check_free
 from hookmesh.services.agent import AgentService, AgentServiceConfig, start_agent_service
 
 _START_TIMEOUT = 30.0
 _STOP_TIMEOUT = 10.0
 
+AGENT_ADDRESS = "127.0.0.1:7000"
+SIDECAR_ADDRESS = "127.0.0.1:7001"
+RETRIEVAL_ADDRESS = "127.0.0.1:7002"
+TTS_ADDRESS = "127.0.0.1:7003"
+MEMORY_ADDRESS = "127.0.0.1:7004"
+"""Where `hookmesh up` puts each server, and where every CLI command looks by default."""
+DATA_DIR = "hookmesh-data"
+"""Where the default suite keeps its SQLite files (relative to the working directory)."""
+
+
+class SuiteError(Exception):
+    """A part of the suite could not start; the message names it and says why."""
+
 
 @dataclass
 class Suite:
-    """Addresses of everything `start_suite` runs."""
+    """What `start_suite` runs and where."""
 
     agent: AgentService
     agent_address: str
@@ -34,20 +50,85 @@ class _Stoppable(Protocol):
     async def stop(self, grace: float | None) -> None: ...
 
 
-async def _start_service(name: str, overrides: dict[str, Any]) -> _Stoppable:
-    """Start a domain service in this process (on 127.0.0.1:0 unless told otherwise)."""
-    settings = {"listen": "127.0.0.1:0", **overrides}
+def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
+    """The suite `hookmesh up` runs without ``--config``: every service on its own port, data
+    under `data_dir`, an audit sidecar, long-term memory, and the scripted model (or the
+    OpenAI-compatible server named by ``OPENAI_BASE_URL``, ``OPENAI_MODEL``,
+    ``OPENAI_API_KEY``)."""
+    from hookmesh.services.agent import load_config
+
+    data = Path(data_dir)
+    models: dict[str, Any] = {"default": {"type": "scripted"}}
+    if os.environ.get("OPENAI_BASE_URL"):
+        models = {
+            "default": {
+                "type": "openai",
+                "base_url": os.environ["OPENAI_BASE_URL"],
+                "model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
+            }
+        }
+    return load_config(
+        None,
+        listen=AGENT_ADDRESS,
+        store=f"sqlite:///{data / 'agent.db'}",
+        models=models,
+        middlewares=[
+            {
+                "type": "local",
+                "import": "hookmesh.middleware.builtin.memory:MemoryMiddleware",
+                "params": {"target": "service:memory", "mode": "static_control"},
+            },
+            {"type": "remote", "sidecar": "audit", "failure_mode": "fail_open"},
+        ],
+        sidecars=[
+            {"name": "audit", "middleware": "hookmesh.demo:AuditTrail", "listen": SIDECAR_ADDRESS}
+        ],
+        services={
+            "retrieval": {
+                "listen": RETRIEVAL_ADDRESS,
+                "store": f"sqlite:///{data / 'retrieval.db'}",
+            },
+            "tts": {"listen": TTS_ADDRESS},
+            "memory": {"listen": MEMORY_ADDRESS, "store": f"sqlite:///{data / 'memory.db'}"},
+        },
+    )
+
+
+def describe_model(config: AgentServiceConfig) -> str:
+    """One line on the agent's default model, for people starting the suite."""
+    model = config.models[config.agent.model]
+    if model.type == "scripted":
+        return "scripted (offline); set OPENAI_BASE_URL for an OpenAI-compatible server"
+    return f"{model.model} at {model.base_url}"
+
+
+def _service_config(name: str, overrides: dict[str, Any]) -> Any:
     if name == "retrieval":
-        from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
+        from hookmesh.services.retrieval import load_retrieval_config
 
-        return await start_retrieval_service(load_retrieval_config(None, **settings))
+        return load_retrieval_config(None, **overrides)
     if name == "memory":
-        from hookmesh.services.memory import load_memory_config, start_memory_service
+        from hookmesh.services.memory import load_memory_config
 
-        return await start_memory_service(load_memory_config(None, **settings))
-    from hookmesh.services.tts import load_tts_config, start_tts_service
+        return load_memory_config(None, **overrides)
+    from hookmesh.services.tts import load_tts_config
 
-    return await start_tts_service(load_tts_config(None, **settings))
+    return load_tts_config(None, **overrides)
+
+
+async def _start_service(name: str, settings: Any) -> _Stoppable:
+    """Start a domain service in this process."""
+    if name == "retrieval":
+        from hookmesh.services.retrieval import start_retrieval_service
+
+        return await start_retrieval_service(settings)
+    if name == "memory":
+        from hookmesh.services.memory import start_memory_service
+
+        return await start_memory_service(settings)
+    from hookmesh.services.tts import start_tts_service
+
+    return await start_tts_service(settings)
 
 
 def _resolve(config: AgentServiceConfig, services: dict[str, str]) -> AgentServiceConfig:
@@ -61,8 +142,9 @@ def _resolve(config: AgentServiceConfig, services: dict[str, str]) -> AgentServi
                 if isinstance(value, str) and value.startswith("service:"):
                     name = value.removeprefix("service:")
                     if name not in services:
-                        raise ValueError(
-                            f"middleware param {key}={value!r}: no service {name!r} runs"
+                        raise SuiteError(
+                            f"middleware param {key}={value!r}: no service {name!r} runs "
+                            f"(configured: {', '.join(services) or 'none'})"
                         )
                     value = services[name]
                 resolved[key] = value
@@ -72,8 +154,9 @@ def _resolve(config: AgentServiceConfig, services: dict[str, str]) -> AgentServi
 
 
 async def _start_sidecar(
-    name: str, middleware: str, listen: str
+    name: str, middleware: str, listen: str, app_dir: Path | None
 ) -> tuple[asyncio.subprocess.Process, str]:
+    extra = ["--app-dir", str(app_dir)] if app_dir is not None else []
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -83,19 +166,24 @@ async def _start_sidecar(
         middleware,
         "--listen",
         listen,
+        *extra,
         stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    assert process.stdout is not None
+    assert process.stdout is not None and process.stderr is not None
     try:
         async with asyncio.timeout(_START_TIMEOUT):
             line = (await process.stdout.readline()).decode().strip()
     except TimeoutError:
         line = ""
     if not line.startswith("listening on "):
-        process.kill()
+        if process.returncode is None:
+            process.kill()
         await process.wait()
-        raise RuntimeError(f"sidecar {name} ({middleware}) did not start: {line or 'no output'}")
+        why = (await process.stderr.read()).decode().strip().splitlines()
+        detail = why[-1].removeprefix("error: ") if why else line or "no output"
+        raise SuiteError(f"sidecar {name} ({middleware}) did not start: {detail}")
     return process, line.removeprefix("listening on ")
 
 
@@ -113,34 +201,65 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
 
 @asynccontextmanager
 async def start_suite(
-    config: AgentServiceConfig, *, address: str | None = None
+    config: AgentServiceConfig, *, address: str | None = None, app_dir: Path | None = None
 ) -> AsyncIterator[Suite]:
     """Start the configured domain services (in this process), every sidecar (each its own
     process), then the agent service.
 
-    Everything stops when the block ends: the agent first (graceful), then the sidecars,
-    then the services.
+    Every fixed address is checked before anything starts, so a second suite fails at once
+    without starting half of itself. Everything stops when the block ends: the agent first
+    (gracefully), then the sidecars, then the services.
+
+    Args:
+        config: The agent config with its ``services`` and ``sidecars``.
+        address: The agent's address instead of ``config.listen``.
+        app_dir: Where sidecars import user middlewares from.
+
+    Raises:
+        SuiteError: A part did not start (a port in use, a missing module, a sidecar that
+            exits); the message names the part.
     """
+    agent_address = address or config.listen
+    settings: dict[str, Any] = {}
+    for name, overrides in config.services.items():
+        try:
+            settings[name] = _service_config(name, overrides)
+        except ValueError as exc:
+            raise SuiteError(f"services.{name}: {exc}") from None
+    try:
+        for listen in (
+            agent_address,
+            *(s.listen for s in settings.values()),
+            *(s.listen for s in config.sidecars),
+        ):
+            check_free(listen)
+    except OSError as exc:
+        raise SuiteError(str(exc)) from None
     processes: list[asyncio.subprocess.Process] = []
     sidecars: dict[str, str] = {}
     running: list[_Stoppable] = []
     services: dict[str, str] = {}
     try:
-        for name, overrides in config.services.items():
-            service = await _start_service(name, overrides)
+        for service_name, service_settings in settings.items():
+            try:
+                service = await _start_service(service_name, service_settings)
+            except Exception as exc:
+                raise SuiteError(f"{service_name} service: {exc}") from exc
             running.append(service)
-            services[name] = f"127.0.0.1:{service.port}"
+            services[service_name] = bound_address(service_settings.listen, service.port)
         for sidecar in config.sidecars:
             process, sidecar_address = await _start_sidecar(
-                sidecar.name, sidecar.middleware, sidecar.listen
+                sidecar.name, sidecar.middleware, sidecar.listen, app_dir
             )
             processes.append(process)
             sidecars[sidecar.name] = sidecar_address
         resolved = _resolve(config, services)
-        agent = await start_agent_service(resolved, address=address, sidecars=sidecars)
-        host = (address or config.listen).rpartition(":")[0]
         try:
-            yield Suite(agent, f"{host}:{agent.port}", sidecars, services)
+            agent = await start_agent_service(resolved, address=address, sidecars=sidecars)
+        except Exception as exc:
+            raise SuiteError(f"agent service: {exc}") from exc
+        try:
+            yield Suite(agent, bound_address(agent_address, agent.port), sidecars, services)
         finally:
             await agent.stop(config.grace_seconds)
     finally:

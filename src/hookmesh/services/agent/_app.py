@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hookmesh._imports import load_object
@@ -15,15 +19,24 @@ from hookmesh.services._server import RunningServer, Service, start_server
 from hookmesh.services.agent._config import (
     AgentServiceConfig,
     LocalMiddlewareConfig,
+    SessionsConfig,
     secret,
 )
 from hookmesh.services.agent._servicer import AgentServicer
-from hookmesh.services.agent._store import open_store
+from hookmesh.services.agent._store import SessionStore, open_store
 from hookmesh.v1 import agent_pb2 as _agent_pb2
 from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
 
+log = logging.getLogger("hookmesh.agent_service")
+
 _DRAIN_TIMEOUT = 10.0
 SERVICE_NAME = _agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def load_tool(spec: str) -> Tool:
@@ -51,10 +64,35 @@ class AgentService:
 
     async def stop(self, grace: float | None) -> None:
         """Stop accepting calls, let in-flight replies finish for `grace` s, then interrupt
-        them; sessions are persisted as each reply ends."""
-        await self.server.stop(grace)
-        await self.servicer.drain(_DRAIN_TIMEOUT)
-        await self.resources.aclose()
+        them; sessions are persisted as each reply ends. Resources close even when a reply
+        does not end in time."""
+        try:
+            await self.server.stop(grace)
+            await self.servicer.drain(_DRAIN_TIMEOUT)
+        except TimeoutError:
+            log.warning("replies still running %.0f s after the grace period", _DRAIN_TIMEOUT)
+        finally:
+            await self.resources.aclose()
+
+
+async def sweep_sessions(
+    store: SessionStore, servicer: AgentServicer, config: SessionsConfig
+) -> None:
+    """Apply the retention policy now, then every `sweep_interval_seconds`, until cancelled."""
+    while True:
+        older = (
+            datetime.now(UTC) - timedelta(seconds=config.ttl_seconds)
+            if config.ttl_seconds is not None
+            else None
+        )
+        try:
+            gone = await store.sweep(older_than=older, keep=config.max_count, busy=servicer.busy())
+        except Exception as exc:  # a store hiccup must not end retention for good
+            log.warning("session sweep failed: %s", exc)
+        else:
+            if gone:
+                log.info("retention deleted %d sessions", gone)
+        await asyncio.sleep(config.sweep_interval_seconds)
 
 
 async def build_middlewares(
@@ -119,6 +157,9 @@ async def start_agent_service(
         tools = [load_tool(spec) for spec in config.tools]
         middlewares = await build_middlewares(config, stack, sidecars or {})
         servicer = AgentServicer(config, store, models, tools, middlewares)
+        if config.sessions.ttl_seconds is not None or config.sessions.max_count is not None:
+            sweeper = asyncio.create_task(sweep_sessions(store, servicer, config.sessions))
+            stack.push_async_callback(_cancel, sweeper)
         server = await start_server(
             [Service(SERVICE_NAME, servicer, _agent_grpc.add_AgentServiceServicer_to_server)],
             address or config.listen,

@@ -95,6 +95,18 @@ def _default_models() -> dict[str, ModelConfig]:
     return {"default": ScriptedModelConfig()}
 
 
+class SessionsConfig(_Strict):
+    """How long sessions are kept; swept in the background (docs/services/agent.md)."""
+
+    ttl_seconds: float | None = Field(None, gt=0)
+    """Delete sessions not updated for this long (paused ones too); unset keeps them."""
+    max_count: int | None = Field(None, ge=1)
+    """Keep at most this many sessions (over all principals), deleting the least recently
+    updated first; unset for no limit."""
+    sweep_interval_seconds: float = Field(60.0, gt=0)
+    """How often the sweep runs (also once at start)."""
+
+
 class AgentServiceConfig(ServiceSettings):
     """Everything `hookmesh serve agent` reads (see docs/config.md)."""
 
@@ -112,6 +124,8 @@ class AgentServiceConfig(ServiceSettings):
     """Most messages in one Reply request."""
     grace_seconds: float = Field(10.0, ge=0)
     """On SIGTERM, in-flight replies get this long before they are interrupted."""
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    """Session retention; sessions are kept forever by default."""
     agent: AgentSettings = Field(default_factory=AgentSettings)
     """The agent."""
     models: dict[str, ModelConfig] = Field(default_factory=_default_models)

@@ -25,8 +25,15 @@ from hookmesh.schema import (
     messages_from_proto,
     tool_result_state_from_proto,
 )
+from hookmesh.services._auth import current_principal
 from hookmesh.services.agent._config import AgentServiceConfig
-from hookmesh.services.agent._store import SessionStore, StoredSession
+from hookmesh.services.agent._store import (
+    SessionStore,
+    SessionSummary,
+    StoredSession,
+    pending_from_json,
+    summary_fields,
+)
 from hookmesh.v1 import agent_pb2 as _agent_pb2
 from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
 from hookmesh.v1 import message_pb2 as _message_pb2
@@ -36,7 +43,7 @@ log = logging.getLogger("hookmesh.agent_service")
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _MAX_PAGE = 1000
 _DEFAULT_PAGE = 50
-_STATUS = {
+_STATUS: dict[str | None, _agent_pb2.SessionStatus] = {
     None: _agent_pb2.SESSION_STATUS_IDLE,
     "confirmation": _agent_pb2.SESSION_STATUS_AWAITING_CONFIRMATION,
     "external": _agent_pb2.SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION,
@@ -59,6 +66,16 @@ def _not_found(session_id: str) -> RequestError:
         f"there is no session {session_id}",
         metadata={"sessionId": session_id},
     )
+
+
+def _check_id(session_id: str, *, required: bool = True) -> None:
+    """Refuse a malformed session id before it is echoed anywhere (errors stay small)."""
+    if not session_id:
+        if required:
+            raise SchemaError.single("session_id", "name the session")
+        return
+    if not _SESSION_ID.match(session_id):
+        raise SchemaError.single("session_id", "use 1-128 characters of A-Z a-z 0-9 . _ : -")
 
 
 class AgentServicer(_agent_grpc.AgentServiceServicer):
@@ -85,13 +102,13 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self.models = models
         self.tools = list(tools)
         self.middlewares = list(middlewares)
-        self._running: dict[str, Agent | None] = {}
+        self._running: dict[tuple[str, str], Agent | None] = {}
         self._idle = asyncio.Event()
         self._idle.set()
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _agent(self, session_id: str, state: AgentState, model: str) -> Agent:
+    def _agent(self, owner: str, session_id: str, state: AgentState, model: str) -> Agent:
         settings = self.config.agent
         return Agent(
             self.models[model],
@@ -103,6 +120,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             max_iters=settings.max_iters,
             state=state,
             session_id=session_id,
+            user_id=owner,
         )
 
     def _check_size(self, request: Any, field: str) -> None:
@@ -150,16 +168,20 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             out.extend(mw.list_tools())
         return out
 
-    def _claim(self, session_id: str) -> None:
-        if session_id in self._running:
-            raise _busy(session_id)
-        self._running[session_id] = None
+    def _claim(self, key: tuple[str, str]) -> None:
+        if key in self._running:
+            raise _busy(key[1])
+        self._running[key] = None
         self._idle.clear()
 
-    def _release(self, session_id: str) -> None:
-        self._running.pop(session_id, None)
+    def _release(self, key: tuple[str, str]) -> None:
+        self._running.pop(key, None)
         if not self._running:
             self._idle.set()
+
+    def busy(self) -> set[tuple[str, str]]:
+        """The (owner, session id) pairs replying now (retention never removes them)."""
+        return set(self._running)
 
     async def drain(self, timeout: float) -> None:
         """Wait (up to `timeout` s) until every reply has ended and been persisted."""
@@ -168,13 +190,13 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
 
     async def _stream(
         self,
-        session_id: str,
+        key: tuple[str, str],
         agent: Agent,
         events: AsyncIterator[AgentEvent],
         wrap: Callable[..., Any],
     ) -> AsyncIterator[Any]:
         """Stream a reply's events, then persist the session, whatever happens."""
-        self._running[session_id] = agent
+        self._running[key] = agent
         try:
             async for event in events:
                 yield wrap(event=event_to_proto(event))
@@ -182,7 +204,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
                 await aclose()
-            await asyncio.shield(self.store.put(session_id, agent.name, agent.state))
+            await asyncio.shield(self.store.put(*key, agent.name, agent.state))
 
     # --- RPCs ------------------------------------------------------------------------------
 
@@ -190,13 +212,11 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self, request: _agent_pb2.ReplyRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[_agent_pb2.ReplyResponse]:
         session_id = request.session_id
+        owner = current_principal()
         claimed = False
         try:
             self._check_size(request, "messages")
-            if session_id and not _SESSION_ID.match(session_id):
-                raise SchemaError.single(
-                    "session_id", "use 1-128 characters of A-Z a-z 0-9 . _ : -"
-                )
+            _check_id(session_id, required=False)
             if not request.messages:
                 raise SchemaError.single("messages", "send at least one message")
             if len(request.messages) > self.config.max_messages:
@@ -209,11 +229,12 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             model, choice, max_iters = self._options(request.options)
             if not session_id:
                 session_id = new_id()
-            self._claim(session_id)
+            key = (owner, session_id)
+            self._claim(key)
             claimed = True
-            stored = await self.store.get(session_id)
+            stored = await self.store.get(owner, session_id)
             if stored is None:
-                await self.store.put(session_id, self.config.agent.name, AgentState())
+                await self.store.put(owner, session_id, self.config.agent.name, AgentState())
             state = stored.state if stored is not None else AgentState()
             if state.pending is not None:
                 raise RequestError(
@@ -222,30 +243,32 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     f"session {session_id} has a paused reply: call Resume first",
                     metadata={"sessionId": session_id},
                 )
-            agent = self._agent(session_id, state, model)
+            agent = self._agent(owner, session_id, state, model)
             events = agent.reply(messages, tool_choice=choice, max_iters=max_iters)
         except HookmeshError as exc:
             if claimed:
-                self._release(session_id)
+                self._release((owner, session_id))
             await context.abort_with_status(to_grpc_status(exc))
             return
         try:
-            async for response in self._stream(session_id, agent, events, _agent_pb2.ReplyResponse):
+            async for response in self._stream(key, agent, events, _agent_pb2.ReplyResponse):
                 yield response
         finally:
-            self._release(session_id)
+            self._release(key)
 
     async def Resume(
         self, request: _agent_pb2.ResumeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[_agent_pb2.ResumeResponse]:
         session_id = request.session_id
+        key = (current_principal(), session_id)
         claimed = False
         try:
             self._check_size(request, "external_results")
-            stored = await self.store.get(session_id) if session_id else None
+            _check_id(session_id)
+            stored = await self.store.get(*key)
             if stored is None:
                 raise _not_found(session_id)
-            self._claim(session_id)
+            self._claim(key)
             claimed = True
             if stored.state.pending is None:
                 raise RequestError(
@@ -255,78 +278,85 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     metadata={"sessionId": session_id},
                 )
             resume = _resume(request)
-            agent = self._agent(session_id, stored.state, self.config.agent.model)
+            agent = self._agent(*key, stored.state, self.config.agent.model)
             events = agent.resume(resume)
         except HookmeshError as exc:
             if claimed:
-                self._release(session_id)
+                self._release(key)
             await context.abort_with_status(to_grpc_status(exc))
             return
         try:
-            async for response in self._stream(
-                session_id, agent, events, _agent_pb2.ResumeResponse
-            ):
+            async for response in self._stream(key, agent, events, _agent_pb2.ResumeResponse):
                 yield response
         finally:
-            self._release(session_id)
+            self._release(key)
 
     async def Interrupt(
         self, request: _agent_pb2.InterruptRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.InterruptResponse:
-        agent = self._running.get(request.session_id)
+        key = (current_principal(), request.session_id)
+        try:
+            _check_id(request.session_id)
+        except HookmeshError as exc:
+            await context.abort_with_status(to_grpc_status(exc))
+        agent = self._running.get(key)
         if agent is not None:
             return _agent_pb2.InterruptResponse(interrupted=agent.interrupt())
-        if (
-            request.session_id not in self._running
-            and await self.store.get(request.session_id) is None
-        ):
+        if key not in self._running and await self.store.get(*key) is None:
             await context.abort_with_status(to_grpc_status(_not_found(request.session_id)))
         return _agent_pb2.InterruptResponse(interrupted=False)
 
-    def _session(self, stored: StoredSession, with_context: bool) -> _agent_pb2.Session:
-        pending = stored.state.pending
-        status = _STATUS[pending.awaiting if pending else None]
-        if stored.session_id in self._running:
+    def _session(
+        self, summary: SessionSummary, context: list[Any] | None = None
+    ) -> _agent_pb2.Session:
+        status = _STATUS[summary.awaiting or None]
+        if (summary.owner, summary.session_id) in self._running:
             status = _agent_pb2.SESSION_STATUS_RUNNING
         session = _agent_pb2.Session(
-            session_id=stored.session_id,
-            agent_name=stored.agent_name,
+            session_id=summary.session_id,
+            agent_name=summary.agent_name,
             status=status,
-            context=[message_to_proto(m) for m in stored.state.context] if with_context else [],
+            context=[message_to_proto(m) for m in context or ()],
+            pending_calls=[
+                _message_pb2.ToolCall(id=c.id, name=c.name, arguments=c.arguments)
+                for c in summary.pending_calls
+            ],
         )
-        if pending is not None:
-            calls = (
-                pending.confirm_calls
-                if pending.awaiting == "confirmation"
-                else pending.external_calls
-            )
-            session.pending_calls.extend(
-                _message_pb2.ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls
-            )
-        session.create_time.FromDatetime(stored.create_time)
-        session.update_time.FromDatetime(stored.update_time)
+        session.create_time.FromDatetime(summary.create_time)
+        session.update_time.FromDatetime(summary.update_time)
         return session
 
     async def GetSession(
         self, request: _agent_pb2.GetSessionRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.GetSessionResponse:
         session_id = request.session_id
-        stored = await self.store.get(session_id) if session_id else None
-        live = self._running.get(session_id)
+        key = (current_principal(), session_id)
+        try:
+            _check_id(session_id)
+        except HookmeshError as exc:
+            await context.abort_with_status(to_grpc_status(exc))
+        stored = await self.store.get(*key)
+        live = self._running.get(key)
         if live is not None:
             # A running reply is fresher than the store (which is written when it ends).
+            awaiting, pending = summary_fields(live.state)
             now = datetime.now(UTC)
             stored = StoredSession(
+                key[0],
                 session_id,
                 live.name,
-                live.state,
                 stored.create_time if stored else now,
                 now,
+                awaiting,
+                pending_from_json(pending),
+                live.state,
             )
         if stored is None:
             await context.abort_with_status(to_grpc_status(_not_found(session_id)))
         assert stored is not None
-        return _agent_pb2.GetSessionResponse(session=self._session(stored, with_context=True))
+        return _agent_pb2.GetSessionResponse(
+            session=self._session(stored, list(stored.state.context))
+        )
 
     async def ListSessions(
         self, request: _agent_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext
@@ -340,20 +370,25 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         except HookmeshError as exc:
             await context.abort_with_status(to_grpc_status(exc))
         size = request.page_size or _DEFAULT_PAGE
-        page = await self.store.list(size + 1, after)
+        page = await self.store.list(current_principal(), size + 1, after)
         more = len(page) > size
         page = page[:size]
         token = _encode_token(page[-1]) if more and page else ""
         return _agent_pb2.ListSessionsResponse(
-            sessions=[self._session(s, with_context=False) for s in page], next_page_token=token
+            sessions=[self._session(s) for s in page], next_page_token=token
         )
 
     async def DeleteSession(
         self, request: _agent_pb2.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.DeleteSessionResponse:
-        if request.session_id in self._running:
-            await context.abort_with_status(to_grpc_status(_busy(request.session_id)))
-        if not await self.store.delete(request.session_id):
+        key = (current_principal(), request.session_id)
+        try:
+            _check_id(request.session_id)
+            if key in self._running:
+                raise _busy(request.session_id)
+        except HookmeshError as exc:
+            await context.abort_with_status(to_grpc_status(exc))
+        if not await self.store.delete(*key):
             await context.abort_with_status(to_grpc_status(_not_found(request.session_id)))
         return _agent_pb2.DeleteSessionResponse()
 
@@ -379,7 +414,7 @@ def _resume(request: _agent_pb2.ResumeRequest) -> Resume:
     return Resume(confirmations=confirmations, external_results=results)
 
 
-def _encode_token(session: StoredSession) -> str:
+def _encode_token(session: SessionSummary) -> str:
     raw = f"{session.update_time.isoformat()}|{session.session_id}".encode()
     return base64.urlsafe_b64encode(raw).decode()
 
