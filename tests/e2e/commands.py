@@ -13,7 +13,11 @@ DEADLINE = 60.0
 
 
 async def run(
-    *args: str, module: str = "hookmesh.cli", timeout: float = DEADLINE
+    *args: str,
+    module: str = "hookmesh.cli",
+    timeout: float = DEADLINE,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, str]:
     """Exit code, stdout and stderr of ``python -m MODULE ARGS...`` (wide terminal)."""
     process = await asyncio.create_subprocess_exec(
@@ -23,8 +27,8 @@ async def run(
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "200"},
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
     async with asyncio.timeout(timeout):
         out, err = await process.communicate()

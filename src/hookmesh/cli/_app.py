@@ -10,7 +10,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import click
 import typer
 
 # NOTE(hookmesh): the suite forks processes (sidecars, espeak-ng) from a process that runs
@@ -46,6 +45,7 @@ def _root(
     ] = False,
 ) -> None:
     """hookmesh: agents whose every customisation is a middleware."""
+    _log_level()  # a bad HOOKMESH_LOG_LEVEL is a usage error before any command starts
 
 
 def package_version() -> str:
@@ -141,15 +141,13 @@ def main() -> None:
     """Entry point of the `hookmesh` script: usage errors are one line, never a traceback."""
     try:
         code = app(standalone_mode=False)
-    except click.UsageError as exc:
-        where = exc.ctx.command_path if exc.ctx is not None else "hookmesh"
-        print(f"error: {exc.format_message()} (see '{where} --help')", file=sys.stderr)
-        code = exc.exit_code
-    except click.ClickException as exc:
-        print(f"error: {exc.format_message()}", file=sys.stderr)
-        code = exc.exit_code
-    except (click.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         code = 130
+    except typer.TyperException as exc:  # typer's parsing errors (a missing option, …)
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        print(f"error: {exc.format_message()}{hint}", file=sys.stderr)
+        code = exc.exit_code
     except BrokenPipeError:
         # The reader went away (`hookmesh chat --json | head -3`): it has what it wanted, so
         # stop quietly, and keep the interpreter's final flush from failing again.

@@ -30,7 +30,14 @@ DEFAULT_GRACE = 5.0
 """Seconds in-flight calls get to finish on shutdown."""
 
 
-class AddressInUseError(OSError):
+class ListenError(OSError):
+    """A server cannot listen on its address; the message says which and why."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class AddressInUseError(ListenError):
     """The address a server should listen on is taken by another process."""
 
 
@@ -82,7 +89,7 @@ def check_free(address: str) -> None:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise AddressInUseError(exc.errno, f"address {address} is already in use") from None
-            raise OSError(exc.errno, f"cannot listen on {address}: {exc.strerror}") from None
+            raise ListenError(exc.errno, f"cannot listen on {address}: {exc.strerror}") from None
 
 
 async def start_server(
@@ -145,7 +152,7 @@ async def start_server(
             else server.add_insecure_port(address)
         )
     except RuntimeError:
-        raise OSError(errno.EADDRNOTAVAIL, f"cannot listen on {address}") from None
+        raise ListenError(errno.EADDRNOTAVAIL, f"cannot listen on {address}") from None
     await server.start()
     for name in ("", *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -64,5 +64,16 @@ def load_settings(cls: type[S], path: str | Path | None, overrides: dict[str, An
     token = _CONFIG_FILE.set(path)
     try:
         return cls(**overrides)
+    except ValidationError as exc:
+        raise ValueError(describe_errors(exc, f"config {path}" if path else "config")) from None
     finally:
         _CONFIG_FILE.reset(token)
+
+
+def describe_errors(exc: ValidationError, what: str) -> str:
+    """One line naming each bad key: ``config x.yaml: agent.kind: Input should be …``."""
+    problems = [
+        f"{'.'.join(str(p) for p in error['loc']) or '(top level)'}: {error['msg']}"
+        for error in exc.errors()
+    ]
+    return f"{what}: {'; '.join(problems)}"

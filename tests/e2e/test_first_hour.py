@@ -1,0 +1,84 @@
+"""The README's first hour, run as written: `hookmesh up` with no config on the default ports,
+then every command of the README's second block against it, a second `up` refused in one
+line, and Ctrl-C leaving a clean log."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import wave
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.commands import ROOT, run, start_up
+
+pytestmark = pytest.mark.timeout(300)
+
+README = (ROOT / "README.md").read_text()
+NOISE = (
+    "Traceback",
+    "Task was destroyed",
+    "Failed to detach",
+    "already running",
+    "too_many_pings",
+    "Exception ignored",
+)
+"""What must never appear in a service's log during normal use, cancel or shutdown."""
+
+
+def first_hour_commands() -> tuple[list[str], list[list[str]]]:
+    """The `up` block and the commands block of the README's "The first hour" section."""
+    section = README.split("## The first hour", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 2, "the first hour shows an `up` block and a commands block"
+
+    def commands(block: str) -> list[list[str]]:
+        lines = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+        return [shlex.split(line) for line in lines if line and not line.startswith("source")]
+
+    up = commands(blocks[0])
+    assert up == [["hookmesh", "up"]]
+    return up[0], commands(blocks[1])
+
+
+async def test_the_readme_first_hour_as_written(tmp_path: Path) -> None:
+    up, commands = first_hour_commands()
+    (tmp_path / "docs").symlink_to(ROOT / "docs")
+    suite = await start_up(*up[2:], cwd=tmp_path)
+    outputs: dict[str, str] = {}
+    try:
+        assert suite.addresses == {
+            "agent": "127.0.0.1:7000",
+            "sidecar audit": "127.0.0.1:7001",
+            "retrieval": "127.0.0.1:7002",
+            "tts": "127.0.0.1:7003",
+            "memory": "127.0.0.1:7004",
+        }
+        for command in commands:
+            assert command[0] == "hookmesh"
+            code, out, err = await run(*command[1:], cwd=tmp_path)
+            assert code == 0, f"{shlex.join(command)} exited {code}: {err}"
+            outputs[command[1] if command[1] not in ("kb", "memory", "sessions") else
+                    f"{command[1]} {command[2]}"] = out  # fmt: skip
+
+        again = await run("up", cwd=tmp_path)
+        assert again[0] == 1
+        assert again[2] == "error: address 127.0.0.1:7000 is already in use\n"
+    finally:
+        code, log = await suite.stop()
+    assert code == 0, log
+    assert not [n for n in NOISE if n in log], log
+
+    assert all(word in outputs["status"] for word in ("agent", "retrieval", "tts", "memory"))
+    assert outputs["status"].count("serving") == 5
+    assert "end: completed" in outputs["chat"]
+    session = re.search(r"session (\w+)", outputs["chat"])
+    assert session is not None and session.group(1) in outputs["sessions list"]
+    with wave.open(str(tmp_path / "hello.wav")) as wav:
+        assert wav.getnframes() > wav.getframerate() // 2  # over half a second of speech
+    assert "created knowledge base handbook" in outputs["kb create"]
+    assert re.search(r"ingested [1-9]\d* documents into handbook", outputs["ingest"])
+    assert "[1] handbook/" in outputs["search"]
+    assert "green tea" in outputs["memory search"]
+    assert (tmp_path / "hookmesh-data" / "agent.db").is_file()
