@@ -50,6 +50,9 @@ class EventPrinter:
         if self.as_json:
             self.console.out(event.model_dump_json(exclude_none=True), highlight=False)
             return
+        if event.source_path:
+            self._nested(event)
+            return
         match event:
             case TextBlockDeltaEvent(delta=delta):
                 self.console.out(delta, end="", highlight=False)
@@ -93,6 +96,21 @@ class EventPrinter:
             case ReplyEndEvent(finish_reason=reason, error=error):
                 detail = escape(f" — {error.reason}: {error.message}") if error else ""
                 self._line(f"[dim]end: {reason}{detail}[/dim]")
+
+    def _nested(self, event: AgentEvent) -> None:
+        """A nested run's progress: one dim line per tool call, answer and end."""
+        path = "/".join(s.agent_name or s.tool_name for s in event.source_path or ())
+        who = escape(f"[{path}]")
+        match event:
+            case TextBlockDeltaEvent(block_id=block_id, delta=delta):
+                self._results.setdefault(f"nested:{block_id}", []).append(delta)
+            case TextBlockEndEvent(block_id=block_id):
+                text = escape(_short("".join(self._results.pop(f"nested:{block_id}", []))))
+                self._line(f"[dim]    {who} {text}[/dim]")
+            case ToolCallStartEvent(name=name):
+                self._line(f"[dim]    {who} → {escape(name)}[/dim]")
+            case ReplyEndEvent(finish_reason=reason):
+                self._line(f"[dim]    {who} ended: {reason}[/dim]")
 
 
 def _short(text: Any, limit: int = 160) -> str:

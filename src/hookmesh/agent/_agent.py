@@ -302,7 +302,7 @@ class Agent:
             run.inside = True
             async for event in stream:
                 run.inside = False
-                if event.type == "reply_end":
+                if event.type == "reply_end" and not event.source_path:
                     self.last_finish_reason = event.finish_reason
                 yield event
                 if run.interrupted:
@@ -694,7 +694,7 @@ class Agent:
             collectors = {ran.call.id: OutputCollector() for ran in batch}
             stream = self._one(batch[0]) if len(batch) == 1 else self._together(batch)
             async for event in stream:
-                if event.type in ("tool_result_delta", "tool_result_end"):
+                if event.type in ("tool_result_delta", "tool_result_end") and not event.source_path:
                     collector = collectors.get(event.call_id)
                     if collector is not None:
                         collector.add(event)
