@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedTurn
-from hookmesh.schema import AgentEvent, ToolResult, tool_results
+from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
+from hookmesh.schema import AgentEvent, Message, ToolResult, Usage, tool_results
 
 DOCS = Path(__file__).parents[1] / "docs"
 
@@ -19,6 +19,26 @@ def calls(*steps: Sequence[tuple[str, dict[str, Any]]], answer: str = "done") ->
     """Scripted turns: each step's tool calls (ids ``call_1``, ``call_2``... in order), then
     a final answer."""
     return [ScriptedTurn(tool_calls=list(step)) for step in steps] + [answer]
+
+
+class Recorded:
+    """A scripted model (`model`) playing `turns` in order, recording each call's prompt,
+    tool names and tool choice."""
+
+    def __init__(self, turns: Sequence[ScriptedTurn | str], *, usage: Usage | None = None):
+        self.turns = [ScriptedTurn(t, usage=usage) if isinstance(t, str) else t for t in turns]
+        self.prompts: list[list[Message]] = []
+        self.tools: list[list[str]] = []
+        self.choices: list[str] = []
+        self.model = ScriptedChatModel(self._play)
+
+    def _play(self, messages: Sequence[Message], tools: Any, tool_choice: str) -> ScriptedTurn:
+        self.prompts.append(list(messages))
+        self.tools.append([t["name"] for t in tools])
+        self.choices.append(tool_choice)
+        if len(self.prompts) > len(self.turns):
+            return ScriptedTurn(error=f"no turn {len(self.prompts)} in the script")
+        return self.turns[len(self.prompts) - 1]
 
 
 def results(agent: Agent) -> dict[str, ToolResult]:
