@@ -35,6 +35,13 @@ def _update(task_id: str, **changes: Any) -> tuple[str, dict[str, Any]]:
     return ("task_update", {"task_id": task_id, **changes})
 
 
+async def _plan(kind: MessageKind, attach: Attach, rec: Recorded, text: str) -> Agent:
+    """An agent with the tasks middleware, after one reply to `text`."""
+    agent = Agent(rec.model, kind=kind, middlewares=[await attach(TasksMiddleware())])
+    await collect(agent.reply(text))
+    return agent
+
+
 def _hints(agent: Agent) -> list[str]:
     return [text_of(m) for m in agent.state.context if is_hint(m)]
 
@@ -55,9 +62,7 @@ async def test_the_agent_plans_and_tracks_work_and_sees_the_list_each_step(
             "All planned.",
         ]
     )
-    mw = await attach(TasksMiddleware())
-    agent = Agent(rec.model, kind=kind, middlewares=[mw])
-    await collect(agent.reply("build a parser"))
+    agent = await _plan(kind, attach, rec, "build a parser")
     got = results(agent)
     assert got["call_1"].text == "Created task 1: #1 [pending] Write parser"
     assert got["call_2"].text == "Created task 2: #2 [pending] Test parser (blocked by #1)"
@@ -95,10 +100,7 @@ async def test_dependency_cycles_and_blocked_starts_are_refused(
             "ok",
         ]
     )
-    mw = await attach(TasksMiddleware())
-    agent = Agent(rec.model, kind=kind, middlewares=[mw])
-    await collect(agent.reply("plan"))
-    got = results(agent)
+    got = results(await _plan(kind, attach, rec, "plan"))
     assert got["call_4"].state == "error"
     assert got["call_4"].text == (
         "Error: task 1 cannot be blocked by 3: that makes a dependency cycle "

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from hookmesh.agent import Agent, Tool
 from hookmesh.agent.models import ChatModel
-from hookmesh.agent.tools import Tool
 from hookmesh.middleware._base import Middleware, PermissionDecision, PermissionHandler
 from hookmesh.middleware.builtin.budget import BudgetMiddleware
 from hookmesh.schema import (
@@ -23,9 +23,6 @@ from hookmesh.schema import (
     text_of,
     tool_calls,
 )
-
-if TYPE_CHECKING:
-    from hookmesh.agent import Agent
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +83,10 @@ async def run_fork(
 ) -> AsyncIterator[AgentEvent]:
     """Run the sub-agent for `call`, yielding its events nested under the call, then fill
     `outcome`."""
-    from hookmesh.agent import Agent as SubAgent  # the agent package imports middlewares
-
     middlewares: list[Middleware] = [_NoPause()]
     if fork.token_budget is not None:
         middlewares.append(BudgetMiddleware(token_budget=fork.token_budget))
-    sub = SubAgent(
+    sub = Agent(
         fork.model,
         name=fork.name,
         system_prompt=instructions,
