@@ -139,6 +139,7 @@ class SkillsMiddleware(Middleware):
         self.tool_name = tool_name
         self.intro = intro.replace("{tool}", tool_name)
         self._tool = self._build_tool()
+        self._warned: set[str] = set()
 
     def middleware_key(self) -> str:
         return "skills"
@@ -154,7 +155,9 @@ class SkillsMiddleware(Middleware):
             scan, self.skills_root, self.max_skills, self.max_chars
         )
         for warning in warnings:
-            log.warning("skill left out: %s", warning)
+            if warning not in self._warned:  # once per process, not at every reply
+                self._warned.add(warning)
+                log.warning("skill left out: %s", warning)
         if not skills:
             return prompt
         lines = [

@@ -33,7 +33,6 @@ TASKS_METADATA_KEY = "hookmesh.tasks"
 """Metadata key of the task-list hint message: the list itself, as JSON."""
 HINT_HEADER = "Your task list (keep it current with task_update as you work):"
 """The first line of the task-list hint."""
-_TOOLS = ("task_create", "task_get", "task_update", "task_list")
 _PERSISTED = frozenset({"completed", "exceed_max_iters"})
 
 
