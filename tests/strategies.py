@@ -29,6 +29,7 @@ from hookmesh.schema import (
     DataBlockEndEvent,
     DataBlockStartEvent,
     DocumentBlock,
+    EventSource,
     FinishReason,
     FlatMessage,
     FlatRole,
@@ -459,7 +460,24 @@ def event_strategies(*, valid: bool = True) -> dict[str, SearchStrategy[Any]]:
     }
     missing = set(EVENT_TYPES) ^ set(out)
     assert not missing, f"event strategies out of step with EVENT_TYPES: {sorted(missing)}"
-    return out
+    return {tag: _sourced(strategy) for tag, strategy in out.items()}
+
+
+event_sources: SearchStrategy[EventSource] = st.builds(
+    EventSource, call_id=texts, tool_name=texts, agent_name=texts, run_id=texts
+)
+"""One level of a nested event's path."""
+
+
+def _sourced(events: SearchStrategy[Any]) -> SearchStrategy[Any]:
+    """`events` as the reply's own (source None) or nested at any depth."""
+    paths = st.none() | st.lists(event_sources, min_size=1, max_size=3)
+    return st.tuples(events, paths).map(lambda pair: _with_source(*pair))
+
+
+def _with_source(event: Any, path: list[EventSource] | None) -> Any:
+    event.source_path = path
+    return event
 
 
 def events(*, valid: bool = True) -> SearchStrategy[Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.console import Console
@@ -15,6 +16,8 @@ from hookmesh.schema import AgentEvent, CustomEvent
 from hookmesh.services.agent import AgentServiceConfig, load_config
 
 QUESTION = "What should I wear in Oslo today?"
+SKILLS = str(Path(__file__).with_name("demo_skills"))
+"""The demo's skills folder (one skill, ``winter-layers``)."""
 
 
 @tool(read_only=True, concurrency_safe=True)
@@ -43,7 +46,7 @@ class UsageMeter(Middleware):
             if event.type == "model_call_end" and event.usage is not None:
                 state = self.state(agent)
                 state["tokens"] = state.get("tokens", 0) + event.usage.output_tokens
-            if event.type == "reply_end":
+            if event.type == "reply_end" and not event.source_path:
                 yield CustomEvent(
                     reply_id=event.reply_id,
                     name="usage_meter (in-process)",
@@ -99,7 +102,7 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
 
     The suite: a retrieval service (knowledge base ``wardrobe``), a memory service whose
     scripted model extracts facts, a sidecar serving `AuditTrail`, and the agent with
-    in-process middlewares for memory, RAG and usage metering.
+    in-process middlewares for memory, RAG, usage metering and skills (`SKILLS`).
     """
     data_dir = data_dir or tempfile.mkdtemp(prefix="hookmesh-demo-")
     models: dict[str, Any] = {
@@ -107,11 +110,14 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
             "type": "scripted",
             "turns": [
                 {
-                    "reasoning": "The user needs the weather first.",
-                    "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}],
+                    "reasoning": "The user needs the weather first, and the winter-layers skill.",
+                    "tool_calls": [
+                        {"name": "get_weather", "arguments": {"city": "Oslo"}},
+                        {"name": "skill", "arguments": {"name": "winter-layers"}},
+                    ],
                 },
-                "It is -3 °C with snow in Oslo: wear an insulated coat, a warm hat, gloves and "
-                "waterproof boots [1].",
+                "It is -3 °C with snow in Oslo. Dress in layers: a merino base layer, a fleece "
+                "and an insulated coat, with a warm hat, gloves and waterproof boots [1].",
                 "You told me you are vegetarian, so: a mushroom risotto.",
             ],
         }
@@ -161,6 +167,11 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
                 },
             },
             {"type": "remote", "sidecar": "audit", "failure_mode": "fail_open"},
+            {
+                "type": "local",
+                "import": "hookmesh.middleware.builtin.skills:SkillsMiddleware",
+                "params": {"root": SKILLS},
+            },
         ],
         sidecars=[{"name": "audit", "middleware": "hookmesh.demo:AuditTrail"}],
         services={
@@ -206,5 +217,5 @@ async def _converse(settings: AgentServiceConfig, console: Console, finishes: li
                 printer = EventPrinter(console)
                 async for event in client.reply(question):
                     printer.show(event)
-                    if event.type == "reply_end":
+                    if event.type == "reply_end" and not event.source_path:
                         finishes.append(event.finish_reason)

@@ -17,6 +17,7 @@ async def test_demo_shows_middlewares_grounding_and_recall() -> None:
     assert code == 0, err
     first, second = out.split("session 2 — you:")
     assert "→ get_weather" in first
+    assert "→ skill" in first and '← skill success: <skill name="winter-layers">' in first
     assert "[audit_trail (sidecar)]" in first
     assert "[usage_meter (in-process)]" in first
     assert "[hint from rag]" in first and "(wardrobe/snow)" in first

@@ -14,15 +14,19 @@ from hookmesh.schema import (
     EVENT_TYPES,
     AgenticMessage,
     ContentBlock,
+    EventSource,
     FlatMessage,
+    ReplyEndEvent,
     TextBlock,
     block_from_proto,
     block_to_proto,
     event_from_proto,
     event_to_proto,
+    is_nested,
     message_from_proto,
     message_to_proto,
     messages_from_proto,
+    nest,
 )
 from hookmesh.v1 import content_pb2 as _content_pb2
 from hookmesh.v1 import event_pb2 as _event_pb2
@@ -107,6 +111,19 @@ def test_event_roundtrip(event_type: str, data: st.DataObject) -> None:
     pb = event_to_proto(event)
     assert pb.WhichOneof("event") == event_type
     assert event_from_proto(_wire(pb)) == event
+
+
+def test_a_nested_event_keeps_its_path_outermost_first_over_the_wire() -> None:
+    inner = ReplyEndEvent(reply_id="sub-2", finish_reason="completed")
+    step_in = EventSource(call_id="c2", tool_name="skill", agent_name="deep", run_id="sub-2")
+    step_out = EventSource(call_id="c1", tool_name="skill", agent_name="outer", run_id="sub-1")
+    forwarded = nest(nest(inner, step_in, "sub-1"), step_out, "top")
+    assert (forwarded.reply_id, forwarded.source_path) == ("top", [step_out, step_in])
+    assert inner.source_path is None and not is_nested(inner) and is_nested(forwarded)
+    pb = _wire(event_to_proto(forwarded))
+    assert [s.call_id for s in pb.source_path] == ["c1", "c2"] and pb.reply_id == "top"
+    assert event_from_proto(pb) == forwarded
+    assert not event_to_proto(inner).source_path  # the reply's own events carry no path
 
 
 def test_absent_and_empty_metadata_stay_apart() -> None:

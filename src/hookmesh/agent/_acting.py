@@ -260,7 +260,7 @@ class ActingSteps:
             collectors = {ran.call.id: OutputCollector() for ran in batch}
             stream = self._one(batch[0]) if len(batch) == 1 else self._together(batch)
             async for event in stream:
-                if event.type in ("tool_result_delta", "tool_result_end"):
+                if event.type in ("tool_result_delta", "tool_result_end") and not event.source_path:
                     collector = collectors.get(event.call_id)
                     if collector is not None:
                         collector.add(event)

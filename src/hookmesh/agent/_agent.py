@@ -238,7 +238,7 @@ class Agent(ActingSteps):
             run.inside = True
             async for event in stream:
                 run.inside = False
-                if event.type == "reply_end":
+                if event.type == "reply_end" and not event.source_path:
                     self.last_finish_reason = event.finish_reason
                 yield event
                 if run.interrupted:

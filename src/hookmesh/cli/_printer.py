@@ -81,6 +81,9 @@ class EventPrinter:
         if self.as_json:
             print(json.dumps(event_json(event), ensure_ascii=False), flush=True)
             return
+        if event.source_path:
+            self._nested(event)
+            return
         match event:
             case TextBlockDeltaEvent(delta=delta):
                 self.console.out(delta, end="", highlight=False)
@@ -130,6 +133,21 @@ class EventPrinter:
                 self.flush()
                 detail = escape(f" — {error.reason}: {error.message}") if error else ""
                 self._line(f"[dim]end: {reason}{detail}[/dim]")
+
+    def _nested(self, event: AgentEvent) -> None:
+        """A nested run's progress: one dim line per tool call, answer and end."""
+        path = "/".join(s.agent_name or s.tool_name for s in event.source_path or ())
+        who = escape(f"[{path}]")
+        match event:
+            case TextBlockDeltaEvent(block_id=block_id, delta=delta):
+                self._results.setdefault(f"nested:{block_id}", []).append(delta)
+            case TextBlockEndEvent(block_id=block_id):
+                text = escape(_short("".join(self._results.pop(f"nested:{block_id}", []))))
+                self._line(f"[dim]    {who} {text}[/dim]")
+            case ToolCallStartEvent(name=name):
+                self._line(f"[dim]    {who} → {escape(name)}[/dim]")
+            case ReplyEndEvent(finish_reason=reason):
+                self._line(f"[dim]    {who} ended: {reason}[/dim]")
 
 
 def _short(text: Any, limit: int = 160) -> str:

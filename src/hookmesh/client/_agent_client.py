@@ -118,8 +118,9 @@ def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
 
 
 def text_of_events(events: Sequence[AgentEvent]) -> str:
-    """The answer text of a reply's events (text deltas joined)."""
-    return "".join(e.delta for e in events if e.type == "text_block_delta")
+    """The answer text of a reply's events (its own text deltas joined; nested runs' text
+    is progress, not the answer)."""
+    return "".join(e.delta for e in events if e.type == "text_block_delta" and not e.source_path)
 
 
 class AgentClient:

@@ -360,6 +360,9 @@ class RemoteMiddleware(Middleware):
                 [message_from_proto(m, "call_next.messages") for m in pb.messages.messages],
                 agent.kind,
             )
+        if arm == "model_call" and pb.HasField("tools"):
+            keep = frozenset(pb.tools.names)
+            out["tools"] = [t for t in kwargs["tools"] if t["name"] in keep]
         if arm == "acting" and pb.HasField("arguments"):
             call = kwargs["tool_call"].model_copy(update={"arguments": pb.arguments})
             out["tool_call"] = call

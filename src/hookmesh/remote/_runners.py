@@ -73,7 +73,7 @@ class _ToolRef:
 def _call_next(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
     if not overrides:
         return _mw_pb2.CallNext()
-    unknown = set(overrides) - {"tool_choice", "messages", "arguments", "tool_call"}
+    unknown = set(overrides) - {"tool_choice", "messages", "tools", "arguments", "tool_call"}
     if unknown:
         raise ValueError(f"{hook}: cannot override {', '.join(sorted(unknown))} from a sidecar")
     if hook == "on_reasoning":
@@ -86,6 +86,9 @@ def _call_next(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
             out.tool_choice = overrides["tool_choice"]
         if "messages" in overrides:
             out.messages.messages.extend(message_to_proto(m) for m in overrides["messages"])
+        if "tools" in overrides:
+            out.tools.SetInParent()
+            out.tools.names.extend(t["name"] for t in overrides["tools"])
         return _mw_pb2.CallNext(model_call=out)
     if hook == "on_acting":
         arguments = overrides.get("arguments")

@@ -20,9 +20,26 @@ FinishReason = Literal[
 """Why a reply ended; the two `awaiting_*` reasons are pauses that `resume` continues."""
 
 
+class EventSource(_Model):
+    """One level of a nested event's path: the tool call running a nested agent, and its run."""
+
+    call_id: str
+    """The enclosing run's tool call that runs the nested agent."""
+    tool_name: str = ""
+    """That tool's name (e.g. ``skill``)."""
+    agent_name: str = ""
+    """The nested agent's name (e.g. the skill's)."""
+    run_id: str = ""
+    """The nested run's own id (a sub-agent's reply id, a remote agent's task id)."""
+
+
 class _Event(_Model):
     reply_id: str
-    """The reply this event belongs to."""
+    """The reply this event belongs to (for a nested event: the reply forwarding it)."""
+    source_path: list[EventSource] | None = None
+    """None for the reply's own events; for a nested event, the path from the reply down
+    to the run that produced it, outermost first. A nested event never changes the reply's
+    state: see `is_nested` and docs/events.md."""
 
 
 class ReplyStartEvent(_Event):
@@ -300,3 +317,16 @@ EVENT_TYPES: tuple[str, ...] = tuple(
     cls.model_fields["type"].default for cls in get_args(get_args(AgentEvent)[0])
 )
 """Every event tag, in proto field order."""
+
+
+def is_nested(event: AgentEvent) -> bool:
+    """Whether `event` comes from a nested run (a sub-agent inside a tool call) rather than
+    the reply itself: it never ends, answers or pauses the reply."""
+    return bool(event.source_path)
+
+
+def nest(event: AgentEvent, step: EventSource, reply_id: str) -> AgentEvent:
+    """`event` of a nested run as forwarded in reply `reply_id`, with `step` (the tool call
+    running that run) first on its source path."""
+    path = [step, *event.source_path] if event.source_path else [step]
+    return event.model_copy(update={"reply_id": reply_id, "source_path": path})

@@ -392,7 +392,7 @@ _EVENT_PB_CLASSES: dict[str, type[Any]] = {
 }
 # Events whose fields are all scalars with the proto's names need no code of their own.
 _SCALAR_FIELDS: dict[str, tuple[str, ...]] = {
-    arm: tuple(f for f in cls.model_fields if f not in ("type", "reply_id"))
+    arm: tuple(f for f in cls.model_fields if f not in ("type", "reply_id", "source_path"))
     for arm, cls in _EVENT_CLASSES.items()
 }
 
@@ -573,7 +573,15 @@ for _arm, _fields in _SCALAR_FIELDS.items():
 
 def event_to_proto(ev: e.AgentEvent) -> _event_pb2.AgentEvent:
     """Encode any agent event."""
-    return _event_pb2.AgentEvent(reply_id=ev.reply_id, **{ev.type: _EVENT_ENCODERS[ev.type](ev)})
+    pb = _event_pb2.AgentEvent(reply_id=ev.reply_id, **{ev.type: _EVENT_ENCODERS[ev.type](ev)})
+    if ev.source_path:
+        pb.source_path.extend(
+            _event_pb2.EventSource(
+                call_id=s.call_id, tool_name=s.tool_name, agent_name=s.agent_name, run_id=s.run_id
+            )
+            for s in ev.source_path
+        )
+    return pb
 
 
 def event_from_proto(pb: _event_pb2.AgentEvent, path: str = "event") -> e.AgentEvent:
@@ -582,4 +590,11 @@ def event_from_proto(pb: _event_pb2.AgentEvent, path: str = "event") -> e.AgentE
     if arm is None:
         raise SchemaError.single(path, "an event needs one of its `event` arms set")
     event: e.AgentEvent = _EVENT_DECODERS[arm](getattr(pb, arm), pb.reply_id, f"{path}.{arm}")
+    if pb.source_path:
+        event.source_path = [
+            e.EventSource(
+                call_id=s.call_id, tool_name=s.tool_name, agent_name=s.agent_name, run_id=s.run_id
+            )
+            for s in pb.source_path
+        ]
     return event

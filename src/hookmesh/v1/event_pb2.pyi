@@ -28,7 +28,7 @@ FINISH_REASON_AWAITING_CONFIRMATION: FinishReason
 FINISH_REASON_AWAITING_EXTERNAL_EXECUTION: FinishReason
 
 class AgentEvent(_message.Message):
-    __slots__ = ("reply_id", "reply_start", "reply_end", "model_call_start", "model_call_end", "text_block_start", "text_block_delta", "text_block_end", "reasoning_block_start", "reasoning_block_delta", "reasoning_block_end", "tool_call_start", "tool_call_delta", "tool_call_end", "tool_result_start", "tool_result_delta", "tool_result_end", "data_block_start", "data_block_delta", "data_block_end", "hint_block", "require_user_confirm", "require_external_execution", "custom")
+    __slots__ = ("reply_id", "reply_start", "reply_end", "model_call_start", "model_call_end", "text_block_start", "text_block_delta", "text_block_end", "reasoning_block_start", "reasoning_block_delta", "reasoning_block_end", "tool_call_start", "tool_call_delta", "tool_call_end", "tool_result_start", "tool_result_delta", "tool_result_end", "data_block_start", "data_block_delta", "data_block_end", "hint_block", "require_user_confirm", "require_external_execution", "custom", "source_path")
     REPLY_ID_FIELD_NUMBER: _ClassVar[int]
     REPLY_START_FIELD_NUMBER: _ClassVar[int]
     REPLY_END_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,7 @@ class AgentEvent(_message.Message):
     REQUIRE_USER_CONFIRM_FIELD_NUMBER: _ClassVar[int]
     REQUIRE_EXTERNAL_EXECUTION_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_PATH_FIELD_NUMBER: _ClassVar[int]
     reply_id: str
     reply_start: ReplyStartEvent
     reply_end: ReplyEndEvent
@@ -77,7 +78,20 @@ class AgentEvent(_message.Message):
     require_user_confirm: RequireUserConfirmEvent
     require_external_execution: RequireExternalExecutionEvent
     custom: CustomEvent
-    def __init__(self, reply_id: _Optional[str] = ..., reply_start: _Optional[_Union[ReplyStartEvent, _Mapping]] = ..., reply_end: _Optional[_Union[ReplyEndEvent, _Mapping]] = ..., model_call_start: _Optional[_Union[ModelCallStartEvent, _Mapping]] = ..., model_call_end: _Optional[_Union[ModelCallEndEvent, _Mapping]] = ..., text_block_start: _Optional[_Union[TextBlockStartEvent, _Mapping]] = ..., text_block_delta: _Optional[_Union[TextBlockDeltaEvent, _Mapping]] = ..., text_block_end: _Optional[_Union[TextBlockEndEvent, _Mapping]] = ..., reasoning_block_start: _Optional[_Union[ReasoningBlockStartEvent, _Mapping]] = ..., reasoning_block_delta: _Optional[_Union[ReasoningBlockDeltaEvent, _Mapping]] = ..., reasoning_block_end: _Optional[_Union[ReasoningBlockEndEvent, _Mapping]] = ..., tool_call_start: _Optional[_Union[ToolCallStartEvent, _Mapping]] = ..., tool_call_delta: _Optional[_Union[ToolCallDeltaEvent, _Mapping]] = ..., tool_call_end: _Optional[_Union[ToolCallEndEvent, _Mapping]] = ..., tool_result_start: _Optional[_Union[ToolResultStartEvent, _Mapping]] = ..., tool_result_delta: _Optional[_Union[ToolResultDeltaEvent, _Mapping]] = ..., tool_result_end: _Optional[_Union[ToolResultEndEvent, _Mapping]] = ..., data_block_start: _Optional[_Union[DataBlockStartEvent, _Mapping]] = ..., data_block_delta: _Optional[_Union[DataBlockDeltaEvent, _Mapping]] = ..., data_block_end: _Optional[_Union[DataBlockEndEvent, _Mapping]] = ..., hint_block: _Optional[_Union[HintBlockEvent, _Mapping]] = ..., require_user_confirm: _Optional[_Union[RequireUserConfirmEvent, _Mapping]] = ..., require_external_execution: _Optional[_Union[RequireExternalExecutionEvent, _Mapping]] = ..., custom: _Optional[_Union[CustomEvent, _Mapping]] = ...) -> None: ...
+    source_path: _containers.RepeatedCompositeFieldContainer[EventSource]
+    def __init__(self, reply_id: _Optional[str] = ..., reply_start: _Optional[_Union[ReplyStartEvent, _Mapping]] = ..., reply_end: _Optional[_Union[ReplyEndEvent, _Mapping]] = ..., model_call_start: _Optional[_Union[ModelCallStartEvent, _Mapping]] = ..., model_call_end: _Optional[_Union[ModelCallEndEvent, _Mapping]] = ..., text_block_start: _Optional[_Union[TextBlockStartEvent, _Mapping]] = ..., text_block_delta: _Optional[_Union[TextBlockDeltaEvent, _Mapping]] = ..., text_block_end: _Optional[_Union[TextBlockEndEvent, _Mapping]] = ..., reasoning_block_start: _Optional[_Union[ReasoningBlockStartEvent, _Mapping]] = ..., reasoning_block_delta: _Optional[_Union[ReasoningBlockDeltaEvent, _Mapping]] = ..., reasoning_block_end: _Optional[_Union[ReasoningBlockEndEvent, _Mapping]] = ..., tool_call_start: _Optional[_Union[ToolCallStartEvent, _Mapping]] = ..., tool_call_delta: _Optional[_Union[ToolCallDeltaEvent, _Mapping]] = ..., tool_call_end: _Optional[_Union[ToolCallEndEvent, _Mapping]] = ..., tool_result_start: _Optional[_Union[ToolResultStartEvent, _Mapping]] = ..., tool_result_delta: _Optional[_Union[ToolResultDeltaEvent, _Mapping]] = ..., tool_result_end: _Optional[_Union[ToolResultEndEvent, _Mapping]] = ..., data_block_start: _Optional[_Union[DataBlockStartEvent, _Mapping]] = ..., data_block_delta: _Optional[_Union[DataBlockDeltaEvent, _Mapping]] = ..., data_block_end: _Optional[_Union[DataBlockEndEvent, _Mapping]] = ..., hint_block: _Optional[_Union[HintBlockEvent, _Mapping]] = ..., require_user_confirm: _Optional[_Union[RequireUserConfirmEvent, _Mapping]] = ..., require_external_execution: _Optional[_Union[RequireExternalExecutionEvent, _Mapping]] = ..., custom: _Optional[_Union[CustomEvent, _Mapping]] = ..., source_path: _Optional[_Iterable[_Union[EventSource, _Mapping]]] = ...) -> None: ...
+
+class EventSource(_message.Message):
+    __slots__ = ("call_id", "tool_name", "agent_name", "run_id")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    tool_name: str
+    agent_name: str
+    run_id: str
+    def __init__(self, call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., agent_name: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class ReplyStartEvent(_message.Message):
     __slots__ = ("session_id", "agent_name")

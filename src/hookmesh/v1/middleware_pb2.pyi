@@ -254,12 +254,20 @@ class ReasoningOverrides(_message.Message):
     def __init__(self, tool_choice: _Optional[str] = ...) -> None: ...
 
 class ModelCallOverrides(_message.Message):
-    __slots__ = ("tool_choice", "messages")
+    __slots__ = ("tool_choice", "messages", "tools")
     TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
     tool_choice: str
     messages: MessageList
-    def __init__(self, tool_choice: _Optional[str] = ..., messages: _Optional[_Union[MessageList, _Mapping]] = ...) -> None: ...
+    tools: ToolNameList
+    def __init__(self, tool_choice: _Optional[str] = ..., messages: _Optional[_Union[MessageList, _Mapping]] = ..., tools: _Optional[_Union[ToolNameList, _Mapping]] = ...) -> None: ...
+
+class ToolNameList(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ActingOverrides(_message.Message):
     __slots__ = ("arguments",)

@@ -1,1 +1,38 @@
-"""Built-in middlewares, one module each."""
+"""Built-in middlewares, one module each.
+
+Each class is importable from here (``from hookmesh.middleware.builtin import
+SkillsMiddleware``) or from its module; a module is imported only when its class is first
+asked for, so the ones needing optional services cost nothing until used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_MODULES = {
+    "AgentsMdMiddleware": "agents_md",
+    "BudgetMiddleware": "budget",
+    "FileMemoryMiddleware": "file_memory",
+    "FilesystemMiddleware": "filesystem",
+    "MemoryMiddleware": "memory",
+    "PatchToolCallsMiddleware": "patch_tool_calls",
+    "RAGMiddleware": "rag",
+    "ReductionMiddleware": "reduction",
+    "SkillsMiddleware": "skills",
+    "SummarizationMiddleware": "summarization",
+    "TTSMiddleware": "tts",
+    "TasksMiddleware": "tasks",
+    "ToolSearchMiddleware": "tool_search",
+    "TracingMiddleware": "tracing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+__all__ = sorted(_MODULES)

@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 
+from hookmesh.middleware.builtin._confine import ConfinedRoot, PathEscapeError
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX_NAME = 96
 
@@ -62,7 +64,8 @@ class FileStore(OffloadStore):
             raise ValueError(f"root_dir must be a directory path, not {root_dir!r}")
         if "\n" in str(root_dir):
             raise ValueError("root_dir must not contain a newline")
-        self.root = Path(root_dir).resolve()
+        self._confined = ConfinedRoot(root_dir)
+        self.root = self._confined.root
 
     def path_for(self, key: Sequence[str]) -> Path:
         """The file for `key`, guaranteed to lie under the root.
@@ -77,14 +80,14 @@ class FileStore(OffloadStore):
         return self._inside(path)
 
     def _inside(self, path: Path) -> Path:
-        resolved = path.resolve()
-        if resolved == self.root or not resolved.is_relative_to(self.root):
-            raise ValueError(f"{path} is not under the offload directory {self.root}")
-        return resolved
+        try:
+            return self._confined.resolve(path, allow_root=False)
+        except PathEscapeError:
+            raise ValueError(f"{path} is not under the offload directory {self.root}") from None
 
     async def write(self, key: Sequence[str], text: str) -> str:
         path = self.path_for(key)
-        await asyncio.to_thread(_write_file, path, text)
+        await asyncio.to_thread(write_text_atomic, path, text)
         return str(path)
 
     async def read(self, location: str) -> str:
@@ -96,7 +99,7 @@ class FileStore(OffloadStore):
             raise LookupError(f"no offloaded output at {location}") from None
 
 
-def _write_file(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
     """Write atomically: a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from hookmesh.agent import Tool, ToolArgumentError, tool
 from hookmesh.agent.models import ChatModel, ModelResponse
 from hookmesh.middleware._base import EventHandler, FailureMode, HookMode, Middleware
+from hookmesh.middleware.builtin._frontmatter import split_front_matter
 from hookmesh.schema import (
     AgentEvent,
     CustomEvent,
@@ -95,17 +96,13 @@ class MemoryFile:
 
 def parse_memory_file(text: str) -> tuple[_Frontmatter | None, str]:
     """A memory file's frontmatter (None when missing or invalid) and its body."""
-    if not text.startswith("---"):
-        return None, text
-    head, sep, body = text[3:].partition("\n---")
-    if not sep:
+    data, body = split_front_matter(text)
+    if data is None:
         return None, text
     try:
-        data = yaml.safe_load(head)
-        meta = _Frontmatter.model_validate(data)
-    except (yaml.YAMLError, ValidationError):
+        return _Frontmatter.model_validate(data), body
+    except ValidationError:
         return None, text
-    return meta, body.partition("\n")[2]
 
 
 def _cut(text: str, max_chars: int, note: str) -> str:

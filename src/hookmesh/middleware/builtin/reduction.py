@@ -202,6 +202,9 @@ class ReductionMiddleware(Middleware):
             return
         held: list[ToolResultDeltaEvent] = []
         async for event in next_handler():
+            if event.source_path:  # a nested run's events, inside this call
+                yield event
+                continue
             if event.type == "tool_result_delta" and event.call_id == call.id:
                 held.append(event)
                 continue

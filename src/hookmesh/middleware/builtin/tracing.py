@@ -107,7 +107,9 @@ class TracingMiddleware(Middleware):
         self.state(agent)["trace"] = [f"{context.trace_id:032x}", f"{context.span_id:016x}"]
         try:
             async for event in next_handler():
-                if isinstance(event, RequireUserConfirmEvent | RequireExternalExecutionEvent):
+                if event.source_path:
+                    pass  # a nested run's events say nothing about this reply
+                elif isinstance(event, RequireUserConfirmEvent | RequireExternalExecutionEvent):
                     span.set_attribute(_PAUSES[event.type], [c.name for c in event.tool_calls])
                 elif event.type == "reply_end":
                     span.set_attribute("hookmesh.finish_reason", event.finish_reason)

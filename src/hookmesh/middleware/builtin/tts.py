@@ -157,7 +157,9 @@ class TTSMiddleware(Middleware):
         try:
             async for event in next_handler():
                 ended: _Block | None = None
-                if event.type == "text_block_start" and not state.get("failed"):
+                if event.source_path:
+                    pass  # a nested run's text is progress, not the answer: never spoken
+                elif event.type == "text_block_start" and not state.get("failed"):
                     blocks[event.block_id] = _Block(self, agent, state, event.block_id)
                 elif event.type == "text_block_delta" and event.block_id in blocks:
                     blocks[event.block_id].add(event.delta)
