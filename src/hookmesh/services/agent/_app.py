@@ -75,24 +75,29 @@ class AgentService:
             await self.resources.aclose()
 
 
+async def sweep_once(store: SessionStore, servicer: AgentServicer, config: SessionsConfig) -> None:
+    """Apply the retention policy once (a failure is logged: retention tries again later)."""
+    older = (
+        datetime.now(UTC) - timedelta(seconds=config.ttl_seconds)
+        if config.ttl_seconds is not None
+        else None
+    )
+    try:
+        gone = await store.sweep(older_than=older, keep=config.max_count, busy=servicer.busy())
+    except Exception as exc:
+        log.warning("session sweep failed: %s", exc)
+        return
+    if gone:
+        log.info("retention deleted %d sessions", gone)
+
+
 async def sweep_sessions(
     store: SessionStore, servicer: AgentServicer, config: SessionsConfig
 ) -> None:
-    """Apply the retention policy now, then every `sweep_interval_seconds`, until cancelled."""
+    """Apply the retention policy every `sweep_interval_seconds`, until cancelled."""
     while True:
-        older = (
-            datetime.now(UTC) - timedelta(seconds=config.ttl_seconds)
-            if config.ttl_seconds is not None
-            else None
-        )
-        try:
-            gone = await store.sweep(older_than=older, keep=config.max_count, busy=servicer.busy())
-        except Exception as exc:  # a store hiccup must not end retention for good
-            log.warning("session sweep failed: %s", exc)
-        else:
-            if gone:
-                log.info("retention deleted %d sessions", gone)
         await asyncio.sleep(config.sweep_interval_seconds)
+        await sweep_once(store, servicer, config)
 
 
 async def build_middlewares(
@@ -158,6 +163,7 @@ async def start_agent_service(
         middlewares = await build_middlewares(config, stack, sidecars or {})
         servicer = AgentServicer(config, store, models, tools, middlewares)
         if config.sessions.ttl_seconds is not None or config.sessions.max_count is not None:
+            await sweep_once(store, servicer, config.sessions)
             sweeper = asyncio.create_task(sweep_sessions(store, servicer, config.sessions))
             stack.push_async_callback(_cancel, sweeper)
         server = await start_server(

@@ -1,0 +1,84 @@
+"""Stopping the agent service while a sync tool never returns: it still exits (the tool's
+thread does not hold it), the session is kept with the call answered as interrupted, and the
+log stays clean."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from hookmesh.client import AgentClient, AgentClientError
+from hookmesh.schema import tool_results
+from hookmesh.services.agent import open_store
+from tests.e2e.commands import DEADLINE
+from tests.e2e.test_first_hour import NOISE
+
+pytestmark = pytest.mark.timeout(120)
+
+TOOL = '''
+import threading
+
+
+def wait_forever(reason: str) -> str:
+    """Block the calling thread for good.
+
+    Args:
+        reason: Why.
+    """
+    threading.Event().wait()
+    return reason
+'''
+
+
+async def test_sigterm_during_a_stuck_sync_tool(tmp_path: Path) -> None:
+    (tmp_path / "stuck.py").write_text(TOOL)
+    config = tmp_path / "agent.yaml"
+    config.write_text(
+        f"""
+listen: 127.0.0.1:0
+store: sqlite:///{tmp_path}/agent.db
+grace_seconds: 1
+tools: ["stuck:wait_forever"]
+models:
+  default:
+    type: scripted
+    turns: [{{tool_calls: [{{name: wait_forever, arguments: {{reason: test}}}}]}}, done]
+"""
+    )
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hookmesh.cli", "serve", "agent", "--config", str(config),
+        "--app-dir", str(tmp_path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert server.stdout is not None and server.stderr is not None
+    async with asyncio.timeout(DEADLINE):
+        line = (await server.stdout.readline()).decode()
+    address = line.split()[-1]
+    async with AgentClient(address, timeout=DEADLINE) as client:
+        stream = client.reply("go", session_id="stuck")
+        async with asyncio.timeout(DEADLINE):
+            async for event in stream:
+                if event.type == "tool_result_start":
+                    break
+        server.send_signal(signal.SIGTERM)
+        with pytest.raises(AgentClientError):
+            async with asyncio.timeout(DEADLINE):
+                async for _ in stream:
+                    pass
+    async with asyncio.timeout(DEADLINE):
+        log = (await server.stderr.read()).decode()
+        assert await server.wait() == 0, log
+    assert not [n for n in NOISE if n in log], log
+
+    store = open_store(f"sqlite:///{tmp_path}/agent.db")
+    try:
+        saved = await store.get("anonymous", "stuck")
+    finally:
+        await store.close()
+    assert saved is not None
+    results = [r for m in saved.state.context for r in tool_results(m)]
+    assert [(r.name, r.state) for r in results] == [("wait_forever", "interrupted")]
