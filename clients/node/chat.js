@@ -4,6 +4,7 @@ import process from 'node:process';
 import { parseArgs } from 'node:util';
 
 import { AgentClient, AgentClientError } from './lib/agent-client.js';
+import { eventArmType, withoutOneofNames } from './lib/proto.js';
 
 const USAGE = `usage: node chat.js [--target HOST:PORT] [--session ID] [--json] [options] MESSAGE...
 
@@ -103,7 +104,10 @@ function oneLine(text) {
  * proto field names (bytes as base64, enums by name), unset messages left out.
  */
 function jsonLine(event) {
-  return JSON.stringify(event, function canonical(key, value) {
+  const { type, reply_id: replyId, source_path: sourcePath, ...arm } = event;
+  const fields = withoutOneofNames(arm, eventArmType(type));
+  const line = { type, reply_id: replyId, source_path: sourcePath, ...fields };
+  return JSON.stringify(line, function canonical(key, value) {
     const raw = this[key];
     if (raw === null || raw === undefined) return undefined;
     return Buffer.isBuffer(raw) ? raw.toString('base64') : value;

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.commands import run, start_up
+from tests.e2e.commands import DEADLINE, ROOT, run, start_up
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -80,3 +82,39 @@ async def test_chat_with_nobody_there_fails_cleanly() -> None:
     code, _, err = await run("chat", "--target", "127.0.0.1:1", "--timeout", "2", "hello")
     assert code == 1
     assert err.startswith("error:") and "UNAVAILABLE" in err and len(err.splitlines()) == 1
+
+
+async def test_a_failed_reply_exits_1_and_the_interactive_chat_goes_on(tmp_path: Path) -> None:
+    config = tmp_path / "hookmesh.yaml"
+    config.write_text(
+        f"""
+listen: 127.0.0.1:0
+store: sqlite:///{tmp_path}/agent.db
+grace_seconds: 1
+middlewares:
+  - {{type: local, import: "tests.middlewares:Exploder", params: {{hook: on_model_call}}}}
+"""
+    )
+    suite = await start_up("--config", str(config))
+    target = ("--target", suite.addresses["agent"])
+    try:
+        code, out, err = await run("chat", *target, "hello")
+        assert code == 1
+        assert "end: error" in out
+        assert err == (
+            "error: MIDDLEWARE_FAILED: middleware exploder-on_model_call failed: "
+            "boom in on_model_call\n"
+        )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "hookmesh.cli", "chat", *target,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        )  # fmt: skip
+        async with asyncio.timeout(DEADLINE):
+            out_bytes, err_bytes = await process.communicate(b"first\n\nsecond\n")
+        assert process.returncode == 1
+        assert err_bytes.decode().count("error: MIDDLEWARE_FAILED") == 2
+        assert out_bytes.decode().count("end: error") == 2
+    finally:
+        code, log = await suite.stop()
+    assert code == 0, log

@@ -286,3 +286,25 @@ async def test_agent_client_text_sessions_errors_and_abort(target: str) -> None:
         assert (aborted["code"], _what(aborted)) == (1, ("CANCELLED", ""))
     assert out["seenBeforeAbort"] == ["reply_start"]
     assert _what(out["deleted"]) == ("NOT_FOUND", "SESSION_NOT_FOUND")
+
+
+def _without_ids(line: str) -> dict[str, Any]:
+    """An event line with the per-run ids (reply, session, block, call) blanked."""
+    event = json.loads(line)
+    for key in ("reply_id", "session_id", "block_id", "call_id", "response_id", "id"):
+        if key in event:
+            event[key] = "…"
+    return event
+
+
+async def test_python_and_node_chat_print_the_same_json(target: str) -> None:
+    from tests.e2e.commands import run
+
+    node = await _chat(target, "--json", "hello")
+    code, out, err = await run("chat", "--target", target, "--json", "hello")
+    assert node.code == 0 and code == 0, (node.stderr, err)
+    node_events = [_without_ids(line) for line in node.stdout.splitlines()]
+    python_events = [_without_ids(line) for line in out.splitlines()]
+    types = {e["type"] for e in python_events}
+    assert {"tool_call_start", "tool_result_delta", "text_block_delta", "reply_end"} <= types
+    assert python_events == node_events

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import pytest
 
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ModelError, ScriptedChatModel, ScriptedTurn
-from hookmesh.middleware import Middleware
+from hookmesh.middleware import Middleware, MiddlewareDefinitionError
 from hookmesh.schema import AgentEvent, Message, MessageKind, text_of
 from tests import middlewares as mws
 from tests.agent_helpers import collect, customs, echo, report, types
@@ -330,3 +330,44 @@ async def test_fail_open_never_swallows_a_downstream_stream_error(
     end = events[-1]
     assert "text_block_delta" in types(events)
     assert (end.finish_reason, end.error.reason) == ("error", "MODEL_ERROR")  # type: ignore[union-attr]
+
+
+class _SyncPrompt(Middleware):
+    def on_system_prompt(self, agent: Any, prompt: str) -> str:  # type: ignore[override]
+        return prompt.upper()
+
+
+class _SyncModelCall(Middleware):
+    def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        return next_handler()
+
+
+class _AsyncReply(Middleware):
+    async def on_reply(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:  # type: ignore[override]
+        return next_handler()
+
+
+class _PassThroughModelCall(Middleware):
+    def on_model_call(  # type: ignore[override]
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> Awaitable[Any]:
+        return next_handler()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("cls", "problem"),
+    [
+        (_SyncPrompt, "on_system_prompt must be 'async def'"),
+        (_SyncModelCall, "on_model_call must be 'async def'"),
+        (_AsyncReply, "on_reply must be an async generator"),
+    ],
+)
+def test_a_mis_shaped_hook_is_refused_when_attached(cls: type[Middleware], problem: str) -> None:
+    with pytest.raises(MiddlewareDefinitionError, match=problem) as caught:
+        Agent(ScriptedChatModel(["hi"]), middlewares=[cls()])
+    assert cls.__name__ in str(caught.value)
+
+
+def test_the_zero_cost_pass_through_style_is_accepted() -> None:
+    agent = Agent(ScriptedChatModel(["hi"]), middlewares=[_PassThroughModelCall()])
+    assert agent.middlewares

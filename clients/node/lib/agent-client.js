@@ -106,7 +106,8 @@ function wrapError(err, signal) {
 }
 
 /**
- * An AgentEvent as proto-loader decodes it, flattened: `{type, reply_id, ...arm fields}`.
+ * An AgentEvent as proto-loader decodes it, flattened: `{type, ...event fields, ...arm fields}`
+ * (the event's own fields are `reply_id` and `source_path`).
  *
  * `type` is the name of the `event` oneof arm (`reply_start`, `text_block_delta`, ...).
  * Field names, enum names (`FINISH_REASON_COMPLETED`), 64-bit integers (strings) and bytes
@@ -116,8 +117,10 @@ function wrapError(err, signal) {
  * @returns {{type: string, reply_id: string} & Record<string, unknown>} The event.
  */
 export function normaliseEvent(event) {
-  const type = event?.event ?? 'unspecified';
-  const out = { type, reply_id: event?.reply_id ?? '', ...(event?.[type] ?? {}) };
+  const { event: type = 'unspecified', ...fields } = event ?? {};
+  const arm = fields[type] ?? {};
+  delete fields[type];
+  const out = { type, reply_id: '', ...fields, ...arm };
   if (type === 'custom') out.value = fromValue(out.value);
   return out;
 }

@@ -31,6 +31,56 @@ const LOADER_OPTIONS = {
  *   client constructor (`new AgentService(target, credentials)`).
  */
 export function loadHookmesh() {
-  const definition = protoLoader.loadSync(PATHS, LOADER_OPTIONS);
-  return grpc.loadPackageDefinition(definition).hookmesh.v1;
+  return grpc.loadPackageDefinition(definition()).hookmesh.v1;
+}
+
+let loaded;
+
+/** The package definition (loaded once): message descriptors by full name. */
+function definition() {
+  loaded ??= protoLoader.loadSync(PATHS, LOADER_OPTIONS);
+  return loaded;
+}
+
+/**
+ * A decoded message without proto-loader's virtual oneof fields (`{block: 'text', text: …}`
+ * becomes `{text: …}`), nested messages included, as the proto3 JSON mapping has it.
+ *
+ * @param {unknown} value A message object decoded by proto-loader.
+ * @param {string} typeName Its type name, e.g. `hookmesh.v1.ToolResultDeltaEvent`.
+ * @returns {unknown} The same value without the virtual fields.
+ */
+export function withoutOneofNames(value, typeName) {
+  const type = messageType(typeName);
+  if (!type || value === null || typeof value !== 'object' || Buffer.isBuffer(value)) {
+    return value;
+  }
+  const oneofs = new Set((type.oneofDecl ?? []).map((decl) => decl.name));
+  const out = {};
+  for (const [key, item] of Object.entries(value)) {
+    if (oneofs.has(key) && typeof item === 'string') continue;
+    const child = type.field.find((f) => f.name === key)?.typeName;
+    out[key] = Array.isArray(item)
+      ? item.map((x) => withoutOneofNames(x, child))
+      : withoutOneofNames(item, child);
+  }
+  return out;
+}
+
+/**
+ * The type name of an AgentEvent arm, e.g. `text_block_delta` → `TextBlockDeltaEvent`.
+ *
+ * @param {string} arm The oneof arm's field name.
+ * @returns {string | undefined} The type name, when the arm exists.
+ */
+export function eventArmType(arm) {
+  return messageType('hookmesh.v1.AgentEvent').field.find((f) => f.name === arm)?.typeName;
+}
+
+/** A message descriptor by type name, full (`hookmesh.v1.X`) or as fields name it (`X`). */
+function messageType(typeName) {
+  if (!typeName) return undefined;
+  const name = typeName.replace(/^\./, '');
+  const found = definition()[name] ?? definition()[`hookmesh.v1.${name}`];
+  return found?.type;
 }
