@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -56,6 +56,12 @@ class AgentBusyError(HookmeshError):
     """The agent is already replying, or has a paused reply that must be resumed first."""
 
     reason = "AGENT_BUSY"
+
+
+class UnknownModelError(HookmeshError):
+    """A middleware asked for a model the agent has not configured."""
+
+    reason = "UNKNOWN_MODEL"
 
 
 def new_id() -> str:
@@ -145,6 +151,8 @@ class Agent:
         max_iters: Most reasoning steps per reply before it ends with exceed_max_iters.
         state: State to continue from (e.g. restored from JSON); a fresh one by default.
         session_id: Reported in reply_start / reply_end.
+        models: Models by configured name, which a middleware may call instead of `model`:
+            ``next_handler(model=agent.resolve_model(name))`` in on_model_call.
     """
 
     def __init__(
@@ -159,6 +167,7 @@ class Agent:
         max_iters: int = DEFAULT_MAX_ITERS,
         state: AgentState | None = None,
         session_id: str = "",
+        models: Mapping[str, ChatModel] | None = None,
     ) -> None:
         if kind not in ("flat", "agentic"):
             raise ValueError(f"kind must be 'flat' or 'agentic', not {kind!r}")
@@ -171,6 +180,7 @@ class Agent:
         self.max_iters = max_iters
         self.state = state or AgentState()
         self.session_id = session_id
+        self.models: Mapping[str, ChatModel] = models or {}
         self.middlewares = list(middlewares)
         self.toolkit = Toolkit(tools)
         for mw in self.middlewares:
@@ -265,6 +275,21 @@ class Agent:
             raise AgentBusyError("no reply is running: events can only be emitted during one")
         self._run.outbox.append(event)
 
+    def resolve_model(self, name: str) -> ChatModel:
+        """The model configured as `name`, for an on_model_call override.
+
+        Raises:
+            UnknownModelError: No model is configured under that name.
+        """
+        model = self.models.get(name)
+        if model is None:
+            names = ", ".join(sorted(self.models)) or "none"
+            raise UnknownModelError(
+                f"no model is configured as {name!r}; configured: {names}",
+                metadata={"model": name},
+            )
+        return model
+
     def interrupt(self) -> bool:
         """Stop the running reply; it ends with reply_end interrupted. False if none runs.
 
@@ -354,12 +379,17 @@ class Agent:
     def _error_end(self, exc: BaseException) -> ReplyEndEvent:
         mw = culprit(exc)
         if mw is not None:
+            # A middleware's own HookmeshError (a sidecar's `done` error among them) keeps
+            # its reason and metadata; anything else is MIDDLEWARE_FAILED.
             key = mw.middleware_key()
+            reason, extra = "MIDDLEWARE_FAILED", {}
+            if isinstance(exc, HookmeshError):
+                reason, extra = exc.reason, exc.metadata
             error = ReplyError(
-                reason="MIDDLEWARE_FAILED",
+                reason=reason,
                 message=f"middleware {key} failed: {exc}",
                 source=f"middleware:{key}",
-                metadata={"middleware": key, "errorType": type(exc).__name__},
+                metadata={"errorType": type(exc).__name__, **extra, "middleware": key},
             )
         elif isinstance(exc, HookmeshError):
             error = ReplyError(

@@ -79,6 +79,11 @@ class Middleware:
     """Remote only: per onion hook, the downstream items the sidecar must see: event tags
     (``"reply_end"``), ``"chunk"`` for model streams, or ``"*"`` (the default) for all.
     Narrow it: unsubscribed items pass with no round trip."""
+    read_only_subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """Remote only: per onion hook, downstream items the sidecar sees as they pass but never
+    answers (no round trip; the agent yields them at once). Re-yield such an item unchanged
+    before pulling the next one; dropping or changing it has no effect remotely. A hook named
+    here subscribes to nothing else unless `subscriptions` names it too."""
     hook_modes: ClassVar[dict[str, HookMode]] = {}
     """Remote only: per onion hook, ``intercept`` (default), ``pre_only`` (one round trip,
     no post phase) or ``observe`` (send and go; results ignored)."""

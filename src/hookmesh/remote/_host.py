@@ -18,7 +18,8 @@ from hookmesh.errors import to_grpc_status
 from hookmesh.middleware import ONION_HOOKS, Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._invocation import RemoteHookError
-from hookmesh.remote._runners import _RUNNERS
+from hookmesh.remote._runners import _RUNNERS, ModelChoice
+from hookmesh.remote._subscriptions import ITEMS, Routes, check_subscriptions
 from hookmesh.schema import (
     AgentEvent,
     Message,
@@ -78,6 +79,10 @@ class SidecarAgent:
         if self._emit is not None:
             self._emit(event)
 
+    def resolve_model(self, name: str) -> ModelChoice:
+        """The model configured as `name` in the agent (resolved there, on call_next)."""
+        return ModelChoice(name)
+
 
 def _fingerprint(context: list[Message]) -> list[tuple[str, bytes]]:
     return [(m.id, message_to_proto(m).SerializeToString(deterministic=True)) for m in context]
@@ -101,10 +106,13 @@ class _Sync:
 
     def take(self, state: Any, context: Any = ()) -> None:
         """Adopt the agent's newer state (and context), in place so held references stay live."""
-        fresh = c.from_struct(state)
-        self.state.clear()
-        self.state.update(fresh)
-        self._sent_state = copy.deepcopy(fresh)
+        fresh = c.from_struct(state) if state.fields else {}
+        # NOTE(hookmesh): only a slice that changed since we last sent ours is adopted: our
+        # own changes not yet sent (while read-only items flow) are kept.
+        if fresh != self._sent_state:
+            self.state.clear()
+            self.state.update(fresh)
+            self._sent_state = copy.deepcopy(fresh)
         if context:
             self.context[:] = [message_from_proto(m, "outcome.context") for m in context]
             self._sent = _fingerprint(self.context)
@@ -187,6 +195,7 @@ class _Session:
         self.calls: dict[str, _Call] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.states: dict[str, list[Any]] = {}
+        self.tracing = _sdk_tracing()
 
     async def read(self, requests: AsyncIterator[_mw_pb2.InterceptRequest]) -> None:
         received = self.host.received
@@ -257,7 +266,7 @@ class _Session:
         )
         call.sync = _Sync(state, context, hook, key)
         try:
-            if not invocation.trace_context and not _sdk_tracing():
+            if not invocation.trace_context and not self.tracing:
                 await _RUNNERS[hook](call, mw, hook, mode, agent, invocation)
             else:
                 with _tracer.start_as_current_span(
@@ -299,16 +308,29 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         self.received: Counter[str] = Counter()
         """Intercept messages received, by kind (invocation, item, outcome, cancel)."""
         self.modes: dict[str, str] = {}
+        self.routes: dict[str, Routes] = {}
         hooks = []
         for hook in _HOOK_ORDER:
             if not middleware.implements(hook):
                 continue
             mode = middleware.hook_modes.get(hook, "intercept")  # type: ignore[call-overload]
             self.modes[hook] = mode
-            subscriptions = middleware.subscriptions.get(hook, ("*",))  # type: ignore[call-overload]
+            read_only = middleware.read_only_subscriptions.get(hook, ())
+            default = (
+                ("*",) if ITEMS[hook] and hook not in middleware.read_only_subscriptions else ()
+            )
+            subscriptions = middleware.subscriptions.get(hook, default)
+            try:
+                check_subscriptions(hook, subscriptions, read_only)
+            except ValueError as exc:
+                raise ValueError(f"{middleware.middleware_key()}: {exc}") from None
+            self.routes[hook] = Routes.of(mode, subscriptions, read_only)
             hooks.append(
                 _mw_pb2.HookSpec(
-                    hook=c.HOOK_TO_PB[hook], mode=c.MODE_TO_PB[mode], subscriptions=subscriptions
+                    hook=c.HOOK_TO_PB[hook],
+                    mode=c.MODE_TO_PB[mode],
+                    subscriptions=subscriptions,
+                    read_only_subscriptions=read_only,
                 )
             )
         self.tools = {t.name: t for t in middleware.list_tools()}

@@ -102,6 +102,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             max_iters=settings.max_iters,
             state=state,
             session_id=session_id,
+            models=self.models,
         )
 
     def _check_size(self, request: Any, field: str) -> None:
