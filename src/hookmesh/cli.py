@@ -54,7 +54,8 @@ def sidecar(
         str, typer.Option(help="The middleware to serve, as package.module:attribute.")
     ],
     listen: Annotated[
-        str, typer.Option(help="Address to listen on; port 0 picks a free one.")
+        str,
+        typer.Option(help="host:port (port 0 picks a free one), or unix:///path for a socket."),
     ] = "127.0.0.1:7001",
     tls_cert: Annotated[
         Path | None, typer.Option(help="Server certificate chain (PEM): serve TLS.")
@@ -77,7 +78,7 @@ def sidecar(
     from hookmesh.remote import ServerTLS, load_middleware, serve_middleware
     from hookmesh.services._server import DEFAULT_GRACE, wait_for_signal
 
-    address = _host_port(listen)
+    address = listen if listen.startswith("unix:") else _host_port(listen)
     if (tls_cert is None) != (tls_key is None):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
     if client_ca is not None and tls_cert is None:
@@ -93,7 +94,8 @@ def sidecar(
     async def run() -> None:
         running = await serve_middleware(mw, address, tls=tls, token=token)
         host = address.rpartition(":")[0]
-        print(f"listening on {host}:{running.port}", flush=True)
+        bound = address if address.startswith("unix:") else f"{host}:{running.port}"
+        print(f"listening on {bound}", flush=True)
         logging.getLogger("hookmesh.sidecar").info("serving %s", mw.middleware_key())
         try:
             await wait_for_signal()

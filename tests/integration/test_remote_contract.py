@@ -13,7 +13,13 @@ import pytest
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ChatModel, ModelChunk, ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
-from hookmesh.remote import MiddlewareServicer, RemoteMiddleware, SidecarError, serve_middleware
+from hookmesh.remote import (
+    SERVICE_NAME,
+    MiddlewareServicer,
+    RemoteMiddleware,
+    SidecarError,
+    serve_middleware,
+)
 from hookmesh.schema import (
     Message,
     MessageKind,
@@ -386,3 +392,92 @@ async def test_the_invocation_carries_the_message_deadline(connect: Connect) -> 
     remote = await connect(sidecar, timeout=2.5)
     await collect(streaming("flat", [remote]).reply("go"))
     assert sidecar.requests[0].invocation.message_timeout.ToMilliseconds() == 2500
+
+
+# --- read-only subscriptions ---------------------------------------------------------------
+
+
+async def test_read_only_items_are_sent_in_order_and_never_awaited(
+    kind: MessageKind, connect: Connect
+) -> None:
+    def silent_on_items(request: pb.InterceptRequest) -> list[pb.InterceptResponse] | None:
+        if request.WhichOneof("message") == "item":
+            return None  # a verdict would be a protocol error: none is awaited
+        return pass_through(request)
+
+    sidecar = ScriptedSidecar(describe(pb.HOOK_ON_REPLY, read_only=("*",)), silent_on_items)
+    remote = await connect(sidecar)
+    events = await collect(streaming(kind, [remote]).reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    items = [r.item.event.WhichOneof("event") for r in sidecar.requests if r.HasField("item")]
+    assert items == [e.type for e in events]
+
+
+async def test_a_read_only_watcher_keeps_state_as_in_process(
+    kind: MessageKind, attach: Any
+) -> None:
+    events = await collect(streaming(kind, [await attach(rmws.Watcher())]).reply("go"))
+    seen = report(events, "Watcher")["seen"]
+    assert seen == [e.type for e in events if e.type != "custom"]
+
+
+async def test_a_pass_through_function_costs_one_round_trip(kind: MessageKind) -> None:
+    running = await serve_middleware(rmws.PassThroughFunction())
+    remote = await RemoteMiddleware.connect(f"127.0.0.1:{running.port}", timeout=SHORT_TIMEOUT)
+    try:
+        events = await collect(streaming(kind, [remote]).reply("go"))
+        assert text(events) == ANSWER
+        # call_next says "final": no items, no outcome, no done.
+        assert dict(running.servicers[SERVICE_NAME].received) == {"invocation": 1}
+    finally:
+        await remote.aclose()
+        await running.stop(None)
+
+
+# --- the model override ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["fast", "missing"])
+async def test_a_middleware_may_call_a_configured_model_by_name(
+    kind: MessageKind, attach: Any, name: str
+) -> None:
+    fast = ScriptedChatModel(["the fast model's answer"])
+    agent = Agent(
+        ScriptedChatModel(["the default answer"]),
+        kind=kind,
+        models={"fast": fast, "default": ScriptedChatModel([])},
+        middlewares=[await attach(rmws.ModelChooser(name))],
+    )
+    events = await collect(agent.reply("go"))
+    if name == "fast":
+        assert agent.final_message is not None
+        assert text_of(agent.final_message) == "the fast model's answer"
+        return
+    error = error_of(events)
+    assert error.reason == "UNKNOWN_MODEL"
+    assert error.metadata["model"] == "missing"
+    assert "configured: default, fast" in error.message
+
+
+# --- Unix-domain sockets -------------------------------------------------------------------------
+
+
+async def test_a_sidecar_on_a_unix_socket(kind: MessageKind, tmp_path: Any) -> None:
+    target = f"unix://{tmp_path}/in-process.sock"
+    running = await serve_middleware(mws.CallCounter(), target)
+    remote = await RemoteMiddleware.connect(target, timeout=SHORT_TIMEOUT)
+    try:
+        events = await collect(streaming(kind, [remote]).reply("go"))
+        assert report(events, "CallCounter")["calls"] == 1
+    finally:
+        await remote.aclose()
+        await running.stop(None)
+    listen = f"unix://{tmp_path}/process.sock"
+    async with sidecar_process("tests.middlewares:CallCounter", listen=listen) as process:
+        assert process.address == listen
+        remote = await RemoteMiddleware.connect(listen, timeout=SHORT_TIMEOUT)
+        try:
+            events = await collect(streaming(kind, [remote]).reply("go"))
+            assert report(events, "CallCounter")["calls"] == 1
+        finally:
+            await remote.aclose()
