@@ -366,6 +366,9 @@ def _register_domain_commands() -> None:
     from hookmesh._cli_retrieval import register as register_retrieval
 
     register_retrieval(app, serve_app)  # serve retrieval, kb, ingest, search
+    from hookmesh.conformance import conformance_command
+
+    app.command("conformance")(conformance_command)
     app.add_typer(memory_app, name="memory")
     serve_app.command("memory")(serve_memory)
 

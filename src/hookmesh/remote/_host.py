@@ -14,7 +14,7 @@ import grpc
 from opentelemetry import propagate, trace
 
 from hookmesh.agent import AgentState
-from hookmesh.errors import to_grpc_status
+from hookmesh.errors import SchemaError, to_grpc_status
 from hookmesh.middleware import ONION_HOOKS, Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._invocation import RemoteHookError
@@ -392,16 +392,19 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
     async def AfterAgent(
         self, request: _mw_pb2.AfterAgentRequest, context: grpc.aio.ServicerContext
     ) -> _mw_pb2.AfterAgentResponse:
-        agent = self._agent(
-            request.agent_name,
-            request.kind,
-            request.reply_id,
-            request.session_id,
-            request.state,
-            request.context,
-        )
+        try:
+            agent = self._agent(
+                request.agent_name,
+                request.kind,
+                request.reply_id,
+                request.session_id,
+                request.state,
+                request.context,
+            )
+            final = message_from_proto(request.final_message, "final_message")
+        except SchemaError as exc:
+            await context.abort_with_status(to_grpc_status(exc))
         sync = _Sync(self.middleware.state(agent), agent.state.context, "after_agent", "")  # type: ignore[arg-type]
-        final = message_from_proto(request.final_message, "final_message")
         try:
             await self.middleware.after_agent(agent, final)  # type: ignore[arg-type]
         except Exception as exc:

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from hookmesh.agent.models import ModelResponse
-from hookmesh.middleware import Middleware
+from hookmesh.middleware import ALLOW, Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._subscriptions import READ_ONLY
 from hookmesh.schema import (
@@ -234,6 +234,10 @@ async def _permission_hook(
 ) -> None:
     async def next_handler() -> Any:
         call.control(call_next=_mw_pb2.CallNext())
+        if mode == "pre_only":
+            # Nothing more will arrive: the sidecar never learns the downstream's decision.
+            call.muted = True
+            return ALLOW
         request = await call.receive()
         call.take_outcome(request.outcome)
         return c.decision_from_pb(request.outcome.permission)
@@ -252,6 +256,9 @@ async def _compress_hook(
 ) -> None:
     async def next_handler() -> None:
         call.control(call_next=_mw_pb2.CallNext())
+        if mode == "pre_only":
+            call.muted = True
+            return
         request = await call.receive()
         call.take_outcome(request.outcome)
 
