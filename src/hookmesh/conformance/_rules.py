@@ -216,8 +216,10 @@ async def reply_read_only(t: Target, kind: MessageKind) -> None:
     try:
         got = await session.expect("1", "call_next")
         check(customs(got) == ["conformance.pre"], f"emitted {customs(got)}")
-        for event in (_start(), _delta("a"), _delta("b")):
+        for event in (_start(), _delta("a")):
             await session.send(_req("1", item=pb.DownstreamItem(event=event)))
+        coalesced = pb.DownstreamItem(event=_delta("b"), more_events=[_delta("c"), _delta("d")])
+        await session.send(_req("1", item=coalesced))
         await session.silence(SHORT_SILENCE, "read-only items are never answered")
         await session.send(_req("1", outcome=_END))
         got = await session.expect("1", "done")

@@ -13,7 +13,6 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
-from hookmesh.agent import AgentState
 from hookmesh.errors import SchemaError, to_grpc_status
 from hookmesh.middleware import ONION_HOOKS, Middleware
 from hookmesh.remote import _codec as c
@@ -55,6 +54,18 @@ class DownstreamError(Exception):
         self.error = error
 
 
+class _HostState:
+    """What a hook sees of `agent.state` in the sidecar: the context it asked for and its own
+    slice (an AgentState's shape without its validation cost on every invocation)."""
+
+    __slots__ = ("context", "middle_context", "pending")
+
+    def __init__(self, context: list[Message], middle_context: dict[str, Any]) -> None:
+        self.context = context
+        self.middle_context = middle_context
+        self.pending = None
+
+
 class SidecarAgent:
     """What a hook sees of the agent inside the sidecar: name, kind, reply, state, context."""
 
@@ -64,7 +75,7 @@ class SidecarAgent:
         kind: MessageKind,
         reply_id: str,
         session_id: str,
-        state: AgentState,
+        state: _HostState,
         emit: Any = None,
     ) -> None:
         self.name = name
@@ -101,7 +112,7 @@ class _Sync:
         self.context = context
         self.hook = hook
         self.key = key
-        self._sent_state = copy.deepcopy(state)
+        self._sent_state = copy.deepcopy(state) if state else {}
         self._sent = _fingerprint(context)
 
     def take(self, state: Any, context: Any = ()) -> None:
@@ -259,9 +270,7 @@ class _Session:
             c.KIND_FROM_PB.get(invocation.kind, "flat"),
             reply_id,
             invocation.session_id,
-            AgentState.model_construct(
-                context=context, middle_context={key: {reply_id: state}}, pending=None
-            ),
+            _HostState(context, {key: {reply_id: state}}),
             emit=call.emit,
         )
         call.sync = _Sync(state, context, hook, key)
@@ -371,9 +380,7 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         key = self.middleware.middleware_key()
         messages = [message_from_proto(m, "context") for m in context]
         fresh = c.from_struct(state)
-        agent_state = AgentState.model_construct(
-            context=messages, middle_context={key: {reply_id: fresh}}, pending=None
-        )
+        agent_state = _HostState(messages, {key: {reply_id: fresh}})
         return SidecarAgent(
             name, c.KIND_FROM_PB.get(kind, "flat"), reply_id, session_id, agent_state
         )

@@ -63,7 +63,9 @@ class _Stream:
     def __init__(
         self, stub: _mw_grpc.MiddlewareServiceStub, metadata: Sequence[tuple[str, str]]
     ) -> None:
-        self._outgoing: asyncio.Queue[_mw_pb2.InterceptRequest | None] = asyncio.Queue()
+        self._outgoing: asyncio.Queue[tuple[_mw_pb2.InterceptRequest, bool] | None] = (
+            asyncio.Queue()
+        )
         self.invocations: dict[str, _Invocation] = {}
         self._ids = itertools.count(1)
         self.alive = True
@@ -73,8 +75,21 @@ class _Stream:
         self._reader = asyncio.create_task(self._read())
 
     async def _requests(self) -> AsyncIterator[_mw_pb2.InterceptRequest]:
-        while (request := await self._outgoing.get()) is not None:
-            yield request
+        queue = self._outgoing
+        while (entry := await queue.get()) is not None:
+            if queue.empty():
+                yield entry[0]
+                continue
+            # NOTE(hookmesh): under load, what queued up while the last write was in flight
+            # goes out together, read-only events of one invocation folded into one item
+            # (one message instead of many; the order within each invocation is kept).
+            batch: list[tuple[_mw_pb2.InterceptRequest, bool] | None] = [entry]
+            while not queue.empty():
+                batch.append(queue.get_nowait())
+            for request in _coalesce(batch):
+                yield request
+            if batch[-1] is None:
+                return
 
     async def _read(self) -> None:
         error: SidecarError
@@ -99,13 +114,36 @@ class _Stream:
     def next_id(self) -> str:
         return str(next(self._ids))
 
-    def send(self, request: _mw_pb2.InterceptRequest) -> None:
-        self._outgoing.put_nowait(request)
+    def send(self, request: _mw_pb2.InterceptRequest, read_only: bool = False) -> None:
+        """Queue `request`; a `read_only` item may be folded into the one before it."""
+        self._outgoing.put_nowait((request, read_only))
 
     async def close(self) -> None:
         self._outgoing.put_nowait(None)
         self._call.cancel()
         await asyncio.gather(self._reader, return_exceptions=True)
+
+
+def _coalesce(
+    batch: list[tuple[_mw_pb2.InterceptRequest, bool] | None],
+) -> list[_mw_pb2.InterceptRequest]:
+    """The requests of `batch` in order, each invocation's consecutive read-only items as one."""
+    out: list[_mw_pb2.InterceptRequest] = []
+    heads: dict[str, _mw_pb2.InterceptRequest] = {}
+    for entry in batch:
+        if entry is None:
+            break
+        request, read_only = entry
+        invocation_id = request.invocation_id
+        if not read_only:
+            heads.pop(invocation_id, None)
+        elif (head := heads.get(invocation_id)) is not None:
+            head.item.more_events.append(request.item.event)
+            continue
+        else:
+            heads[invocation_id] = request
+        out.append(request)
+    return out
 
 
 class _Invocation:
@@ -183,14 +221,15 @@ class _Invocation:
         return [message_to_proto(m) for m in self.agent.state.context]
 
     def item(self, state: bool, **item: Any) -> None:
-        """Send a downstream item, with the state slice as it is now when `state`."""
+        """Send a downstream item, with the state slice as it is now when `state` (an item
+        awaiting a verdict); one without may be coalesced with the next."""
         request = _mw_pb2.InterceptRequest(invocation_id=self.id)
         pb = request.item
         if state:
             self.fill_state(pb)
         for arm, value in item.items():
             getattr(pb, arm).CopyFrom(value)
-        self.stream.send(request)
+        self.stream.send(request, read_only=not state and "event" in item)
 
     def outcome(self, **result: Any) -> None:
         request = _mw_pb2.InterceptRequest(invocation_id=self.id)

@@ -154,12 +154,18 @@ async def _event_hook(
             if arm == "item":
                 assert call.sync is not None
                 event = event_from_proto(request.item.event)
-                if routes.route(event.type) == READ_ONLY:
-                    passed.append(event)
-                else:
+                if routes.route(event.type) != READ_ONLY:
                     call.sync.take(request.item.state)
                     pending.append(event)
+                    yield event
+                    continue
+                passed.append(event)
                 yield event
+                for more in request.item.more_events:
+                    passed.clear()
+                    event = event_from_proto(more)
+                    passed.append(event)
+                    yield event
             elif arm == "outcome":
                 call.take_outcome(request.outcome)
                 return

@@ -285,14 +285,16 @@ class MessageList(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ...) -> None: ...
 
 class DownstreamItem(_message.Message):
-    __slots__ = ("state", "event", "chunk")
+    __slots__ = ("state", "event", "chunk", "more_events")
     STATE_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
+    MORE_EVENTS_FIELD_NUMBER: _ClassVar[int]
     state: _struct_pb2.Struct
     event: _event_pb2.AgentEvent
     chunk: ModelChunk
-    def __init__(self, state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., chunk: _Optional[_Union[ModelChunk, _Mapping]] = ...) -> None: ...
+    more_events: _containers.RepeatedCompositeFieldContainer[_event_pb2.AgentEvent]
+    def __init__(self, state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., chunk: _Optional[_Union[ModelChunk, _Mapping]] = ..., more_events: _Optional[_Iterable[_Union[_event_pb2.AgentEvent, _Mapping]]] = ...) -> None: ...
 
 class ModelChunk(_message.Message):
     __slots__ = ("text", "reasoning", "tool_call", "usage", "stop_reason", "response_id")
