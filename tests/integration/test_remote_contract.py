@@ -484,3 +484,23 @@ async def test_a_sidecar_on_a_unix_socket(kind: MessageKind, tmp_path: Any) -> N
             assert report(events, "CallCounter")["calls"] == 1
         finally:
             await remote.aclose()
+
+
+async def test_a_final_verdict_ends_the_invocation_early(
+    kind: MessageKind, connect: Connect
+) -> None:
+    def final_at_first_item(request: pb.InterceptRequest) -> list[pb.InterceptResponse] | None:
+        if request.WhichOneof("message") == "item":
+            verdict = pb.ItemVerdict(drop=True, final=True)
+            return [response(request.invocation_id, verdict=verdict)]
+        return pass_through(request)
+
+    sidecar = ScriptedSidecar(
+        describe(pb.HOOK_ON_REASONING, subscriptions=("text_block_delta",)), final_at_first_item
+    )
+    remote = await connect(sidecar)
+    events = await collect(streaming(kind, [remote]).reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    # The first delta was dropped; the rest passed with no message and no outcome was sent.
+    assert text(events) == ANSWER[4:]
+    assert [r.WhichOneof("message") for r in sidecar.requests] == ["invocation", "item"]

@@ -25,6 +25,10 @@ class ConformanceError(HookmeshError):
     reason = "CONFORMANCE_ERROR"
 
 
+def _failure(hook: str) -> ConformanceError:
+    return ConformanceError("conformance error", metadata={"hook": hook})
+
+
 @tool(read_only=True)
 async def conformance_echo(text: str) -> AsyncIterator[str]:
     """Stream the text back; the text "fail" makes the tool fail.
@@ -73,7 +77,7 @@ class ConformanceMiddleware(Middleware):
         if word == "sleep":
             await asyncio.Event().wait()
         if word == "error":
-            raise ConformanceError("conformance error", metadata={"hook": hook})
+            raise _failure(hook)
         if word == "state":
             state = self.state(agent)
             state["count"] = int(state.get("count", 0)) + 1
@@ -110,7 +114,7 @@ class ConformanceMiddleware(Middleware):
             if word != "drop":
                 yield event
         if word == "error-after":
-            raise ConformanceError("conformance error", metadata={"hook": hook})
+            raise _failure(hook)
         if word == "emit":
             yield self._event(agent, "conformance.post")
 
@@ -140,7 +144,7 @@ class ConformanceMiddleware(Middleware):
 
     def _post(self, agent: Any, word: str) -> None:
         if word == "error-after":
-            raise ConformanceError("conformance error", metadata={"hook": "on_model_call"})
+            raise _failure("on_model_call")
         if word == "emit":
             agent.emit(self._event(agent, "conformance.post"))
 
@@ -154,7 +158,7 @@ class ConformanceMiddleware(Middleware):
             return PermissionDecision("deny", "short-circuited")
         decision: PermissionDecision = await next_handler()
         if word == "error-after":
-            raise ConformanceError("conformance error", metadata={"hook": "on_check_permission"})
+            raise _failure("on_check_permission")
         return decision
 
     async def on_compress_context(

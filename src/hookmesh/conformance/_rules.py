@@ -247,19 +247,26 @@ def _model_args() -> dict[str, Any]:
     return {"model_call": pb.ModelCallArgs(model_name="m", tool_choice="auto")}
 
 
-async def model_full(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_MODEL_CALL, **_model_args())
+async def _result_kept(
+    t: Target, kind: MessageKind, hook: int, args: Any, arm: str, value: Any
+) -> None:
+    """Without a marker, `done` answering the outcome keeps the downstream's result."""
+    session = await _open(t, kind, hook, **args)
     try:
         await session.expect("1", "call_next")
-        response = pb.ModelResponse(message=assistant(kind, "the answer"), stop_reason="stop")
-        await session.send(_req("1", outcome=pb.DownstreamOutcome(model_response=response)))
+        await session.send(_req("1", outcome=pb.DownstreamOutcome(**{arm: value})))
         done = (await session.expect("1", "done"))[-1].done
-        arm = done.WhichOneof("result")
-        check(arm in (None, "model_response"), f"done carries {arm}")
-        if arm == "model_response":
-            check(done.model_response == response, "done changed the model response")
+        got = done.WhichOneof("result")
+        check(got in (None, arm), f"done carries {got}")
+        if got == arm:
+            check(getattr(done, arm) == value, f"done changed the {arm}")
     finally:
         session.cancel()
+
+
+async def model_full(t: Target, kind: MessageKind) -> None:
+    response = pb.ModelResponse(message=assistant(kind, "the answer"), stop_reason="stop")
+    await _result_kept(t, kind, pb.HOOK_ON_MODEL_CALL, _model_args(), "model_response", response)
 
 
 async def model_stream(t: Target, kind: MessageKind) -> None:
@@ -321,18 +328,9 @@ async def permission_short_circuit(t: Target, kind: MessageKind) -> None:
 
 
 async def permission_pass_through(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_CHECK_PERMISSION, **_permission_args())
-    try:
-        await session.expect("1", "call_next")
-        decision = pb.PermissionDecision(behavior=pb.PERMISSION_BEHAVIOR_ASK, reason="r")
-        await session.send(_req("1", outcome=pb.DownstreamOutcome(permission=decision)))
-        done = (await session.expect("1", "done"))[-1].done
-        arm = done.WhichOneof("result")
-        check(arm in (None, "permission"), f"done carries {arm}")
-        if arm == "permission":
-            check(done.permission == decision, "done changed the decision")
-    finally:
-        session.cancel()
+    decision = pb.PermissionDecision(behavior=pb.PERMISSION_BEHAVIOR_ASK, reason="r")
+    hook = pb.HOOK_ON_CHECK_PERMISSION
+    await _result_kept(t, kind, hook, _permission_args(), "permission", decision)
 
 
 async def compress_pre_only(t: Target, kind: MessageKind) -> None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +17,7 @@ from hookmesh.remote import _codec as c
 from hookmesh.remote._invocation import RemoteHookError
 from hookmesh.remote._runners import _RUNNERS, ModelChoice
 from hookmesh.remote._subscriptions import ITEMS, Routes, check_subscriptions
+from hookmesh.remote._sync import Sync
 from hookmesh.schema import (
     AgentEvent,
     Message,
@@ -27,7 +26,6 @@ from hookmesh.schema import (
     block_to_proto,
     event_to_proto,
     message_from_proto,
-    message_to_proto,
 )
 from hookmesh.v1 import content_pb2 as _content_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
@@ -95,68 +93,6 @@ class SidecarAgent:
         return ModelChoice(name)
 
 
-def _fingerprint(context: list[Message]) -> list[tuple[str, bytes]]:
-    return [(m.id, message_to_proto(m).SerializeToString(deterministic=True)) for m in context]
-
-
-class _Sync:
-    """Tracks what the agent last saw of the state slice and context, to send only changes.
-
-    The context is compared message by message (id and encoded bytes): pure appends and
-    removals travel as such; anything else (an edit in place, an insertion, a reorder, a
-    compression) replaces the whole context.
-    """
-
-    def __init__(self, state: dict[str, Any], context: list[Message], hook: str, key: str) -> None:
-        self.state = state
-        self.context = context
-        self.hook = hook
-        self.key = key
-        self._sent_state = copy.deepcopy(state) if state else {}
-        self._sent = _fingerprint(context)
-
-    def take(self, state: Any, context: Any = ()) -> None:
-        """Adopt the agent's newer state (and context), in place so held references stay live."""
-        fresh = c.from_struct(state) if state.fields else {}
-        # NOTE(hookmesh): only a slice that changed since we last sent ours is adopted: our
-        # own changes not yet sent (while read-only items flow) are kept.
-        if fresh != self._sent_state:
-            self.state.clear()
-            self.state.update(fresh)
-            self._sent_state = copy.deepcopy(fresh)
-        if context:
-            self.context[:] = [message_from_proto(m, "outcome.context") for m in context]
-            self._sent = _fingerprint(self.context)
-
-    def mutation(self) -> _mw_pb2.StateMutation | None:
-        out = _mw_pb2.StateMutation()
-        changed = False
-        if self.state != self._sent_state:
-            out.state.CopyFrom(c.struct(self.state))
-            self._sent_state = copy.deepcopy(self.state)
-            changed = True
-        for msg in self.context:
-            if not msg.id:
-                msg.id = uuid.uuid4().hex
-        now = _fingerprint(self.context)
-        if now != self._sent:
-            sent = dict(self._sent)
-            current = {i for i, _ in now}
-            kept = [(i, b) for i, b in self._sent if i in current]
-            added = [(i, b) for i, b in now if i not in sent]
-            if self.hook != "on_compress_context" and now == kept + added:
-                new_ids = {i for i, _ in added}
-                out.append_messages.extend(
-                    message_to_proto(m) for m in self.context if m.id in new_ids
-                )
-                out.remove_message_ids.extend(i for i, _ in self._sent if i not in current)
-            else:
-                out.replace_context.messages.extend(message_to_proto(m) for m in self.context)
-            self._sent = now
-            changed = True
-        return out if changed else None
-
-
 class _Call:
     """The sidecar's side of one invocation."""
 
@@ -165,7 +101,7 @@ class _Call:
         self.id = invocation_id
         self.inbox: asyncio.Queue[_mw_pb2.InterceptRequest] = asyncio.Queue()
         self.muted = muted
-        self.sync: _Sync | None = None
+        self.sync: Sync | None = None
 
     def send(self, **message: Any) -> None:
         if not self.muted:
@@ -273,7 +209,7 @@ class _Session:
             _HostState(context, {key: {reply_id: state}}),
             emit=call.emit,
         )
-        call.sync = _Sync(state, context, hook, key)
+        call.sync = Sync(state, context, hook, key)
         try:
             if not invocation.trace_context and not self.tracing:
                 await _RUNNERS[hook](call, mw, hook, mode, agent, invocation)
@@ -389,7 +325,7 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         self, request: _mw_pb2.TransformSystemPromptRequest, context: grpc.aio.ServicerContext
     ) -> _mw_pb2.TransformSystemPromptResponse:
         agent = self._agent(request.agent_name, 0, request.reply_id, "", request.state, ())
-        sync = _Sync(self.middleware.state(agent), agent.state.context, "on_system_prompt", "")  # type: ignore[arg-type]
+        sync = Sync(self.middleware.state(agent), agent.state.context, "on_system_prompt", "")  # type: ignore[arg-type]
         try:
             prompt = await self.middleware.on_system_prompt(agent, request.prompt)  # type: ignore[arg-type]
         except Exception as exc:
@@ -411,7 +347,7 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
             final = message_from_proto(request.final_message, "final_message")
         except SchemaError as exc:
             await context.abort_with_status(to_grpc_status(exc))
-        sync = _Sync(self.middleware.state(agent), agent.state.context, "after_agent", "")  # type: ignore[arg-type]
+        sync = Sync(self.middleware.state(agent), agent.state.context, "after_agent", "")  # type: ignore[arg-type]
         try:
             await self.middleware.after_agent(agent, final)  # type: ignore[arg-type]
         except Exception as exc:
