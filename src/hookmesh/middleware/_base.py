@@ -68,7 +68,8 @@ class Middleware:
 
     Attributes:
         failure_mode: ``fail_closed`` (default): an error in a hook ends the reply with a
-            reply_end error naming this middleware. ``fail_open``: the error is logged and
+            reply_end error naming this middleware (reason ``MIDDLEWARE_FAILED``, or the
+            error's own when it is a HookmeshError). ``fail_open``: the error is logged and
             this middleware is skipped for that hook invocation; the reply goes on.
     """
 
