@@ -61,6 +61,7 @@ _D_CASES = {
     "QuietReplyPreOnly": "pre_only, subscribed to none",
     "QuietReplyObserve": "observe, subscribed to none",
     "EveryReplyEvent": 'intercept, subscribed to "*" (contrast)',
+    "WatchEveryReplyEvent": 'intercept, read-only "*" (no verdicts; queued items coalesce)',
 }
 
 
@@ -228,9 +229,9 @@ def _count_sends() -> None:
 
     original = _Stream.send
 
-    def send(self: Any, request: Any) -> None:
+    def send(self: Any, request: Any, read_only: bool = False) -> None:
         _sent[request.WhichOneof("message")] += 1
-        original(self, request)
+        original(self, request, read_only)
 
     _Stream.send = send  # type: ignore[method-assign]
     direct = getattr(_Stream, "write", None)
