@@ -15,6 +15,8 @@ One run on loopback, each server in its own process (uvloop there when installed
   ``hookmesh sidecar`` processes serving `remote_middlewares`. Also whole ``agent.reply()``
   calls (scripted model, one reasoning step) with the remote middleware minus without any
   middleware. The ratio columns use the direct figure.
+* the same (a) and (b) against ``hookmesh sidecar --listen unix:///...`` processes, as ratios
+  to a raw round trip over a Unix-domain socket measured in the same run.
 * case (d): a streamed reply (26 events) through an on_reply sidecar subscribed to none of
   them, sidecar in process so both sides' message counts by kind can be read.
 
@@ -27,9 +29,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import shutil
 import signal
 import statistics
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -51,12 +55,13 @@ START_TIMEOUT = 20.0
 BENCH_DIR = Path(__file__).resolve().parent
 _ECHO = "/hookmesh.bench.Echo/Echo"
 _ECHO_QUEUED = "/hookmesh.bench.Echo/EchoQueued"
-_TARGETS = {"a": 2.2, "b": 1.3, "c": 0.05}
+_TARGETS = {"a": 2.6, "b": 1.25, "c": 0.05}
 _D_CASES = {
     "QuietReply": "intercept, subscribed to none",
     "QuietReplyPreOnly": "pre_only, subscribed to none",
     "QuietReplyObserve": "observe, subscribed to none",
     "EveryReplyEvent": 'intercept, subscribed to "*" (contrast)',
+    "WatchEveryReplyEvent": 'intercept, read-only "*" (no verdicts; queued items coalesce)',
 }
 
 
@@ -97,7 +102,7 @@ async def _echo_queued(
         reader.cancel()
 
 
-async def _serve_echo() -> None:
+async def _serve_echo(address: str) -> None:
     server = grpc.aio.server()
     handler = grpc.method_handlers_generic_handler(
         "hookmesh.bench.Echo",
@@ -107,12 +112,13 @@ async def _serve_echo() -> None:
         },
     )
     server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(address)
     await server.start()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    print(f"listening on 127.0.0.1:{port}", flush=True)
+    bound = address if address.startswith("unix:") else f"127.0.0.1:{port}"
+    print(f"listening on {bound}", flush=True)
     await stop.wait()
     await server.stop(1.0)
 
@@ -147,7 +153,7 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
             await process.wait()
 
 
-def _sidecar(attr: str) -> tuple[str, ...]:
+def _sidecar(attr: str, listen: str = "127.0.0.1:0") -> tuple[str, ...]:
     return (
         "-m",
         "hookmesh.cli",
@@ -155,7 +161,7 @@ def _sidecar(attr: str) -> tuple[str, ...]:
         "--middleware",
         f"remote_middlewares:{attr}",
         "--listen",
-        "127.0.0.1:0",
+        listen,
         "--app-dir",
         str(BENCH_DIR),
     )
@@ -223,9 +229,9 @@ def _count_sends() -> None:
 
     original = _Stream.send
 
-    def send(self: Any, request: Any) -> None:
+    def send(self: Any, request: Any, read_only: bool = False) -> None:
         _sent[request.WhichOneof("message")] += 1
-        original(self, request)
+        original(self, request, read_only)
 
     _Stream.send = send  # type: ignore[method-assign]
     direct = getattr(_Stream, "write", None)
@@ -305,29 +311,40 @@ async def main() -> None:
     began, load_before = time.perf_counter(), os.getloadavg()[0]
     this_file = str(BENCH_DIR / "remote_hook.py")
     cases = {"a": "InterceptPassThrough", "b": "PreOnlyPassThrough", "c": "ObservePassThrough"}
+    sockets = tempfile.mkdtemp(prefix="hookmesh-bench-")
+    unix = {f"{k}_unix": f"unix://{sockets}/{k}.sock" for k in ("a", "b")}
     started = await asyncio.gather(
         _start(this_file, "--echo-server"),
+        _start(this_file, "--echo-server", f"unix://{sockets}/echo.sock"),
         *(_start(*_sidecar(a)) for a in cases.values()),
+        *(_start(*_sidecar(cases[k[0]], listen)) for k, listen in unix.items()),
     )
     processes = [p for p, _ in started]
-    echo_target = started[0][1]
+    echo_target, echo_unix = started[0][1], started[1][1]
     remotes: dict[str, RemoteMiddleware] = {}
     channel = grpc.aio.insecure_channel(echo_target)
+    unix_channel = grpc.aio.insecure_channel(echo_unix)
     try:
         await asyncio.wait_for(channel.channel_ready(), START_TIMEOUT)
+        await asyncio.wait_for(unix_channel.channel_ready(), START_TIMEOUT)
         echo = channel.stream_stream(_ECHO)
         payload = os.urandom(PAYLOAD)
         raw_call = echo()
+        raw_unix_call = unix_channel.stream_stream(_ECHO)()
 
         async def raw() -> None:
             await raw_call.write(payload)
             await raw_call.read()
 
+        async def raw_unix() -> None:
+            await raw_unix_call.write(payload)
+            await raw_unix_call.read()
+
         skeleton = _Skeleton(echo)
         skeleton_both = _Skeleton(channel.stream_stream(_ECHO_QUEUED))
 
         _count_sends()
-        for key, (_, target) in zip(cases, started[1:], strict=True):
+        for key, (_, target) in zip([*cases, *unix], started[2:], strict=True):
             remotes[key] = await RemoteMiddleware.connect(target)
             await remotes[key].wait_ready(START_TIMEOUT)
 
@@ -367,6 +384,7 @@ async def main() -> None:
 
         probes: dict[str, Probe] = {
             "raw": raw,
+            "raw_unix": raw_unix,
             "skeleton": lambda: skeleton.round_trip(payload),
             "skeleton_both": lambda: skeleton_both.round_trip(payload),
             "local": hook_probe(mws.InterceptPassThrough()),
@@ -374,7 +392,7 @@ async def main() -> None:
         }
         reply_probes: dict[str, Probe] = {
             "none": reply_probe([]),
-            **{key: reply_probe([remote]) for key, remote in remotes.items()},
+            **{key: reply_probe([remote]) for key, remote in remotes.items() if key in cases},
         }
         samples: dict[str, list[float]] = {
             k: [] for k in [*probes, *(f"reply_{k}" for k in reply_probes)]
@@ -401,6 +419,7 @@ async def main() -> None:
         await skeleton.close()
         await skeleton_both.close()
         raw_call.cancel()
+        raw_unix_call.cancel()
 
         d_counts = {attr: await _quiet_reply_counts(attr) for attr in _D_CASES}
         invocation_bytes = _mw_pb2.InterceptRequest(
@@ -417,7 +436,9 @@ async def main() -> None:
         for remote in remotes.values():
             await remote.aclose()
         await channel.close()
+        await unix_channel.close()
         await asyncio.gather(*(_stop(p) for p in processes))
+        shutil.rmtree(sockets, ignore_errors=True)
 
     _report(
         samples,
@@ -508,6 +529,23 @@ def _report(
         "\n  (c) leaves its writer's work to run after the caller goes on (see loop cpu)."
     )
     print()
+    unix50 = p50["raw_unix"]
+    print(
+        f"Unix-domain socket (unix:// sidecars), against its own raw round trip "
+        f"(p50 {unix50:.1f} µs, p99 {p99['raw_unix']:.1f} µs; TCP raw / unix raw "
+        f"{raw50 / unix50:.2f}x)"
+    )
+    for key, label in (("a_unix", labels["a"]), ("b_unix", labels["b"])):
+        add50 = p50[key] - p50["local"]
+        ratios = [
+            (k - b) / r
+            for k, b, r in zip(rounds[key], rounds["local"], rounds["raw_unix"], strict=True)
+        ]
+        print(
+            f"{label:32s} {add50:8.1f} {p99[key] - p99['local']:8.1f} {add50 / unix50:8.2f}x"
+            f" {statistics.median(ratios):8.2f}x  target <= {_TARGETS[key[0]]:g}x (TCP's)"
+        )
+    print()
     print(
         "(d) a streamed reply through an on_reply sidecar in process: Intercept messages per reply"
     )
@@ -540,4 +578,7 @@ def _run(coro: Any) -> None:
 
 
 if __name__ == "__main__":
-    _run(_serve_echo() if "--echo-server" in sys.argv[1:] else main())
+    if "--echo-server" in sys.argv[1:]:
+        _run(_serve_echo(sys.argv[-1] if sys.argv[-1] != "--echo-server" else "127.0.0.1:0"))
+    else:
+        _run(main())

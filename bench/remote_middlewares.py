@@ -63,3 +63,10 @@ class EveryReplyEvent(QuietReply):
     """Contrast for (d): the default subscription ("*"), every reply event forwarded."""
 
     subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+
+class WatchEveryReplyEvent(QuietReply):
+    """remote_load: an on_reply watcher of every event, read-only (no verdict round trips)."""
+
+    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {}
+    read_only_subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reply": ("*",)}

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from hookmesh.middleware import HookMode, Middleware
-from hookmesh.schema import AgentEvent, text_of
+from hookmesh.schema import AgentEvent, CustomEvent, make_user_text, text_of
 from tests.middlewares import Reporting
 
 
@@ -94,3 +94,76 @@ class Staller(Reporting):
         self.state(agent)["served"] = True
         async for event in next_handler():
             yield event
+
+
+class PromptOverride(Reporting):
+    """Replaces the model's prompt with one user message; records how much prompt it saw."""
+
+    async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        self.state(agent)["prompt_seen"] = len(kwargs["messages"])
+        return await next_handler(messages=[make_user_text(agent.kind, "overridden")])
+
+
+class ContextPromptOverride(PromptOverride):
+    """PromptOverride that asks for the context (and so sees and may replace the prompt)."""
+
+    needs_context = True
+
+
+class Forgetter(Middleware):
+    """Deletes the user's first message (not a hint of its own) before the first step."""
+
+    needs_context = True
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        context = agent.state.context
+        context[:] = [m for m in context if text_of(m) != "forget me"]
+        async for event in next_handler():
+            yield event
+
+
+class ModelChooser(Middleware):
+    """Calls the model the agent configured as "fast" (or `name`) instead of its own."""
+
+    def __init__(self, name: str = "fast") -> None:
+        self.name = name
+
+    async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        return await next_handler(model=agent.resolve_model(self.name))
+
+
+class Watcher(Middleware):
+    """Watches every reply event read-only, in its state; reports it at reply_end."""
+
+    read_only_subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reply": ("*",)}
+
+    async def on_reply(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        state = self.state(agent)
+        async for event in next_handler():
+            state.setdefault("seen", []).append(event.type)
+            if event.type == "reply_end":
+                yield CustomEvent(reply_id=agent.reply_id, name="report:Watcher", value=dict(state))
+            yield event
+
+
+class PassThroughFunction(Middleware):
+    """A plain-function on_reasoning handing the downstream back untouched."""
+
+    def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        return next_handler()
+
+
+class PrefersFailOpen(Middleware):
+    """Fails in on_reasoning; prefers fail_open (its Describe says so)."""
+
+    failure_mode = "fail_open"
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        raise RuntimeError("always fails")
+        yield  # pragma: no cover - makes this an async generator

@@ -38,16 +38,17 @@ function requireToken(definition, handlers, token) {
 }
 
 /**
- * Starts serving hookmesh.v1.MiddlewareService (the node-token-counter middleware).
+ * Starts serving hookmesh.v1.MiddlewareService (the node-token-counter middleware by default).
  *
  * @param {string} address `host:port`; port 0 lets the OS pick.
- * @param {{token?: string, log?: (message: string) => void}} [options] `token`: the bearer
- *   token callers must send (a secret: never logged); `log`: where anomalies go.
+ * @param {{token?: string, log?: (message: string) => void, service?: object}} [options]
+ *   `token`: the bearer token callers must send (a secret: never logged); `log`: where
+ *   anomalies go; `service`: the handlers to serve (the token counter's by default).
  * @returns {Promise<{server: grpc.Server, port: number}>} The bound server and its port.
  */
-export function createServer(address, { token, log = () => {} } = {}) {
+export function createServer(address, { token, log = () => {}, service: implementation } = {}) {
   const service = loadHookmesh().MiddlewareService.service;
-  let handlers = tokenCounterService(log);
+  let handlers = implementation ?? tokenCounterService(log);
   if (token) handlers = requireToken(service, handlers, token);
   const server = new grpc.Server();
   server.addService(service, handlers);

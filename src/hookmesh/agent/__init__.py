@@ -1,6 +1,12 @@
 """The agent: one class running the ReAct loop, its state, tools and chat models."""
 
-from hookmesh.agent._agent import DEFAULT_MAX_ITERS, Agent, AgentBusyError, new_id
+from hookmesh.agent._agent import (
+    DEFAULT_MAX_ITERS,
+    Agent,
+    AgentBusyError,
+    UnknownModelError,
+    new_id,
+)
 from hookmesh.agent._state import AgentState, Confirmation, ExternalResult, PendingReply, Resume
 from hookmesh.agent.tools import Tool, ToolArgumentError, Toolkit, external_tool, tool
 
@@ -16,6 +22,7 @@ __all__ = [
     "Tool",
     "ToolArgumentError",
     "Toolkit",
+    "UnknownModelError",
     "external_tool",
     "new_id",
     "tool",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from hookmesh.agent._acting import ActingSteps, check_resume
@@ -57,6 +57,12 @@ class AgentBusyError(HookmeshError):
     reason = "AGENT_BUSY"
 
 
+class UnknownModelError(HookmeshError):
+    """A middleware asked for a model the agent has not configured."""
+
+    reason = "UNKNOWN_MODEL"
+
+
 class Agent(ActingSteps):
     """A ReAct agent: reply → (compress context → reasoning → model call → acting)* → end.
 
@@ -75,6 +81,8 @@ class Agent(ActingSteps):
         state: State to continue from (e.g. restored from JSON); a fresh one by default.
         session_id: Reported in reply_start / reply_end.
         user_id: The end user the agent answers (services set the authenticated caller).
+        models: Models by configured name, which a middleware may call instead of `model`:
+            ``next_handler(model=agent.resolve_model(name))`` in on_model_call.
     """
 
     def __init__(
@@ -90,6 +98,7 @@ class Agent(ActingSteps):
         state: AgentState | None = None,
         session_id: str = "",
         user_id: str = "",
+        models: Mapping[str, ChatModel] | None = None,
     ) -> None:
         if kind not in ("flat", "agentic"):
             raise ValueError(f"kind must be 'flat' or 'agentic', not {kind!r}")
@@ -105,6 +114,7 @@ class Agent(ActingSteps):
         self.user_id = user_id
         """The end user this agent answers, when a service knows it (its authenticated
         caller); middlewares keep per-user data under it."""
+        self.models: Mapping[str, ChatModel] = models or {}
         self.middlewares = list(middlewares)
         for mw in self.middlewares:
             check_middleware(mw)
@@ -201,6 +211,21 @@ class Agent(ActingSteps):
             raise AgentBusyError("no reply is running: events can only be emitted during one")
         self._run.outbox.append(event)
 
+    def resolve_model(self, name: str) -> ChatModel:
+        """The model configured as `name`, for an on_model_call override.
+
+        Raises:
+            UnknownModelError: No model is configured under that name.
+        """
+        model = self.models.get(name)
+        if model is None:
+            names = ", ".join(sorted(self.models)) or "none"
+            raise UnknownModelError(
+                f"no model is configured as {name!r}; configured: {names}",
+                metadata={"model": name},
+            )
+        return model
+
     def interrupt(self) -> bool:
         """Stop the running reply; it ends with reply_end interrupted. False if none runs.
 
@@ -290,12 +315,17 @@ class Agent(ActingSteps):
     def _error_end(self, exc: BaseException) -> ReplyEndEvent:
         mw = culprit(exc)
         if mw is not None:
+            # A middleware's own HookmeshError (a sidecar's `done` error among them) keeps
+            # its reason and metadata; anything else is MIDDLEWARE_FAILED.
             key = mw.middleware_key()
+            reason, extra = "MIDDLEWARE_FAILED", {}
+            if isinstance(exc, HookmeshError):
+                reason, extra = exc.reason, exc.metadata
             error = ReplyError(
-                reason="MIDDLEWARE_FAILED",
+                reason=reason,
                 message=f"middleware {key} failed: {exc}",
                 source=f"middleware:{key}",
-                metadata={"middleware": key, "errorType": type(exc).__name__},
+                metadata={"errorType": type(exc).__name__, **extra, "middleware": key},
             )
         elif isinstance(exc, HookmeshError):
             error = ReplyError(

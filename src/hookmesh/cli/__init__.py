@@ -2,6 +2,7 @@
 
 from hookmesh.cli import (
     _chat,
+    _conformance,
     _memory,
     _retrieval,
     _serve,
@@ -15,5 +16,15 @@ from hookmesh.cli._printer import EventPrinter
 
 __all__ = ["EventPrinter", "app", "main"]
 
-_COMMAND_MODULES = (_chat, _memory, _retrieval, _serve, _sessions, _sidecar, _speech, _suite)
+_COMMAND_MODULES = (
+    _chat,
+    _conformance,
+    _memory,
+    _retrieval,
+    _serve,
+    _sessions,
+    _sidecar,
+    _speech,
+    _suite,
+)
 """Imported for their registrations on `app`."""

@@ -17,7 +17,8 @@ def sidecar(
         str, typer.Option(help="The middleware to serve, as package.module:attribute.")
     ],
     listen: Annotated[
-        str, typer.Option(help="Address to listen on; port 0 picks a free one.")
+        str,
+        typer.Option(help="host:port (port 0 picks a free one), or unix:///path for a socket."),
     ] = "127.0.0.1:7001",
     tls_cert: Annotated[
         Path | None, typer.Option(help="Server certificate chain (PEM): serve TLS.")
@@ -36,7 +37,7 @@ def sidecar(
     Prints `listening on HOST:PORT` once it accepts calls; stops gracefully on SIGTERM/SIGINT.
     """
     from hookmesh.remote import ServerTLS, load_middleware, serve_middleware
-    from hookmesh.services import DEFAULT_GRACE, wait_for_signal
+    from hookmesh.services import DEFAULT_GRACE, bound_address, wait_for_signal
 
     address = host_port(listen)
     if (tls_cert is None) != (tls_key is None):
@@ -53,8 +54,7 @@ def sidecar(
 
     async def serve() -> None:
         running = await serve_middleware(mw, address, tls=tls, token=token)
-        host = address.rpartition(":")[0]
-        print(f"listening on {host}:{running.port}", flush=True)
+        print(f"listening on {bound_address(address, running.port)}", flush=True)
         logging.getLogger("hookmesh.sidecar").info("serving %s", mw.middleware_key())
         try:
             await wait_for_signal()

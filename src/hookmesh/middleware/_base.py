@@ -131,7 +131,8 @@ class Middleware:
 
     Attributes:
         failure_mode: ``fail_closed`` (default): an error in a hook ends the reply with a
-            reply_end error naming this middleware. ``fail_open``: the error is logged and
+            reply_end error naming this middleware (reason ``MIDDLEWARE_FAILED``, or the
+            error's own when it is a HookmeshError). ``fail_open``: the error is logged and
             this middleware is skipped for that hook invocation; the reply goes on.
     """
 
@@ -142,6 +143,11 @@ class Middleware:
     """Remote only: per onion hook, the downstream items the sidecar must see: event tags
     (``"reply_end"``), ``"chunk"`` for model streams, or ``"*"`` (the default) for all.
     Narrow it: unsubscribed items pass with no round trip."""
+    read_only_subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """Remote only: per onion hook, downstream items the sidecar sees as they pass but never
+    answers (no round trip; the agent yields them at once). Re-yield such an item unchanged
+    before pulling the next one; dropping or changing it has no effect remotely. A hook named
+    here subscribes to nothing else unless `subscriptions` names it too."""
     hook_modes: ClassVar[dict[str, HookMode]] = {}
     """Remote only: per onion hook, ``intercept`` (default), ``pre_only`` (one round trip,
     no post phase) or ``observe`` (send and go; results ignored)."""

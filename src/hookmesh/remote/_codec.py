@@ -168,12 +168,13 @@ def decision_from_pb(pb: _mw_pb2.PermissionDecision) -> PermissionDecision:
 
 
 def error_to_pb(exc: BaseException) -> _event_pb2.ReplyError:
-    """An exception as a ReplyError (reason from a HookmeshError, else its type name)."""
-    reason = getattr(exc, "reason", "MIDDLEWARE_ERROR")
+    """An exception as a ReplyError (reason from a HookmeshError, else MIDDLEWARE_FAILED, as
+    an in-process middleware's error would read)."""
+    reason = getattr(exc, "reason", "MIDDLEWARE_FAILED")
     return _event_pb2.ReplyError(
         reason=reason,
         message=str(exc) or type(exc).__name__,
-        metadata={"errorType": type(exc).__name__},
+        metadata={"errorType": type(exc).__name__, **getattr(exc, "metadata", {})},
     )
 
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,12 +11,13 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
-from hookmesh.agent import AgentState
-from hookmesh.errors import to_grpc_status
+from hookmesh.errors import SchemaError, to_grpc_status
 from hookmesh.middleware import ONION_HOOKS, Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._invocation import RemoteHookError
-from hookmesh.remote._runners import _RUNNERS
+from hookmesh.remote._runners import _RUNNERS, ModelChoice
+from hookmesh.remote._subscriptions import ITEMS, Routes, check_subscriptions
+from hookmesh.remote._sync import Sync
 from hookmesh.schema import (
     AgentEvent,
     Message,
@@ -27,7 +26,6 @@ from hookmesh.schema import (
     block_to_proto,
     event_to_proto,
     message_from_proto,
-    message_to_proto,
 )
 from hookmesh.v1 import content_pb2 as _content_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
@@ -54,6 +52,18 @@ class DownstreamError(Exception):
         self.error = error
 
 
+class _HostState:
+    """What a hook sees of `agent.state` in the sidecar: the context it asked for and its own
+    slice (an AgentState's shape without its validation cost on every invocation)."""
+
+    __slots__ = ("context", "middle_context", "pending")
+
+    def __init__(self, context: list[Message], middle_context: dict[str, Any]) -> None:
+        self.context = context
+        self.middle_context = middle_context
+        self.pending = None
+
+
 class SidecarAgent:
     """What a hook sees of the agent inside the sidecar: name, kind, reply, state, context."""
 
@@ -63,7 +73,7 @@ class SidecarAgent:
         kind: MessageKind,
         reply_id: str,
         session_id: str,
-        state: AgentState,
+        state: _HostState,
         emit: Any = None,
     ) -> None:
         self.name = name
@@ -78,64 +88,9 @@ class SidecarAgent:
         if self._emit is not None:
             self._emit(event)
 
-
-def _fingerprint(context: list[Message]) -> list[tuple[str, bytes]]:
-    return [(m.id, message_to_proto(m).SerializeToString(deterministic=True)) for m in context]
-
-
-class _Sync:
-    """Tracks what the agent last saw of the state slice and context, to send only changes.
-
-    The context is compared message by message (id and encoded bytes): pure appends and
-    removals travel as such; anything else (an edit in place, an insertion, a reorder, a
-    compression) replaces the whole context.
-    """
-
-    def __init__(self, state: dict[str, Any], context: list[Message], hook: str, key: str) -> None:
-        self.state = state
-        self.context = context
-        self.hook = hook
-        self.key = key
-        self._sent_state = copy.deepcopy(state)
-        self._sent = _fingerprint(context)
-
-    def take(self, state: Any, context: Any = ()) -> None:
-        """Adopt the agent's newer state (and context), in place so held references stay live."""
-        fresh = c.from_struct(state)
-        self.state.clear()
-        self.state.update(fresh)
-        self._sent_state = copy.deepcopy(fresh)
-        if context:
-            self.context[:] = [message_from_proto(m, "outcome.context") for m in context]
-            self._sent = _fingerprint(self.context)
-
-    def mutation(self) -> _mw_pb2.StateMutation | None:
-        out = _mw_pb2.StateMutation()
-        changed = False
-        if self.state != self._sent_state:
-            out.state.CopyFrom(c.struct(self.state))
-            self._sent_state = copy.deepcopy(self.state)
-            changed = True
-        for msg in self.context:
-            if not msg.id:
-                msg.id = uuid.uuid4().hex
-        now = _fingerprint(self.context)
-        if now != self._sent:
-            sent = dict(self._sent)
-            current = {i for i, _ in now}
-            kept = [(i, b) for i, b in self._sent if i in current]
-            added = [(i, b) for i, b in now if i not in sent]
-            if self.hook != "on_compress_context" and now == kept + added:
-                new_ids = {i for i, _ in added}
-                out.append_messages.extend(
-                    message_to_proto(m) for m in self.context if m.id in new_ids
-                )
-                out.remove_message_ids.extend(i for i, _ in self._sent if i not in current)
-            else:
-                out.replace_context.messages.extend(message_to_proto(m) for m in self.context)
-            self._sent = now
-            changed = True
-        return out if changed else None
+    def resolve_model(self, name: str) -> ModelChoice:
+        """The model configured as `name` in the agent (resolved there, on call_next)."""
+        return ModelChoice(name)
 
 
 class _Call:
@@ -146,7 +101,7 @@ class _Call:
         self.id = invocation_id
         self.inbox: asyncio.Queue[_mw_pb2.InterceptRequest] = asyncio.Queue()
         self.muted = muted
-        self.sync: _Sync | None = None
+        self.sync: Sync | None = None
 
     def send(self, **message: Any) -> None:
         if not self.muted:
@@ -187,6 +142,7 @@ class _Session:
         self.calls: dict[str, _Call] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.states: dict[str, list[Any]] = {}
+        self.tracing = _sdk_tracing()
 
     async def read(self, requests: AsyncIterator[_mw_pb2.InterceptRequest]) -> None:
         received = self.host.received
@@ -250,14 +206,12 @@ class _Session:
             c.KIND_FROM_PB.get(invocation.kind, "flat"),
             reply_id,
             invocation.session_id,
-            AgentState.model_construct(
-                context=context, middle_context={key: {reply_id: state}}, pending=None
-            ),
+            _HostState(context, {key: {reply_id: state}}),
             emit=call.emit,
         )
-        call.sync = _Sync(state, context, hook, key)
+        call.sync = Sync(state, context, hook, key)
         try:
-            if not invocation.trace_context and not _sdk_tracing():
+            if not invocation.trace_context and not self.tracing:
                 await _RUNNERS[hook](call, mw, hook, mode, agent, invocation)
             else:
                 with _tracer.start_as_current_span(
@@ -299,16 +253,29 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         self.received: Counter[str] = Counter()
         """Intercept messages received, by kind (invocation, item, outcome, cancel)."""
         self.modes: dict[str, str] = {}
+        self.routes: dict[str, Routes] = {}
         hooks = []
         for hook in _HOOK_ORDER:
             if not middleware.implements(hook):
                 continue
             mode = middleware.hook_modes.get(hook, "intercept")  # type: ignore[call-overload]
             self.modes[hook] = mode
-            subscriptions = middleware.subscriptions.get(hook, ("*",))  # type: ignore[call-overload]
+            read_only = middleware.read_only_subscriptions.get(hook, ())
+            default = (
+                ("*",) if ITEMS[hook] and hook not in middleware.read_only_subscriptions else ()
+            )
+            subscriptions = middleware.subscriptions.get(hook, default)
+            try:
+                check_subscriptions(hook, subscriptions, read_only)
+            except ValueError as exc:
+                raise ValueError(f"{middleware.middleware_key()}: {exc}") from None
+            self.routes[hook] = Routes.of(mode, subscriptions, read_only)
             hooks.append(
                 _mw_pb2.HookSpec(
-                    hook=c.HOOK_TO_PB[hook], mode=c.MODE_TO_PB[mode], subscriptions=subscriptions
+                    hook=c.HOOK_TO_PB[hook],
+                    mode=c.MODE_TO_PB[mode],
+                    subscriptions=subscriptions,
+                    read_only_subscriptions=read_only,
                 )
             )
         self.tools = {t.name: t for t in middleware.list_tools()}
@@ -349,9 +316,7 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         key = self.middleware.middleware_key()
         messages = [message_from_proto(m, "context") for m in context]
         fresh = c.from_struct(state)
-        agent_state = AgentState.model_construct(
-            context=messages, middle_context={key: {reply_id: fresh}}, pending=None
-        )
+        agent_state = _HostState(messages, {key: {reply_id: fresh}})
         return SidecarAgent(
             name, c.KIND_FROM_PB.get(kind, "flat"), reply_id, session_id, agent_state
         )
@@ -360,7 +325,7 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         self, request: _mw_pb2.TransformSystemPromptRequest, context: grpc.aio.ServicerContext
     ) -> _mw_pb2.TransformSystemPromptResponse:
         agent = self._agent(request.agent_name, 0, request.reply_id, "", request.state, ())
-        sync = _Sync(self.middleware.state(agent), agent.state.context, "on_system_prompt", "")  # type: ignore[arg-type]
+        sync = Sync(self.middleware.state(agent), agent.state.context, "on_system_prompt", "")  # type: ignore[arg-type]
         try:
             prompt = await self.middleware.on_system_prompt(agent, request.prompt)  # type: ignore[arg-type]
         except Exception as exc:
@@ -370,16 +335,19 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
     async def AfterAgent(
         self, request: _mw_pb2.AfterAgentRequest, context: grpc.aio.ServicerContext
     ) -> _mw_pb2.AfterAgentResponse:
-        agent = self._agent(
-            request.agent_name,
-            request.kind,
-            request.reply_id,
-            request.session_id,
-            request.state,
-            request.context,
-        )
-        sync = _Sync(self.middleware.state(agent), agent.state.context, "after_agent", "")  # type: ignore[arg-type]
-        final = message_from_proto(request.final_message, "final_message")
+        try:
+            agent = self._agent(
+                request.agent_name,
+                request.kind,
+                request.reply_id,
+                request.session_id,
+                request.state,
+                request.context,
+            )
+            final = message_from_proto(request.final_message, "final_message")
+        except SchemaError as exc:
+            await context.abort_with_status(to_grpc_status(exc))
+        sync = Sync(self.middleware.state(agent), agent.state.context, "after_agent", "")  # type: ignore[arg-type]
         try:
             await self.middleware.after_agent(agent, final)  # type: ignore[arg-type]
         except Exception as exc:

@@ -5,18 +5,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from hookmesh.errors import HookmeshError
 from hookmesh.remote import _codec as c
-from hookmesh.schema import (
-    AgentEvent,
-    event_from_proto,
-    message_to_proto,
-)
+from hookmesh.schema import AgentEvent, event_from_proto, message_to_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
@@ -26,26 +21,40 @@ if TYPE_CHECKING:
 
 
 class SidecarError(HookmeshError):
-    """The sidecar failed, missed a deadline, broke the stream or broke the protocol."""
+    """The sidecar failed, missed a deadline, broke the stream or broke the protocol.
+
+    Reasons: ``SIDECAR_UNAVAILABLE`` (unreachable, or the stream broke),
+    ``SIDECAR_DEADLINE_EXCEEDED`` (a message did not come in time) and
+    ``SIDECAR_PROTOCOL_ERROR`` (a message the protocol does not allow there).
+    """
 
     reason = "SIDECAR_FAILED"
 
+    def __init__(
+        self, message: str, *, reason: str | None = None, metadata: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        if reason is not None:
+            self.reason = reason
+
+
+def protocol_error(message: str, **metadata: str) -> SidecarError:
+    """A sidecar message the protocol does not allow where it came."""
+    return SidecarError(message, reason="SIDECAR_PROTOCOL_ERROR", metadata=metadata)
+
 
 class RemoteHookError(HookmeshError):
-    """The middleware's code raised in the sidecar."""
+    """The middleware failed in the sidecar (`done` with an error); keeps its reason."""
 
     reason = "MIDDLEWARE_FAILED"
     code = grpc.StatusCode.ABORTED
 
-
-@dataclass(frozen=True, slots=True)
-class _HookSpec:
-    mode: str
-    everything: bool
-    wanted: frozenset[str]
-
-    def wants(self, item: str) -> bool:
-        return self.everything or item in self.wanted
+    def __init__(
+        self, message: str, *, reason: str = "", metadata: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        if reason:
+            self.reason = reason
 
 
 class _Stream:
@@ -54,8 +63,10 @@ class _Stream:
     def __init__(
         self, stub: _mw_grpc.MiddlewareServiceStub, metadata: Sequence[tuple[str, str]]
     ) -> None:
-        self._outgoing: asyncio.Queue[_mw_pb2.InterceptRequest | None] = asyncio.Queue()
-        self.inboxes: dict[str, asyncio.Queue[Any]] = {}
+        self._outgoing: asyncio.Queue[tuple[_mw_pb2.InterceptRequest, bool] | None] = (
+            asyncio.Queue()
+        )
+        self.invocations: dict[str, _Invocation] = {}
         self._ids = itertools.count(1)
         self.alive = True
         # NOTE(hookmesh): no wait_for_ready: while the sidecar is down every invocation fails
@@ -64,32 +75,48 @@ class _Stream:
         self._reader = asyncio.create_task(self._read())
 
     async def _requests(self) -> AsyncIterator[_mw_pb2.InterceptRequest]:
-        while (request := await self._outgoing.get()) is not None:
-            yield request
+        queue = self._outgoing
+        while (entry := await queue.get()) is not None:
+            if queue.empty():
+                yield entry[0]
+                continue
+            # NOTE(hookmesh): under load, what queued up while the last write was in flight
+            # goes out together, read-only events of one invocation folded into one item
+            # (one message instead of many; the order within each invocation is kept).
+            batch: list[tuple[_mw_pb2.InterceptRequest, bool] | None] = [entry]
+            while not queue.empty():
+                batch.append(queue.get_nowait())
+            for request in _coalesce(batch):
+                yield request
+            if batch[-1] is None:
+                return
 
     async def _read(self) -> None:
         error: SidecarError
         try:
             async for response in self._call:
-                inbox = self.inboxes.get(response.invocation_id)
-                if inbox is not None:
-                    inbox.put_nowait(response)
-            error = SidecarError("the sidecar closed the stream")
+                inv = self.invocations.get(response.invocation_id)
+                if inv is not None:
+                    inv.inbox.put_nowait(response)
+            error = SidecarError("the sidecar closed the stream", reason="SIDECAR_UNAVAILABLE")
         except grpc.aio.AioRpcError as exc:
-            error = SidecarError(f"sidecar stream failed: {exc.code().name}: {exc.details()}")
+            error = SidecarError(
+                f"sidecar stream failed: {exc.code().name}",
+                reason="SIDECAR_UNAVAILABLE",
+                metadata={"grpcCode": exc.code().name},
+            )
         except asyncio.CancelledError:
-            error = SidecarError("the sidecar stream was closed")
+            error = SidecarError("the sidecar stream was closed", reason="SIDECAR_UNAVAILABLE")
         self.alive = False
-        for inbox in self.inboxes.values():
-            inbox.put_nowait(error)
+        for inv in list(self.invocations.values()):
+            inv.fail(error)
 
-    def open(self) -> str:
-        invocation_id = str(next(self._ids))
-        self.inboxes[invocation_id] = asyncio.Queue()
-        return invocation_id
+    def next_id(self) -> str:
+        return str(next(self._ids))
 
-    def send(self, request: _mw_pb2.InterceptRequest) -> None:
-        self._outgoing.put_nowait(request)
+    def send(self, request: _mw_pb2.InterceptRequest, read_only: bool = False) -> None:
+        """Queue `request`; a `read_only` item may be folded into the one before it."""
+        self._outgoing.put_nowait((request, read_only))
 
     async def close(self) -> None:
         self._outgoing.put_nowait(None)
@@ -97,18 +124,83 @@ class _Stream:
         await asyncio.gather(self._reader, return_exceptions=True)
 
 
+def _coalesce(
+    batch: list[tuple[_mw_pb2.InterceptRequest, bool] | None],
+) -> list[_mw_pb2.InterceptRequest]:
+    """The requests of `batch` in order, each invocation's consecutive read-only items as one."""
+    out: list[_mw_pb2.InterceptRequest] = []
+    heads: dict[str, _mw_pb2.InterceptRequest] = {}
+    for entry in batch:
+        if entry is None:
+            break
+        request, read_only = entry
+        invocation_id = request.invocation_id
+        if not read_only:
+            heads.pop(invocation_id, None)
+        elif (head := heads.get(invocation_id)) is not None:
+            head.item.more_events.append(request.item.event)
+            continue
+        else:
+            heads[invocation_id] = request
+        out.append(request)
+    return out
+
+
 class _Invocation:
     """The agent's side of one hook invocation."""
 
-    __slots__ = ("agent", "hook", "id", "inbox", "mw", "stream")
+    __slots__ = (
+        "agent",
+        "broken",
+        "hook",
+        "id",
+        "inbox",
+        "interrupted",
+        "mw",
+        "pulling",
+        "stream",
+        "task",
+    )
 
     def __init__(self, mw: RemoteMiddleware, stream: _Stream, agent: Agent, hook: str) -> None:
         self.mw = mw
         self.stream = stream
         self.agent = agent
         self.hook = hook
-        self.id = stream.open()
-        self.inbox = stream.inboxes[self.id]
+        self.id = stream.next_id()
+        self.inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.broken: SidecarError | None = None
+        self.pulling = False
+        self.interrupted = False
+        self.task = asyncio.current_task()
+        stream.invocations[self.id] = self
+
+    def fail(self, error: SidecarError) -> None:
+        """The stream broke: wake any wait, and interrupt a fail_closed downstream wait."""
+        self.broken = error
+        self.inbox.put_nowait(error)
+        if self.pulling and self.mw.failure_mode == "fail_closed" and self.task is not None:
+            self.interrupted = True
+            self.task.cancel("hookmesh: the sidecar failed")
+
+    async def pull(self, iterator: AsyncIterator[Any]) -> Any:
+        """The downstream's next item. Under fail_closed a broken sidecar stream ends the
+        wait at once (the reply need not run to its end to learn it failed)."""
+        if self.broken is not None and self.mw.failure_mode == "fail_closed":
+            raise self.broken
+        self.pulling = True
+        try:
+            return await anext(iterator)
+        except asyncio.CancelledError:
+            if not self.interrupted:
+                raise
+            self.interrupted = False
+            if self.task is not None:
+                self.task.uncancel()
+            assert self.broken is not None
+            raise self.broken from None
+        finally:
+            self.pulling = False
 
     def send(self, **message: Any) -> None:
         self.stream.send(_mw_pb2.InterceptRequest(invocation_id=self.id, **message))
@@ -127,6 +219,17 @@ class _Invocation:
         if not self.mw.needs_context:
             return []
         return [message_to_proto(m) for m in self.agent.state.context]
+
+    def item(self, state: bool, **item: Any) -> None:
+        """Send a downstream item, with the state slice as it is now when `state` (an item
+        awaiting a verdict); one without may be coalesced with the next."""
+        request = _mw_pb2.InterceptRequest(invocation_id=self.id)
+        pb = request.item
+        if state:
+            self.fill_state(pb)
+        for arm, value in item.items():
+            getattr(pb, arm).CopyFrom(value)
+        self.stream.send(request, read_only=not state and "event" in item)
 
     def outcome(self, **result: Any) -> None:
         request = _mw_pb2.InterceptRequest(invocation_id=self.id)
@@ -153,24 +256,44 @@ class _Invocation:
             except TimeoutError:
                 raise SidecarError(
                     f"sidecar {self.mw.target} sent nothing for {timeout:g} s in {self.hook}",
+                    reason="SIDECAR_DEADLINE_EXCEEDED",
                     metadata={"hook": self.hook, "timeoutSeconds": f"{timeout:g}"},
                 ) from None
             if isinstance(message, SidecarError):
                 raise message
             arm = message.WhichOneof("message")
             if arm == "emit":
-                events.append(event_from_proto(message.emit))
+                events.append(self._emitted(message.emit))
             elif arm == "mutate":
-                self.mw._apply(self.agent, message.mutate, self.hook)
+                self.mw.apply(self.agent, message.mutate)
             elif arm == "done" and message.done.WhichOneof("result") == "error" and not failed:
                 error = message.done.error
-                raise RemoteHookError(error.message, metadata=dict(error.metadata))
+                raise RemoteHookError(
+                    error.message or "the sidecar's hook failed",
+                    reason=error.reason,
+                    metadata=dict(error.metadata),
+                )
             elif arm in expected or arm == "done":
                 return events, message
             else:
-                raise SidecarError(f"sidecar sent {arm} where {' or '.join(expected)} was due")
+                raise protocol_error(
+                    f"sidecar sent {arm or 'an empty message'} where "
+                    f"{' or '.join(expected)} was due in {self.hook}",
+                    hook=self.hook,
+                    sent=arm or "",
+                )
+
+    def _emitted(self, pb: Any) -> AgentEvent:
+        reply_id = self.agent.reply_id
+        if not pb.reply_id:
+            pb.reply_id = reply_id
+        elif pb.reply_id != reply_id:
+            raise protocol_error(
+                f"sidecar emitted an event for another reply in {self.hook}", hook=self.hook
+            )
+        return event_from_proto(pb)
 
     def close(self, cancel: bool) -> None:
         if cancel and self.stream.alive:
             self.send(cancel=_mw_pb2.CancelInvocation())
-        self.stream.inboxes.pop(self.id, None)
+        self.stream.invocations.pop(self.id, None)

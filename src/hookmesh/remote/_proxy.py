@@ -8,32 +8,27 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.protobuf import duration_pb2
 from opentelemetry import propagate, trace
 
 from hookmesh._security import ClientTLS, open_channel
-from hookmesh.agent.models import ModelResponse
 from hookmesh.agent.tools import Tool
-from hookmesh.middleware import FailureMode, Middleware, PermissionDecision
+from hookmesh.errors import reason_of, status_of
+from hookmesh.middleware import FailureMode, PermissionDecision
 from hookmesh.remote import _codec as c
+from hookmesh.remote._changes import apply_mutation
+from hookmesh.remote._drive_calls import CallHookDriver
+from hookmesh.remote._drive_events import EventHookDriver
 from hookmesh.remote._invocation import (
     RemoteHookError,
     SidecarError,
-    _HookSpec,
     _Invocation,
     _Stream,
+    protocol_error,
 )
-from hookmesh.schema import (
-    HINT_METADATA_KEY,
-    AgentEvent,
-    Message,
-    block_from_proto,
-    event_to_proto,
-    is_hint,
-    message_from_proto,
-    message_to_proto,
-    to_kind,
-)
-from hookmesh.v1 import content_pb2 as _content_pb2
+from hookmesh.remote._subscriptions import Routes, check_subscriptions
+from hookmesh.remote._tools import tool_proxy
+from hookmesh.schema import AgentEvent, Message, message_to_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
@@ -53,20 +48,24 @@ _CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 30000),
     ("grpc.keepalive_timeout_ms", 10000),
 ]
+_FAILURE_FROM_PB: dict[int, FailureMode] = {_mw_pb2.FAILURE_MODE_OPEN: "fail_open"}
 
 
-class RemoteMiddleware(Middleware):
+class RemoteMiddleware(EventHookDriver, CallHookDriver):
     """A middleware served by a sidecar; the agent cannot tell it from a local one.
 
     Build it with `await RemoteMiddleware.connect(target, ...)`, which asks the sidecar what
     it is (Describe) so the agent can bucket its hooks. Every onion-hook invocation runs over
     one multiplexed Intercept stream; downstream items the sidecar did not subscribe to pass
     with no message, ``observe`` hooks never wait, and each message has a deadline after which
-    the failure mode decides. A broken stream is reopened for the next invocation.
+    the failure mode decides. A broken stream is reopened for the next invocation. A
+    ``fail_open`` middleware whose sidecar is down at connect time implements no hook until a
+    background Describe succeeds; agents built after that use it.
 
     Args:
-        target: The sidecar's address, e.g. ``127.0.0.1:7001``.
-        failure_mode: ``fail_closed`` ends the reply on sidecar errors; ``fail_open`` skips.
+        target: The sidecar's address: ``host:port``, or ``unix:///path`` for a Unix socket.
+        failure_mode: ``fail_closed`` ends the reply on sidecar errors; ``fail_open`` skips;
+            None takes the sidecar's preference (Describe), ``fail_closed`` when it has none.
         timeout: Seconds to wait for each sidecar message.
         tls: TLS or mTLS settings; plaintext when None.
         token: Bearer token sent with every call (a secret: never logged).
@@ -75,99 +74,169 @@ class RemoteMiddleware(Middleware):
     def __init__(
         self,
         target: str,
-        description: _mw_pb2.DescribeResponse,
+        description: _mw_pb2.DescribeResponse | None,
         channel: grpc.aio.Channel,
         *,
-        failure_mode: FailureMode = "fail_closed",
+        failure_mode: FailureMode | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         token: str | None = None,
     ) -> None:
         self.target = target
-        self.failure_mode = failure_mode
         self.timeout = timeout
-        self.needs_context = description.needs_context
-        self._key = description.middleware_key
+        self.failure_mode = failure_mode or "fail_closed"
+        self.needs_context = False
+        self._configured_mode = failure_mode
+        self._key = ""
         self._channel = channel
-        self._stub = _mw_grpc.MiddlewareServiceStub(channel)
-        self._metadata: tuple[tuple[str, str], ...] = (
+        self.stub = _mw_grpc.MiddlewareServiceStub(channel)
+        self.metadata: tuple[tuple[str, str], ...] = (
             (("authorization", f"Bearer {token}"),) if token else ()
         )
-        self._specs: dict[str, _HookSpec] = {}
-        for spec in description.hooks:
-            subs = frozenset(spec.subscriptions)
-            self._specs[c.HOOK_FROM_PB[spec.hook]] = _HookSpec(
-                c.MODE_FROM_PB.get(spec.mode, "intercept"), "*" in subs, subs
-            )
-        self._tools = [self._tool_proxy(spec) for spec in description.tools]
+        self._timeout_pb = duration_pb2.Duration()
+        self._timeout_pb.FromNanoseconds(int(timeout * 1e9))
+        self._routes: dict[str, Routes] = {}
+        self._tools: list[Tool] = []
         self._stream: _Stream | None = None
+        self._described = asyncio.Event()
+        self._describing: asyncio.Task[None] | None = None
+        if description is not None:
+            self._adopt(description)
+
+    def _adopt(self, description: _mw_pb2.DescribeResponse) -> None:
+        """Take the sidecar's description.
+
+        Raises:
+            SidecarError: SIDECAR_PROTOCOL_ERROR for an unknown version or subscription.
+        """
+        if description.protocol_version != c.PROTOCOL_VERSION:
+            raise protocol_error(
+                f"sidecar {self.target} speaks protocol {description.protocol_version}, "
+                f"not {c.PROTOCOL_VERSION}",
+                protocolVersion=str(description.protocol_version),
+            )
+        routes = {}
+        for spec in description.hooks:
+            hook = c.HOOK_FROM_PB.get(spec.hook)
+            if hook is None:
+                raise protocol_error(f"sidecar {self.target} describes an unknown hook")
+            try:
+                check_subscriptions(hook, spec.subscriptions, spec.read_only_subscriptions)
+            except ValueError as exc:
+                raise protocol_error(f"sidecar {self.target}: {exc}", hook=hook) from None
+            routes[hook] = Routes.of(
+                c.MODE_FROM_PB.get(spec.mode, "intercept"),
+                spec.subscriptions,
+                spec.read_only_subscriptions,
+            )
+        self._key = description.middleware_key
+        self.needs_context = description.needs_context
+        if self._configured_mode is None:
+            self.failure_mode = _FAILURE_FROM_PB.get(description.failure_mode, "fail_closed")
+        self._tools = [tool_proxy(self, spec) for spec in description.tools]
+        self._routes = routes
+        self._described.set()
 
     @classmethod
     async def connect(
         cls,
         target: str,
         *,
-        failure_mode: FailureMode = "fail_closed",
+        failure_mode: FailureMode | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         tls: ClientTLS | None = None,
         token: str | None = None,
     ) -> RemoteMiddleware:
         """Connect to the sidecar at `target` and learn its hooks.
 
+        A ``fail_open`` middleware whose sidecar does not answer is returned anyway, with a
+        warning: it implements no hook until a background Describe succeeds.
+
         Raises:
-            SidecarError: The sidecar did not answer Describe in time, or speaks an unknown
-                protocol version.
+            SidecarError: The sidecar did not answer Describe in time (unless ``fail_open``),
+                or its description is invalid (unknown protocol version or subscription).
         """
         channel = open_channel(target, tls, _CHANNEL_OPTIONS)
-        metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        mw = cls(target, None, channel, failure_mode=failure_mode, timeout=timeout, token=token)
         try:
-            description = await _mw_grpc.MiddlewareServiceStub(channel).Describe(
-                _mw_pb2.DescribeRequest(protocol_version=c.PROTOCOL_VERSION),
-                timeout=timeout,
-                metadata=metadata,
-                wait_for_ready=True,
-            )
+            # NOTE(hookmesh): fail_open does not wait for a sidecar that is down: the agent
+            # starts without it and a background Describe picks it up.
+            mw._adopt(await mw._describe(wait=failure_mode != "fail_open"))
         except grpc.aio.AioRpcError as exc:
-            await channel.close()
-            raise SidecarError(
-                f"sidecar {target} did not describe itself: {exc.code().name}: {exc.details()}"
-            ) from None
-        if description.protocol_version != c.PROTOCOL_VERSION:
-            await channel.close()
-            raise SidecarError(
-                f"sidecar {target} speaks protocol {description.protocol_version}, "
-                f"not {c.PROTOCOL_VERSION}"
+            if failure_mode != "fail_open":
+                await channel.close()
+                raise SidecarError(
+                    f"sidecar {target} did not describe itself: {exc.code().name}",
+                    reason="SIDECAR_UNAVAILABLE",
+                    metadata={"grpcCode": exc.code().name},
+                ) from None
+            log.warning(
+                "sidecar %s did not describe itself (%s): skipped until it does (fail_open)",
+                target,
+                exc.code().name,
             )
-        return cls(
-            target, description, channel, failure_mode=failure_mode, timeout=timeout, token=token
+            mw._describing = asyncio.create_task(mw._describe_later())
+        except SidecarError:
+            await channel.close()
+            raise
+        return mw
+
+    async def _describe(self, wait: bool = True) -> _mw_pb2.DescribeResponse:
+        return await self.stub.Describe(  # type: ignore[no-any-return]
+            _mw_pb2.DescribeRequest(protocol_version=c.PROTOCOL_VERSION),
+            timeout=self.timeout,
+            metadata=self.metadata,
+            wait_for_ready=wait,
         )
+
+    async def _describe_later(self) -> None:
+        while True:
+            try:
+                description = await self._describe()
+            except grpc.aio.AioRpcError:
+                continue
+            try:
+                self._adopt(description)
+            except SidecarError as exc:
+                log.error("sidecar %s stays skipped: %s", self.target, exc)
+                return
+            log.warning("sidecar %s described itself: new agents use it", self.target)
+            return
 
     async def aclose(self) -> None:
         """Close the stream and the channel."""
+        if self._describing is not None:
+            self._describing.cancel()
+            await asyncio.gather(self._describing, return_exceptions=True)
         if self._stream is not None:
             await self._stream.close()
             self._stream = None
         await self._channel.close()
 
     async def wait_ready(self, timeout: float) -> None:
-        """Wait until the channel to the sidecar is connected (e.g. after a restart)."""
+        """Wait until the sidecar has described itself and the channel is connected."""
         async with asyncio.timeout(timeout):
+            await self._described.wait()
             await self._channel.channel_ready()
 
     def middleware_key(self) -> str:
         return self._key
 
     def implements(self, hook: str) -> bool:
-        return hook in self._specs
+        return hook in self._routes
 
     def list_tools(self) -> list[Tool]:
         return list(self._tools)
+
+    def apply(self, agent: Agent, mutation: _mw_pb2.StateMutation) -> None:
+        """Apply a sidecar's state/context mutation (only to what it may touch)."""
+        apply_mutation(self, agent, mutation)
 
     # --- plumbing --------------------------------------------------------------------------
 
     def _invoke(self, agent: Agent, hook: str, **kwargs_arm: Any) -> _Invocation:
         stream = self._stream
         if stream is None or not stream.alive:
-            stream = self._stream = _Stream(self._stub, self._metadata)
+            stream = self._stream = _Stream(self.stub, self.metadata)
         inv = _Invocation(self, stream, agent, hook)
         request = _mw_pb2.InterceptRequest(invocation_id=inv.id)
         invocation = request.invocation  # filled in place: no copies of the message
@@ -176,6 +245,7 @@ class RemoteMiddleware(Middleware):
         invocation.agent_name = agent.name
         invocation.session_id = agent.session_id
         invocation.kind = c.KIND_TO_PB[agent.kind]
+        invocation.message_timeout.CopyFrom(self._timeout_pb)
         inv.fill_state(invocation)
         if self.needs_context:
             invocation.context.extend(inv.context())
@@ -186,74 +256,22 @@ class RemoteMiddleware(Middleware):
         stream.send(request)
         return inv
 
-    def _apply(self, agent: Agent, mutation: _mw_pb2.StateMutation, hook: str) -> None:
-        """Apply a sidecar's state/context mutation (only to what it may touch)."""
-        if mutation.HasField("state"):
-            state = self.state(agent)
-            state.clear()
-            state.update(c.from_struct(mutation.state))
-        context = agent.state.context
-        if mutation.remove_message_ids:
-            ids = set(mutation.remove_message_ids)
-            context[:] = [m for m in context if not (m.id in ids and self._owns_hint(m))]
-        if mutation.append_messages:
-            new = [
-                message_from_proto(pb, "mutate.append_messages") for pb in mutation.append_messages
-            ]
-            context.extend(to_kind(new, agent.kind))
-        if mutation.HasField("replace_context") and self.needs_context:
-            new = [
-                message_from_proto(pb, "mutate.replace_context")
-                for pb in mutation.replace_context.messages
-            ]
-            context[:] = to_kind(new, agent.kind)
-
-    def _owns_hint(self, msg: Message) -> bool:
-        if not is_hint(msg):
-            return False
-        if msg.kind == "flat":
-            return (msg.metadata or {}).get(HINT_METADATA_KEY) == self._key
-        return all(b.source == self._key for b in msg.blocks if b.type == "hint")
-
-    def _tool_proxy(self, spec: _mw_pb2.ToolSpec) -> Tool:
-        async def call(**arguments: Any) -> AsyncIterator[Any]:
-            request = _mw_pb2.CallToolRequest(name=spec.name, arguments=c.arguments_json(arguments))
-            try:
-                async for piece in self._stub.CallTool(
-                    request, timeout=self.timeout, metadata=self._metadata
-                ):
-                    arm = piece.WhichOneof("piece")
-                    if arm == "text":
-                        yield piece.text
-                    elif arm == "media":
-                        yield block_from_proto(piece.media, "media")
-                    elif arm == "end" and piece.end == _content_pb2.TOOL_RESULT_STATE_ERROR:
-                        raise RemoteHookError(f"tool {spec.name} failed in the sidecar")
-            except grpc.aio.AioRpcError as exc:
-                raise SidecarError(
-                    f"tool {spec.name}: {exc.code().name}: {exc.details()}"
-                ) from None
-
-        definition = c.tool_definition(spec)
-        return Tool(
-            name=spec.name,
-            description=spec.description,
-            parameters=definition["parameters"],
-            func=call,
-            read_only=spec.read_only,
-            concurrency_safe=spec.concurrency_safe,
-            return_directly=spec.return_directly,
-            needs_confirmation=spec.needs_confirmation,
-        )
-
     async def _unary_call(self, method: Callable[..., Any], request: Any) -> Any:
         try:
-            return await method(request, timeout=self.timeout, metadata=self._metadata)
+            return await method(request, timeout=self.timeout, metadata=self.metadata)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.ABORTED:
-                raise RemoteHookError(exc.details() or "the sidecar's hook failed") from None
+                status = status_of(exc)
+                raise RemoteHookError(
+                    exc.details() or "the sidecar's hook failed",
+                    reason=reason_of(status) if status is not None else "",
+                ) from None
             raise SidecarError(
-                f"sidecar {self.target}: {exc.code().name}: {exc.details()}"
+                f"sidecar {self.target}: {exc.code().name}",
+                reason="SIDECAR_DEADLINE_EXCEEDED"
+                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                else "SIDECAR_UNAVAILABLE",
+                metadata={"grpcCode": exc.code().name},
             ) from None
 
     # --- onion hooks -----------------------------------------------------------------------
@@ -265,112 +283,24 @@ class RemoteMiddleware(Middleware):
             inputs=[message_to_proto(m) for m in kwargs.get("inputs", ())],
             resume=kwargs.get("resume") is not None,
         )
-        return self._events("on_reply", agent, kwargs, next_handler, reply=args)
+        inv = self._invoke(agent, "on_reply", reply=args)
+        return self.drive_events(inv, self._routes["on_reply"], kwargs, next_handler)
 
     def on_reasoning(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
     ) -> AsyncIterator[AgentEvent]:
         args = _mw_pb2.ReasoningArgs(tool_choice=kwargs.get("tool_choice", "auto"))
-        return self._events("on_reasoning", agent, kwargs, next_handler, reasoning=args)
+        inv = self._invoke(agent, "on_reasoning", reasoning=args)
+        return self.drive_events(inv, self._routes["on_reasoning"], kwargs, next_handler)
 
     def on_acting(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
     ) -> AsyncIterator[AgentEvent]:
         args = _mw_pb2.ActingArgs(tool_call=c.tool_call_to_pb(kwargs["tool_call"]))
-        return self._events("on_acting", agent, kwargs, next_handler, acting=args)
-
-    async def _events(
-        self, hook: str, agent: Agent, kwargs: dict[str, Any], next_handler: Any, **arm: Any
-    ) -> AsyncIterator[AgentEvent]:
-        spec = self._specs[hook]
-        inv = self._invoke(agent, hook, **arm)
-        finished = False
-        try:
-            if spec.mode == "observe":
-                async for event in next_handler():
-                    if spec.wants(event.type):
-                        inv.send(item=_mw_pb2.DownstreamItem(event=event_to_proto(event)))
-                    yield event
-                inv.outcome(stream_end=_mw_pb2.StreamEnd())
-                finished = True
-                return
-            events, message = await inv.wait("call_next")
-            for event in events:
-                yield event
-            if message.WhichOneof("message") == "done":
-                finished = True
-                return
-            stream = next_handler(**self._overrides(hook, message.call_next, agent, kwargs))
-            if spec.mode == "pre_only":
-                finished = True
-                inv.close(cancel=False)
-                async for event in stream:
-                    yield event
-                return
-            iterator = aiter(stream)
-            while True:
-                try:
-                    event = await anext(iterator)
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    inv.outcome(error=c.error_to_pb(exc))
-                    events, _ = await inv.wait("done", failed=True)
-                    for emitted in events:
-                        yield emitted
-                    finished = True
-                    raise
-                if not spec.wants(event.type):
-                    yield event
-                    continue
-                inv.send(
-                    item=_mw_pb2.DownstreamItem(state=inv.state(), event=event_to_proto(event))
-                )
-                events, message = await inv.wait("verdict")
-                for emitted in events:
-                    yield emitted
-                if message.WhichOneof("message") == "done":
-                    finished = True
-                    aclose = getattr(iterator, "aclose", None)
-                    if aclose is not None:
-                        await aclose()
-                    return
-                if not message.verdict.drop:
-                    yield event
-            inv.outcome(stream_end=_mw_pb2.StreamEnd())
-            events, _ = await inv.wait("done")
-            for emitted in events:
-                yield emitted
-            finished = True
-        finally:
-            inv.close(cancel=not finished)
-
-    def _overrides(
-        self, hook: str, call_next: _mw_pb2.CallNext, agent: Agent, kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
-        arm = call_next.WhichOneof("overrides")
-        if arm is None:
-            return {}
-        pb = getattr(call_next, arm)
-        out: dict[str, Any] = {}
-        if arm in ("reasoning", "model_call") and pb.HasField("tool_choice"):
-            out["tool_choice"] = pb.tool_choice
-        if arm == "model_call" and pb.HasField("messages"):
-            out["messages"] = to_kind(
-                [message_from_proto(m, "call_next.messages") for m in pb.messages.messages],
-                agent.kind,
-            )
-        if arm == "model_call" and pb.HasField("tools"):
-            keep = frozenset(pb.tools.names)
-            out["tools"] = [t for t in kwargs["tools"] if t["name"] in keep]
-        if arm == "acting" and pb.HasField("arguments"):
-            call = kwargs["tool_call"].model_copy(update={"arguments": pb.arguments})
-            out["tool_call"] = call
-            out["arguments"] = kwargs["tool"].parse_arguments(pb.arguments)
-        return out
+        inv = self._invoke(agent, "on_acting", acting=args)
+        return self.drive_events(inv, self._routes["on_acting"], kwargs, next_handler)
 
     async def on_model_call(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> Any:
-        spec = self._specs["on_model_call"]
         args = _mw_pb2.ModelCallArgs(
             model_name=kwargs["model"].model_name,
             provider_name=kwargs["model"].provider_name,
@@ -381,93 +311,7 @@ class RemoteMiddleware(Middleware):
             tool_choice=kwargs["tool_choice"],
         )
         inv = self._invoke(agent, "on_model_call", model_call=args)
-        finished = False
-        try:
-            if spec.mode == "observe":
-                result = await next_handler()
-                if isinstance(result, ModelResponse):
-                    inv.outcome(model_response=c.response_to_pb(result))
-                    finished = True
-                    return result
-                inv.outcome(stream_start=_mw_pb2.StreamStart())
-                finished = True
-                return self._observe_stream(inv, result, spec)
-            events, message = await inv.wait("call_next")
-            for event in events:
-                agent.emit(event)
-            if message.WhichOneof("message") == "done":
-                finished = True
-                if message.done.WhichOneof("result") != "model_response":
-                    raise SidecarError(
-                        "a short-circuiting on_model_call must return a model response"
-                    )
-                return c.response_from_pb(message.done.model_response)
-            overrides = self._overrides("on_model_call", message.call_next, agent, kwargs)
-            if spec.mode == "pre_only":
-                finished = True
-                return await next_handler(**overrides)
-            try:
-                result = await next_handler(**overrides)
-            except Exception as exc:
-                inv.outcome(error=c.error_to_pb(exc))
-                events, _ = await inv.wait("done", failed=True)
-                for event in events:
-                    agent.emit(event)
-                finished = True
-                raise
-            if isinstance(result, ModelResponse):
-                inv.outcome(model_response=c.response_to_pb(result))
-                events, message = await inv.wait("done")
-                for event in events:
-                    agent.emit(event)
-                finished = True
-                if message.done.WhichOneof("result") == "model_response":
-                    return c.response_from_pb(message.done.model_response)
-                return result
-            inv.outcome(stream_start=_mw_pb2.StreamStart())
-            finished = True
-            return self._intercept_stream(inv, result, spec)
-        finally:
-            if not finished:
-                inv.close(cancel=True)
-
-    async def _observe_stream(
-        self, inv: _Invocation, stream: Any, spec: _HookSpec
-    ) -> AsyncIterator[Any]:
-        try:
-            async for chunk in stream:
-                if spec.wants("chunk"):
-                    inv.send(item=_mw_pb2.DownstreamItem(chunk=c.chunk_to_pb(chunk)))
-                yield chunk
-            inv.outcome(stream_end=_mw_pb2.StreamEnd())
-        finally:
-            inv.close(cancel=False)
-
-    async def _intercept_stream(
-        self, inv: _Invocation, stream: Any, spec: _HookSpec
-    ) -> AsyncIterator[Any]:
-        finished = False
-        try:
-            try:
-                async for chunk in stream:
-                    if spec.wants("chunk"):
-                        inv.send(item=_mw_pb2.DownstreamItem(chunk=c.chunk_to_pb(chunk)))
-                    yield chunk
-            except Exception as exc:
-                inv.outcome(error=c.error_to_pb(exc))
-                await self._finish(inv, failed=True)
-                finished = True
-                raise
-            inv.outcome(stream_end=_mw_pb2.StreamEnd())
-            await self._finish(inv)
-            finished = True
-        finally:
-            inv.close(cancel=not finished)
-
-    async def _finish(self, inv: _Invocation, failed: bool = False) -> None:
-        events, _ = await inv.wait("done", failed=failed)
-        for event in events:
-            inv.agent.emit(event)
+        return await self.drive_model_call(inv, self._routes["on_model_call"], kwargs, next_handler)
 
     async def on_check_permission(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
@@ -476,27 +320,7 @@ class RemoteMiddleware(Middleware):
             tool_call=c.tool_call_to_pb(kwargs["tool_call"]), tool=c.tool_spec(kwargs["tool"])
         )
         inv = self._invoke(agent, "on_check_permission", check_permission=args)
-        finished = False
-        try:
-            events, message = await inv.wait("call_next")
-            for event in events:
-                agent.emit(event)
-            if message.WhichOneof("message") == "call_next":
-                decision = await next_handler()
-                inv.outcome(permission=c.decision_to_pb(decision))
-                events, message = await inv.wait("done")
-                for event in events:
-                    agent.emit(event)
-            else:
-                decision = None
-            finished = True
-            if message.done.WhichOneof("result") == "permission":
-                return c.decision_from_pb(message.done.permission)
-            if decision is None:
-                raise SidecarError("a short-circuiting on_check_permission must return a decision")
-            return decision  # type: ignore[no-any-return]
-        finally:
-            inv.close(cancel=not finished)
+        return await self.drive_permission(inv, next_handler)
 
     async def on_compress_context(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
@@ -504,19 +328,7 @@ class RemoteMiddleware(Middleware):
         inv = self._invoke(
             agent, "on_compress_context", compress_context=_mw_pb2.CompressContextArgs()
         )
-        finished = False
-        try:
-            events, message = await inv.wait("call_next")
-            if message.WhichOneof("message") == "call_next":
-                await next_handler()
-                inv.outcome(stream_end=_mw_pb2.StreamEnd())
-                more, _ = await inv.wait("done")
-                events.extend(more)
-            for event in events:
-                agent.emit(event)
-            finished = True
-        finally:
-            inv.close(cancel=not finished)
+        await self.drive_compress(inv, next_handler)
 
     # --- unary hooks -----------------------------------------------------------------------
 
@@ -527,8 +339,8 @@ class RemoteMiddleware(Middleware):
             agent_name=agent.name,
             state=c.struct(self.state(agent)),
         )
-        response = await self._unary_call(self._stub.TransformSystemPrompt, request)
-        self._apply(agent, response.mutation, "on_system_prompt")
+        response = await self._unary_call(self.stub.TransformSystemPrompt, request)
+        self.apply(agent, response.mutation)
         return response.prompt  # type: ignore[no-any-return]
 
     async def after_agent(self, agent: Agent, final: Message) -> None:
@@ -543,5 +355,5 @@ class RemoteMiddleware(Middleware):
             if self.needs_context
             else [],
         )
-        response = await self._unary_call(self._stub.AfterAgent, request)
-        self._apply(agent, response.mutation, "after_agent")
+        response = await self._unary_call(self.stub.AfterAgent, request)
+        self.apply(agent, response.mutation)

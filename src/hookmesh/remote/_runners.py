@@ -6,8 +6,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from hookmesh.agent.models import ModelResponse
-from hookmesh.middleware import Middleware
+from hookmesh.middleware import ALLOW, Middleware
 from hookmesh.remote import _codec as c
+from hookmesh.remote._subscriptions import READ_ONLY
 from hookmesh.schema import (
     AgentEvent,
     ToolCall,
@@ -58,6 +59,15 @@ class _ModelRef:
         self.provider_name = provider_name
 
 
+class ModelChoice:
+    """A model a sidecar's middleware chose by configured name; the agent resolves it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.model_name = name
+        self.provider_name = ""
+
+
 class _ToolRef:
     """The tool named in an on_check_permission invocation."""
 
@@ -70,10 +80,23 @@ class _ToolRef:
         self.needs_confirmation = spec.needs_confirmation
 
 
-def _call_next(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
+def _call_next(hook: str, overrides: dict[str, Any], final: bool = False) -> _mw_pb2.CallNext:
+    out = _call_next_overrides(hook, overrides)
+    out.final = final
+    return out
+
+
+def _call_next_overrides(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
     if not overrides:
         return _mw_pb2.CallNext()
-    unknown = set(overrides) - {"tool_choice", "messages", "tools", "arguments", "tool_call"}
+    unknown = set(overrides) - {
+        "tool_choice",
+        "messages",
+        "tools",
+        "arguments",
+        "tool_call",
+        "model",
+    }
     if unknown:
         raise ValueError(f"{hook}: cannot override {', '.join(sorted(unknown))} from a sidecar")
     if hook == "on_reasoning":
@@ -89,6 +112,13 @@ def _call_next(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
         if "tools" in overrides:
             out.tools.SetInParent()
             out.tools.names.extend(t["name"] for t in overrides["tools"])
+        if "model" in overrides:
+            choice = overrides["model"]
+            if not isinstance(choice, ModelChoice):
+                raise ValueError(
+                    "choose the model with next_handler(model=agent.resolve_model(name))"
+                )
+            out.model = choice.name
         return _mw_pb2.CallNext(model_call=out)
     if hook == "on_acting":
         arguments = overrides.get("arguments")
@@ -113,38 +143,62 @@ async def _event_hook(
     agent: SidecarAgent,
     inv: _mw_pb2.HookInvocation,
 ) -> None:
+    routes = call.session.host.routes[hook]
     pending: list[AgentEvent] = []
+    """The item awaiting a verdict: dropped unless the hook re-yields it before pulling on."""
+    passed: list[AgentEvent] = []
+    """The last read-only item: re-yielding it sends nothing."""
+    handed: list[tuple[AsyncIterator[AgentEvent], dict[str, Any]]] = []
 
-    async def downstream() -> AsyncIterator[AgentEvent]:
+    async def downstream(overrides: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+        # NOTE(hookmesh): call_next goes when the hook first pulls, so a plain function that
+        # hands the stream back untouched can say "final" instead (one round trip).
+        call.control(call_next=_call_next(hook, overrides))
         while True:
             if pending:
                 pending.clear()
                 call.control(verdict=_mw_pb2.ItemVerdict(drop=True))
+            passed.clear()
             request = await call.receive()
             arm = request.WhichOneof("message")
             if arm == "item":
                 assert call.sync is not None
-                call.sync.take(request.item.state)
                 event = event_from_proto(request.item.event)
-                pending.append(event)
+                if routes.route(event.type) != READ_ONLY:
+                    call.sync.take(request.item.state)
+                    pending.append(event)
+                    yield event
+                    continue
+                passed.append(event)
                 yield event
+                for more in request.item.more_events:
+                    passed.clear()
+                    event = event_from_proto(more)
+                    passed.append(event)
+                    yield event
             elif arm == "outcome":
                 call.take_outcome(request.outcome)
                 return
 
     def next_handler(**overrides: Any) -> AsyncIterator[AgentEvent]:
-        call.control(call_next=_call_next(hook, overrides))
         if mode == "pre_only":
+            call.control(call_next=_call_next(hook, overrides))
             # The agent ends a pre_only invocation at call_next: nothing more will arrive.
             call.muted = True
             return _nothing()
-        return downstream()
+        stream = downstream(overrides)
+        handed.append((stream, overrides))
+        return stream
 
-    async for out in getattr(mw, hook)(agent, _kwargs(hook, inv), next_handler):
+    result = getattr(mw, hook)(agent, _kwargs(hook, inv), next_handler)
+    if handed and result is handed[-1][0]:
+        call.control(call_next=_call_next(hook, handed[-1][1], final=True))
+        return
+    async for out in result:
         if pending and out is pending[0]:
             pending.clear()
             call.control(verdict=_mw_pb2.ItemVerdict(drop=False))
-        else:
+        elif not (passed and out is passed[0]):
             call.emit(out)
     call.control(done=_mw_pb2.HookDone())
 
@@ -196,6 +250,10 @@ async def _permission_hook(
 ) -> None:
     async def next_handler() -> Any:
         call.control(call_next=_mw_pb2.CallNext())
+        if mode == "pre_only":
+            # Nothing more will arrive: the sidecar never learns the downstream's decision.
+            call.muted = True
+            return ALLOW
         request = await call.receive()
         call.take_outcome(request.outcome)
         return c.decision_from_pb(request.outcome.permission)
@@ -214,6 +272,9 @@ async def _compress_hook(
 ) -> None:
     async def next_handler() -> None:
         call.control(call_next=_mw_pb2.CallNext())
+        if mode == "pre_only":
+            call.muted = True
+            return
         request = await call.receive()
         call.take_outcome(request.outcome)
 

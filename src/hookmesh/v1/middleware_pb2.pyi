@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from hookmesh.v1 import content_pb2 as _content_pb2
 from hookmesh.v1 import event_pb2 as _event_pb2
@@ -95,14 +98,16 @@ class DescribeResponse(_message.Message):
     def __init__(self, protocol_version: _Optional[int] = ..., middleware_key: _Optional[str] = ..., hooks: _Optional[_Iterable[_Union[HookSpec, _Mapping]]] = ..., needs_context: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[ToolSpec, _Mapping]]] = ..., failure_mode: _Optional[_Union[FailureMode, str]] = ...) -> None: ...
 
 class HookSpec(_message.Message):
-    __slots__ = ("hook", "mode", "subscriptions")
+    __slots__ = ("hook", "mode", "subscriptions", "read_only_subscriptions")
     HOOK_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     hook: Hook
     mode: HookMode
     subscriptions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, hook: _Optional[_Union[Hook, str]] = ..., mode: _Optional[_Union[HookMode, str]] = ..., subscriptions: _Optional[_Iterable[str]] = ...) -> None: ...
+    read_only_subscriptions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, hook: _Optional[_Union[Hook, str]] = ..., mode: _Optional[_Union[HookMode, str]] = ..., subscriptions: _Optional[_Iterable[str]] = ..., read_only_subscriptions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ToolSpec(_message.Message):
     __slots__ = ("name", "description", "parameters", "read_only", "concurrency_safe", "return_directly", "needs_confirmation")
@@ -153,7 +158,7 @@ class InterceptResponse(_message.Message):
     def __init__(self, invocation_id: _Optional[str] = ..., call_next: _Optional[_Union[CallNext, _Mapping]] = ..., emit: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., mutate: _Optional[_Union[StateMutation, _Mapping]] = ..., verdict: _Optional[_Union[ItemVerdict, _Mapping]] = ..., done: _Optional[_Union[HookDone, _Mapping]] = ...) -> None: ...
 
 class HookInvocation(_message.Message):
-    __slots__ = ("hook", "reply_id", "agent_name", "session_id", "kind", "state", "context", "trace_context", "reply", "reasoning", "model_call", "acting", "check_permission", "compress_context")
+    __slots__ = ("hook", "reply_id", "agent_name", "session_id", "kind", "state", "context", "trace_context", "message_timeout", "reply", "reasoning", "model_call", "acting", "check_permission", "compress_context")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +174,7 @@ class HookInvocation(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     MODEL_CALL_FIELD_NUMBER: _ClassVar[int]
@@ -183,13 +189,14 @@ class HookInvocation(_message.Message):
     state: _struct_pb2.Struct
     context: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     trace_context: _containers.ScalarMap[str, str]
+    message_timeout: _duration_pb2.Duration
     reply: ReplyArgs
     reasoning: ReasoningArgs
     model_call: ModelCallArgs
     acting: ActingArgs
     check_permission: CheckPermissionArgs
     compress_context: CompressContextArgs
-    def __init__(self, hook: _Optional[_Union[Hook, str]] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., reply: _Optional[_Union[ReplyArgs, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningArgs, _Mapping]] = ..., model_call: _Optional[_Union[ModelCallArgs, _Mapping]] = ..., acting: _Optional[_Union[ActingArgs, _Mapping]] = ..., check_permission: _Optional[_Union[CheckPermissionArgs, _Mapping]] = ..., compress_context: _Optional[_Union[CompressContextArgs, _Mapping]] = ...) -> None: ...
+    def __init__(self, hook: _Optional[_Union[Hook, str]] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., message_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reply: _Optional[_Union[ReplyArgs, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningArgs, _Mapping]] = ..., model_call: _Optional[_Union[ModelCallArgs, _Mapping]] = ..., acting: _Optional[_Union[ActingArgs, _Mapping]] = ..., check_permission: _Optional[_Union[CheckPermissionArgs, _Mapping]] = ..., compress_context: _Optional[_Union[CompressContextArgs, _Mapping]] = ...) -> None: ...
 
 class ReplyArgs(_message.Message):
     __slots__ = ("inputs", "resume")
@@ -238,14 +245,16 @@ class CompressContextArgs(_message.Message):
     def __init__(self) -> None: ...
 
 class CallNext(_message.Message):
-    __slots__ = ("reasoning", "model_call", "acting")
+    __slots__ = ("reasoning", "model_call", "acting", "final")
     REASONING_FIELD_NUMBER: _ClassVar[int]
     MODEL_CALL_FIELD_NUMBER: _ClassVar[int]
     ACTING_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
     reasoning: ReasoningOverrides
     model_call: ModelCallOverrides
     acting: ActingOverrides
-    def __init__(self, reasoning: _Optional[_Union[ReasoningOverrides, _Mapping]] = ..., model_call: _Optional[_Union[ModelCallOverrides, _Mapping]] = ..., acting: _Optional[_Union[ActingOverrides, _Mapping]] = ...) -> None: ...
+    final: bool
+    def __init__(self, reasoning: _Optional[_Union[ReasoningOverrides, _Mapping]] = ..., model_call: _Optional[_Union[ModelCallOverrides, _Mapping]] = ..., acting: _Optional[_Union[ActingOverrides, _Mapping]] = ..., final: _Optional[bool] = ...) -> None: ...
 
 class ReasoningOverrides(_message.Message):
     __slots__ = ("tool_choice",)
@@ -254,14 +263,16 @@ class ReasoningOverrides(_message.Message):
     def __init__(self, tool_choice: _Optional[str] = ...) -> None: ...
 
 class ModelCallOverrides(_message.Message):
-    __slots__ = ("tool_choice", "messages", "tools")
+    __slots__ = ("tool_choice", "messages", "tools", "model")
     TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     tool_choice: str
     messages: MessageList
     tools: ToolNameList
-    def __init__(self, tool_choice: _Optional[str] = ..., messages: _Optional[_Union[MessageList, _Mapping]] = ..., tools: _Optional[_Union[ToolNameList, _Mapping]] = ...) -> None: ...
+    model: str
+    def __init__(self, tool_choice: _Optional[str] = ..., messages: _Optional[_Union[MessageList, _Mapping]] = ..., tools: _Optional[_Union[ToolNameList, _Mapping]] = ..., model: _Optional[str] = ...) -> None: ...
 
 class ToolNameList(_message.Message):
     __slots__ = ("names",)
@@ -282,14 +293,16 @@ class MessageList(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ...) -> None: ...
 
 class DownstreamItem(_message.Message):
-    __slots__ = ("state", "event", "chunk")
+    __slots__ = ("state", "event", "chunk", "more_events")
     STATE_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
+    MORE_EVENTS_FIELD_NUMBER: _ClassVar[int]
     state: _struct_pb2.Struct
     event: _event_pb2.AgentEvent
     chunk: ModelChunk
-    def __init__(self, state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., chunk: _Optional[_Union[ModelChunk, _Mapping]] = ...) -> None: ...
+    more_events: _containers.RepeatedCompositeFieldContainer[_event_pb2.AgentEvent]
+    def __init__(self, state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., chunk: _Optional[_Union[ModelChunk, _Mapping]] = ..., more_events: _Optional[_Iterable[_Union[_event_pb2.AgentEvent, _Mapping]]] = ...) -> None: ...
 
 class ModelChunk(_message.Message):
     __slots__ = ("text", "reasoning", "tool_call", "usage", "stop_reason", "response_id")
@@ -368,10 +381,12 @@ class CancelInvocation(_message.Message):
     def __init__(self) -> None: ...
 
 class ItemVerdict(_message.Message):
-    __slots__ = ("drop",)
+    __slots__ = ("drop", "final")
     DROP_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
     drop: bool
-    def __init__(self, drop: _Optional[bool] = ...) -> None: ...
+    final: bool
+    def __init__(self, drop: _Optional[bool] = ..., final: _Optional[bool] = ...) -> None: ...
 
 class HookDone(_message.Message):
     __slots__ = ("model_response", "permission", "error")

@@ -27,43 +27,62 @@ if _version_not_supported:
 
 class MiddlewareServiceStub:
     """A middleware served out of process (a "sidecar"), in any language. The agent
-    treats it exactly like an in-process middleware.
+    treats it exactly like an in-process middleware. docs/remote-protocol.md is
+    the implementer's guide (a sequence diagram per hook and mode, a minimal
+    sidecar); `hookmesh conformance --sidecar ADDR` checks an implementation.
 
     Protocol:
     1. The agent calls Describe once and learns the middleware's key, the hooks
-    it implements, per hook the mode and the event types it wants to see,
-    whether it needs the conversation context, and the tools it contributes.
+    it implements, per hook the mode and the items it wants to see, whether
+    it needs the conversation context, and the tools it contributes. The
+    agent refuses a description naming an item a hook does not have (the
+    error lists the valid names). A fail_open middleware whose sidecar is
+    down at start is skipped until a later Describe succeeds.
     2. The agent opens one long-lived Intercept stream and multiplexes every
     onion-hook invocation over it; each message carries an invocation id
-    chosen by the agent.
+    chosen by the agent, unique on the stream. Ids restart on every new
+    stream: never carry an id from one stream to the next.
     3. An invocation starts with InterceptRequest.invocation (hook, reply id,
     the middleware's own state slice, the context if asked for, typed
-    kwargs). The sidecar answers with any number of `emit` and `mutate`,
-    then exactly one of `call_next` (run the downstream, optionally with
-    overridden kwargs) or `done` (short-circuit: the downstream never runs).
-    4. After `call_next`, in mode HOOK_MODE_INTERCEPT, the agent sends each
-    downstream event the sidecar subscribed to; the sidecar answers each
-    with any `emit`/`mutate`, then one `verdict` (keep or drop the event).
-    Subscribed model chunks (on_model_call) are sent without waiting, get
-    no verdict and carry no state: a sidecar observes a model stream, it
-    cannot edit it. A streamed model call has two outcomes: `stream_start`
-    (not answered), then the chunks, then `stream_end` (answered by `done`).
-    Items it did not subscribe to pass upstream with no message. Then the agent sends `outcome` (the
-    downstream's result, or its error) and the sidecar answers with any
-    `emit`/`mutate` and one `done` (the hook's result, or unchanged).
-    In HOOK_MODE_PRE_ONLY the invocation ends at `call_next`. In
-    HOOK_MODE_OBSERVE the agent never waits: it sends the invocation,
-    subscribed items and the outcome, and ignores every answer.
-    5. `done` with an error, a missed deadline or a broken stream fails the
-    invocation; the agent's failure mode for the middleware decides whether
-    the reply ends with an error or goes on without it. The agent sends
-    `cancel` when it abandons an invocation (the reply was cancelled).
+    kwargs, the per-message deadline). The sidecar answers with any number
+    of `emit` and `mutate`, then exactly one of `call_next` (run the
+    downstream, optionally with overridden kwargs) or `done` (short-circuit:
+    the downstream never runs).
+    4. After `call_next` (mode HOOK_MODE_INTERCEPT, `call_next.final` unset),
+    the downstream runs. Each item the sidecar subscribed to is sent as it
+    passes; the sidecar answers each with any `emit`/`mutate`, then one
+    `verdict` (keep or drop it) or a `done` (the rest of the downstream is
+    dropped and the hook ends). Items named in read_only_subscriptions are
+    sent as they pass and never answered: the agent yields them at once.
+    Model chunks (on_model_call) are always read-only. Items the sidecar
+    did not subscribe to pass upstream with no message. Then the agent sends
+    `outcome` (the downstream's result, or its error) and the sidecar
+    answers with any `emit`/`mutate` and one `done` (the hook's result, or
+    unchanged). A streamed model call has two outcomes: `stream_start` (not
+    answered), then the chunks, then `stream_end` (answered by `done`).
+    `call_next.final` or `verdict.final` ends the invocation early: the
+    agent sends nothing more for it and expects nothing more from it.
+    In HOOK_MODE_PRE_ONLY the invocation ends at `call_next` (or `done`),
+    subscriptions are ignored and nothing more is sent. In HOOK_MODE_OBSERVE
+    the agent never waits: it sends the invocation, subscribed items and the
+    outcome, and ignores every answer; a sidecar should send none.
+    5. Every message the agent waits for has a deadline
+    (HookInvocation.message_timeout, counted from the agent's previous
+    message). `done` with an error, a missed deadline, a broken stream or a
+    broken protocol fails the invocation; the agent sends `cancel` (unless
+    the stream broke) and its failure mode for the middleware decides: the
+    reply ends with an error (fail_closed) or goes on without the
+    middleware (fail_open; an item held for a verdict is then released
+    unchanged). The agent also sends `cancel` when it abandons an
+    invocation (the reply was cancelled or interrupted).
     6. When the agent closes its side of the stream, every invocation still
     open is cancelled and the sidecar ends the stream with OK; the agent
-    opens a new stream for its next invocation.
+    opens a new stream for its next invocation. A sidecar that ends the
+    stream (OK or not) fails every invocation still open on it.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
-    bearer token in the `authorization` metadata (UNAUTHENTICATED otherwise).
+    bearer token: metadata `authorization: Bearer <token>` (UNAUTHENTICATED
+    otherwise); gRPC health and reflection stay open.
     """
 
     def __init__(self, channel):
@@ -101,43 +120,62 @@ class MiddlewareServiceStub:
 
 class MiddlewareServiceServicer:
     """A middleware served out of process (a "sidecar"), in any language. The agent
-    treats it exactly like an in-process middleware.
+    treats it exactly like an in-process middleware. docs/remote-protocol.md is
+    the implementer's guide (a sequence diagram per hook and mode, a minimal
+    sidecar); `hookmesh conformance --sidecar ADDR` checks an implementation.
 
     Protocol:
     1. The agent calls Describe once and learns the middleware's key, the hooks
-    it implements, per hook the mode and the event types it wants to see,
-    whether it needs the conversation context, and the tools it contributes.
+    it implements, per hook the mode and the items it wants to see, whether
+    it needs the conversation context, and the tools it contributes. The
+    agent refuses a description naming an item a hook does not have (the
+    error lists the valid names). A fail_open middleware whose sidecar is
+    down at start is skipped until a later Describe succeeds.
     2. The agent opens one long-lived Intercept stream and multiplexes every
     onion-hook invocation over it; each message carries an invocation id
-    chosen by the agent.
+    chosen by the agent, unique on the stream. Ids restart on every new
+    stream: never carry an id from one stream to the next.
     3. An invocation starts with InterceptRequest.invocation (hook, reply id,
     the middleware's own state slice, the context if asked for, typed
-    kwargs). The sidecar answers with any number of `emit` and `mutate`,
-    then exactly one of `call_next` (run the downstream, optionally with
-    overridden kwargs) or `done` (short-circuit: the downstream never runs).
-    4. After `call_next`, in mode HOOK_MODE_INTERCEPT, the agent sends each
-    downstream event the sidecar subscribed to; the sidecar answers each
-    with any `emit`/`mutate`, then one `verdict` (keep or drop the event).
-    Subscribed model chunks (on_model_call) are sent without waiting, get
-    no verdict and carry no state: a sidecar observes a model stream, it
-    cannot edit it. A streamed model call has two outcomes: `stream_start`
-    (not answered), then the chunks, then `stream_end` (answered by `done`).
-    Items it did not subscribe to pass upstream with no message. Then the agent sends `outcome` (the
-    downstream's result, or its error) and the sidecar answers with any
-    `emit`/`mutate` and one `done` (the hook's result, or unchanged).
-    In HOOK_MODE_PRE_ONLY the invocation ends at `call_next`. In
-    HOOK_MODE_OBSERVE the agent never waits: it sends the invocation,
-    subscribed items and the outcome, and ignores every answer.
-    5. `done` with an error, a missed deadline or a broken stream fails the
-    invocation; the agent's failure mode for the middleware decides whether
-    the reply ends with an error or goes on without it. The agent sends
-    `cancel` when it abandons an invocation (the reply was cancelled).
+    kwargs, the per-message deadline). The sidecar answers with any number
+    of `emit` and `mutate`, then exactly one of `call_next` (run the
+    downstream, optionally with overridden kwargs) or `done` (short-circuit:
+    the downstream never runs).
+    4. After `call_next` (mode HOOK_MODE_INTERCEPT, `call_next.final` unset),
+    the downstream runs. Each item the sidecar subscribed to is sent as it
+    passes; the sidecar answers each with any `emit`/`mutate`, then one
+    `verdict` (keep or drop it) or a `done` (the rest of the downstream is
+    dropped and the hook ends). Items named in read_only_subscriptions are
+    sent as they pass and never answered: the agent yields them at once.
+    Model chunks (on_model_call) are always read-only. Items the sidecar
+    did not subscribe to pass upstream with no message. Then the agent sends
+    `outcome` (the downstream's result, or its error) and the sidecar
+    answers with any `emit`/`mutate` and one `done` (the hook's result, or
+    unchanged). A streamed model call has two outcomes: `stream_start` (not
+    answered), then the chunks, then `stream_end` (answered by `done`).
+    `call_next.final` or `verdict.final` ends the invocation early: the
+    agent sends nothing more for it and expects nothing more from it.
+    In HOOK_MODE_PRE_ONLY the invocation ends at `call_next` (or `done`),
+    subscriptions are ignored and nothing more is sent. In HOOK_MODE_OBSERVE
+    the agent never waits: it sends the invocation, subscribed items and the
+    outcome, and ignores every answer; a sidecar should send none.
+    5. Every message the agent waits for has a deadline
+    (HookInvocation.message_timeout, counted from the agent's previous
+    message). `done` with an error, a missed deadline, a broken stream or a
+    broken protocol fails the invocation; the agent sends `cancel` (unless
+    the stream broke) and its failure mode for the middleware decides: the
+    reply ends with an error (fail_closed) or goes on without the
+    middleware (fail_open; an item held for a verdict is then released
+    unchanged). The agent also sends `cancel` when it abandons an
+    invocation (the reply was cancelled or interrupted).
     6. When the agent closes its side of the stream, every invocation still
     open is cancelled and the sidecar ends the stream with OK; the agent
-    opens a new stream for its next invocation.
+    opens a new stream for its next invocation. A sidecar that ends the
+    stream (OK or not) fails every invocation still open on it.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
-    bearer token in the `authorization` metadata (UNAUTHENTICATED otherwise).
+    bearer token: metadata `authorization: Bearer <token>` (UNAUTHENTICATED
+    otherwise); gRPC health and reflection stay open.
     """
 
     def Describe(self, request, context):
@@ -213,43 +251,62 @@ def add_MiddlewareServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class MiddlewareService:
     """A middleware served out of process (a "sidecar"), in any language. The agent
-    treats it exactly like an in-process middleware.
+    treats it exactly like an in-process middleware. docs/remote-protocol.md is
+    the implementer's guide (a sequence diagram per hook and mode, a minimal
+    sidecar); `hookmesh conformance --sidecar ADDR` checks an implementation.
 
     Protocol:
     1. The agent calls Describe once and learns the middleware's key, the hooks
-    it implements, per hook the mode and the event types it wants to see,
-    whether it needs the conversation context, and the tools it contributes.
+    it implements, per hook the mode and the items it wants to see, whether
+    it needs the conversation context, and the tools it contributes. The
+    agent refuses a description naming an item a hook does not have (the
+    error lists the valid names). A fail_open middleware whose sidecar is
+    down at start is skipped until a later Describe succeeds.
     2. The agent opens one long-lived Intercept stream and multiplexes every
     onion-hook invocation over it; each message carries an invocation id
-    chosen by the agent.
+    chosen by the agent, unique on the stream. Ids restart on every new
+    stream: never carry an id from one stream to the next.
     3. An invocation starts with InterceptRequest.invocation (hook, reply id,
     the middleware's own state slice, the context if asked for, typed
-    kwargs). The sidecar answers with any number of `emit` and `mutate`,
-    then exactly one of `call_next` (run the downstream, optionally with
-    overridden kwargs) or `done` (short-circuit: the downstream never runs).
-    4. After `call_next`, in mode HOOK_MODE_INTERCEPT, the agent sends each
-    downstream event the sidecar subscribed to; the sidecar answers each
-    with any `emit`/`mutate`, then one `verdict` (keep or drop the event).
-    Subscribed model chunks (on_model_call) are sent without waiting, get
-    no verdict and carry no state: a sidecar observes a model stream, it
-    cannot edit it. A streamed model call has two outcomes: `stream_start`
-    (not answered), then the chunks, then `stream_end` (answered by `done`).
-    Items it did not subscribe to pass upstream with no message. Then the agent sends `outcome` (the
-    downstream's result, or its error) and the sidecar answers with any
-    `emit`/`mutate` and one `done` (the hook's result, or unchanged).
-    In HOOK_MODE_PRE_ONLY the invocation ends at `call_next`. In
-    HOOK_MODE_OBSERVE the agent never waits: it sends the invocation,
-    subscribed items and the outcome, and ignores every answer.
-    5. `done` with an error, a missed deadline or a broken stream fails the
-    invocation; the agent's failure mode for the middleware decides whether
-    the reply ends with an error or goes on without it. The agent sends
-    `cancel` when it abandons an invocation (the reply was cancelled).
+    kwargs, the per-message deadline). The sidecar answers with any number
+    of `emit` and `mutate`, then exactly one of `call_next` (run the
+    downstream, optionally with overridden kwargs) or `done` (short-circuit:
+    the downstream never runs).
+    4. After `call_next` (mode HOOK_MODE_INTERCEPT, `call_next.final` unset),
+    the downstream runs. Each item the sidecar subscribed to is sent as it
+    passes; the sidecar answers each with any `emit`/`mutate`, then one
+    `verdict` (keep or drop it) or a `done` (the rest of the downstream is
+    dropped and the hook ends). Items named in read_only_subscriptions are
+    sent as they pass and never answered: the agent yields them at once.
+    Model chunks (on_model_call) are always read-only. Items the sidecar
+    did not subscribe to pass upstream with no message. Then the agent sends
+    `outcome` (the downstream's result, or its error) and the sidecar
+    answers with any `emit`/`mutate` and one `done` (the hook's result, or
+    unchanged). A streamed model call has two outcomes: `stream_start` (not
+    answered), then the chunks, then `stream_end` (answered by `done`).
+    `call_next.final` or `verdict.final` ends the invocation early: the
+    agent sends nothing more for it and expects nothing more from it.
+    In HOOK_MODE_PRE_ONLY the invocation ends at `call_next` (or `done`),
+    subscriptions are ignored and nothing more is sent. In HOOK_MODE_OBSERVE
+    the agent never waits: it sends the invocation, subscribed items and the
+    outcome, and ignores every answer; a sidecar should send none.
+    5. Every message the agent waits for has a deadline
+    (HookInvocation.message_timeout, counted from the agent's previous
+    message). `done` with an error, a missed deadline, a broken stream or a
+    broken protocol fails the invocation; the agent sends `cancel` (unless
+    the stream broke) and its failure mode for the middleware decides: the
+    reply ends with an error (fail_closed) or goes on without the
+    middleware (fail_open; an item held for a verdict is then released
+    unchanged). The agent also sends `cancel` when it abandons an
+    invocation (the reply was cancelled or interrupted).
     6. When the agent closes its side of the stream, every invocation still
     open is cancelled and the sidecar ends the stream with OK; the agent
-    opens a new stream for its next invocation.
+    opens a new stream for its next invocation. A sidecar that ends the
+    stream (OK or not) fails every invocation still open on it.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
-    bearer token in the `authorization` metadata (UNAUTHENTICATED otherwise).
+    bearer token: metadata `authorization: Bearer <token>` (UNAUTHENTICATED
+    otherwise); gRPC health and reflection stay open.
     """
 
     @staticmethod

@@ -98,7 +98,7 @@ class RAGMiddleware(Middleware):
     A failed search (service down, timeout, unknown base) with ``fail_open`` (default) is
     logged and reported as a ``rag.warning`` custom event, and the reply goes on without
     passages; ``fail_closed`` ends the reply with an error naming this middleware (reason
-    ``MIDDLEWARE_FAILED``, ``errorType`` ``RAGError``). In agentic mode the tool's result
+    ``RAG_SEARCH_FAILED``, ``errorType`` ``RAGError``). In agentic mode the tool's result
     says the search failed (an error result the model reads), whatever the failure mode.
 
     State: ``{"searched": bool, "hits": int}`` in ``middle_context[key][reply_id]`` (static

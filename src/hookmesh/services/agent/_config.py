@@ -45,11 +45,12 @@ class RemoteMiddlewareConfig(_Strict):
 
     type: Literal["remote"] = "remote"
     target: str = ""
-    """``host:port`` of the sidecar."""
+    """``host:port`` (or ``unix:///path``) of the sidecar."""
     sidecar: str = ""
     """Or: the name of a sidecar that `hookmesh up` starts (its address is filled in)."""
-    failure_mode: Literal["fail_closed", "fail_open"] = "fail_closed"
-    """What a sidecar failure does to the reply."""
+    failure_mode: Literal["fail_closed", "fail_open"] | None = None
+    """What a sidecar failure does to the reply; unset: the sidecar's preference (Describe),
+    ``fail_closed`` when it states none. A ``fail_open`` sidecar may be down at start."""
     timeout: float = Field(5.0, gt=0)
     """Seconds to wait for each sidecar message."""
     tls: RemoteTLSConfig | None = None

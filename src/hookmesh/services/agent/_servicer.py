@@ -121,6 +121,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             state=state,
             session_id=session_id,
             user_id=owner,
+            models=self.models,
         )
 
     def _check_size(self, request: Any, field: str) -> None:

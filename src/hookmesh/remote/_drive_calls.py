@@ -1,0 +1,162 @@
+"""Driving the awaitable hooks (on_model_call, on_check_permission, on_compress_context)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from hookmesh.agent.models import ModelResponse, ModelResult
+from hookmesh.middleware import Middleware, PermissionDecision
+from hookmesh.remote import _codec as c
+from hookmesh.remote._changes import overrides
+from hookmesh.remote._invocation import _Invocation, protocol_error
+from hookmesh.remote._subscriptions import Routes
+from hookmesh.v1 import middleware_pb2 as _mw_pb2
+
+_STREAM_START = _mw_pb2.StreamStart()
+_STREAM_END = _mw_pb2.StreamEnd()
+
+
+def _emit(inv: _Invocation, events: list[Any]) -> None:
+    for event in events:
+        inv.agent.emit(event)
+
+
+class CallHookDriver(Middleware):
+    """RemoteMiddleware's awaitable hooks. NOTE(hookmesh): methods, not functions, so an error
+    raised here (a model stream's too) is blamed on the middleware."""
+
+    async def drive_model_call(
+        self,
+        inv: _Invocation,
+        routes: Routes,
+        kwargs: dict[str, Any],
+        next_handler: Any,
+    ) -> ModelResult:
+        """One on_model_call invocation; a streamed answer continues in `_relay_stream`."""
+        finished = False
+        try:
+            if routes.mode == "observe":
+                result = await next_handler()
+                finished = True
+                if isinstance(result, ModelResponse):
+                    inv.outcome(model_response=c.response_to_pb(result))
+                    return result
+                inv.outcome(stream_start=_STREAM_START)
+                return self._relay_stream(inv, result, routes, observe=True)
+            events, message = await inv.wait("call_next")
+            _emit(inv, events)
+            if message.WhichOneof("message") == "done":
+                finished = True
+                if message.done.WhichOneof("result") != "model_response":
+                    raise protocol_error(
+                        "a short-circuiting on_model_call must return a model response",
+                        hook=inv.hook,
+                    )
+                return c.response_from_pb(message.done.model_response)
+            call_next = message.call_next
+            changed = overrides(self, inv.hook, call_next, inv.agent, kwargs)
+            if routes.mode == "pre_only" or call_next.final:
+                finished = True
+                inv.close(cancel=False)
+                return await next_handler(**changed)  # type: ignore[no-any-return]
+            try:
+                result = await next_handler(**changed)
+            except Exception as exc:
+                inv.outcome(error=c.error_to_pb(exc))
+                events, _ = await inv.wait("done", failed=True)
+                _emit(inv, events)
+                finished = True
+                raise
+            if isinstance(result, ModelResponse):
+                inv.outcome(model_response=c.response_to_pb(result))
+                events, message = await inv.wait("done")
+                _emit(inv, events)
+                finished = True
+                if message.done.WhichOneof("result") == "model_response":
+                    return c.response_from_pb(message.done.model_response)
+                return result
+            inv.outcome(stream_start=_STREAM_START)
+            finished = True
+            return self._relay_stream(inv, result, routes, observe=False)
+        finally:
+            if not finished:
+                inv.close(cancel=True)
+
+    async def _relay_stream(
+        self, inv: _Invocation, stream: AsyncIterator[Any], routes: Routes, observe: bool
+    ) -> AsyncIterator[Any]:
+        """Relay a model stream, sending subscribed chunks (never awaited), then stream_end."""
+        finished = observe
+        chunks = routes.sends("chunk")
+        try:
+            iterator = aiter(stream)
+            while True:
+                try:
+                    chunk = await (anext(iterator) if observe else inv.pull(iterator))
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    if observe or exc is inv.broken:
+                        raise
+                    inv.outcome(error=c.error_to_pb(exc))
+                    events, _ = await inv.wait("done", failed=True)
+                    _emit(inv, events)
+                    finished = True
+                    raise
+                if chunks:
+                    inv.item(False, chunk=c.chunk_to_pb(chunk))
+                yield chunk
+            inv.outcome(stream_end=_STREAM_END)
+            if observe:
+                return
+            events, message = await inv.wait("done")
+            _emit(inv, events)
+            finished = True
+            if message.done.WhichOneof("result") == "model_response":
+                raise protocol_error(
+                    "done answering stream_end may not carry a model response: the chunks "
+                    "already went upstream",
+                    hook=inv.hook,
+                )
+        finally:
+            inv.close(cancel=not finished)
+
+    async def drive_permission(self, inv: _Invocation, next_handler: Any) -> PermissionDecision:
+        """One on_check_permission invocation."""
+        finished = False
+        try:
+            events, message = await inv.wait("call_next")
+            _emit(inv, events)
+            decision: PermissionDecision | None = None
+            if message.WhichOneof("message") == "call_next":
+                decision = await next_handler()
+                assert decision is not None
+                inv.outcome(permission=c.decision_to_pb(decision))
+                events, message = await inv.wait("done")
+                _emit(inv, events)
+            finished = True
+            if message.done.WhichOneof("result") == "permission":
+                return c.decision_from_pb(message.done.permission)
+            if decision is None:
+                raise protocol_error(
+                    "a short-circuiting on_check_permission must return a decision", hook=inv.hook
+                )
+            return decision
+        finally:
+            inv.close(cancel=not finished)
+
+    async def drive_compress(self, inv: _Invocation, next_handler: Any) -> None:
+        """One on_compress_context invocation."""
+        finished = False
+        try:
+            events, message = await inv.wait("call_next")
+            if message.WhichOneof("message") == "call_next":
+                await next_handler()
+                inv.outcome(stream_end=_STREAM_END)
+                more, _ = await inv.wait("done")
+                events.extend(more)
+            _emit(inv, events)
+            finished = True
+        finally:
+            inv.close(cancel=not finished)

@@ -1,0 +1,109 @@
+"""Driving an event hook (on_reply, on_reasoning, on_acting) through a sidecar."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from hookmesh.middleware import Middleware
+from hookmesh.remote import _codec as c
+from hookmesh.remote._changes import overrides
+from hookmesh.remote._invocation import _Invocation
+from hookmesh.remote._subscriptions import PASS, READ_ONLY, Routes
+from hookmesh.schema import AgentEvent, event_to_proto
+from hookmesh.v1 import middleware_pb2 as _mw_pb2
+
+_STREAM_END = _mw_pb2.StreamEnd()
+
+
+class EventHookDriver(Middleware):
+    """RemoteMiddleware's event hooks. NOTE(hookmesh): a method, not a function, so an error
+    raised here is blamed on the middleware (the agent finds it as `self` in the traceback)."""
+
+    async def drive_events(
+        self,
+        inv: _Invocation,
+        routes: Routes,
+        kwargs: dict[str, Any],
+        next_handler: Any,
+    ) -> AsyncIterator[AgentEvent]:
+        """One event-hook invocation: pre phase, items as they pass, post phase."""
+        hook = inv.hook
+        finished = False
+        try:
+            if routes.mode == "observe":
+                async for event in next_handler():
+                    if routes.sends(event.type):
+                        inv.item(False, event=event_to_proto(event))
+                    yield event
+                inv.outcome(stream_end=_STREAM_END)
+                finished = True
+                return
+            events, message = await inv.wait("call_next")
+            for event in events:
+                yield event
+            if message.WhichOneof("message") == "done":
+                finished = True
+                return
+            stream = next_handler(**overrides(self, hook, message.call_next, inv.agent, kwargs))
+            if routes.mode == "pre_only" or message.call_next.final:
+                finished = True
+                inv.close(cancel=False)
+                async for event in stream:
+                    yield event
+                return
+            iterator = aiter(stream)
+            while True:
+                try:
+                    event = await inv.pull(iterator)
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    if exc is inv.broken:
+                        raise
+                    inv.outcome(error=c.error_to_pb(exc))
+                    events, _ = await inv.wait("done", failed=True)
+                    for emitted in events:
+                        yield emitted
+                    finished = True
+                    raise
+                route = routes.route(event.type)
+                if route == PASS:
+                    yield event
+                    continue
+                inv.item(route != READ_ONLY, event=event_to_proto(event))
+                if route == READ_ONLY:
+                    yield event
+                    continue
+                try:
+                    events, message = await inv.wait("verdict")
+                except Exception:
+                    if self.failure_mode == "fail_open":
+                        # NOTE(hookmesh): the middleware is about to be skipped: the event it
+                        # held is released unchanged, as if it had never been subscribed to.
+                        yield event
+                    raise
+                for emitted in events:
+                    yield emitted
+                if message.WhichOneof("message") == "done":
+                    finished = True
+                    aclose = getattr(iterator, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                    return
+                verdict = message.verdict
+                if not verdict.drop:
+                    yield event
+                if verdict.final:
+                    finished = True
+                    inv.close(cancel=False)
+                    async for event in iterator:
+                        yield event
+                    return
+            inv.outcome(stream_end=_STREAM_END)
+            events, _ = await inv.wait("done")
+            for emitted in events:
+                yield emitted
+            finished = True
+        finally:
+            inv.close(cancel=not finished)

@@ -1,0 +1,94 @@
+"""The conformance kit: the runner passes the Python and Node reference middlewares and names
+the rule a broken sidecar breaks."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from hookmesh.conformance import run_conformance
+from tests.sidecar_process import START_TIMEOUT, SidecarProcess, sidecar_process
+
+pytestmark = pytest.mark.timeout(120)
+
+_NODE = Path(__file__).resolve().parents[2] / "clients" / "node"
+_RUN_TIMEOUT = 60.0
+
+
+async def _command(*args: str) -> tuple[int, list[str]]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "hookmesh.cli",
+        "conformance",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(_RUN_TIMEOUT):
+        out, _ = await process.communicate()
+    return process.returncode or 0, out.decode().splitlines()
+
+
+@asynccontextmanager
+async def _node_conformance(listen: str) -> AsyncIterator[SidecarProcess]:
+    node = shutil.which("node")
+    if node is None or not (_NODE / "node_modules").is_dir():
+        pytest.fail("node and clients/node/node_modules are needed: run `make node`")
+    process = await asyncio.create_subprocess_exec(
+        node,
+        str(_NODE / "conformance.js"),
+        "--listen",
+        listen,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    sidecar = SidecarProcess(process, "")
+    try:
+        first = await sidecar.line(START_TIMEOUT)
+        assert first.startswith("listening on "), first
+        sidecar.address = first.removeprefix("listening on ")
+        yield sidecar
+    finally:
+        await sidecar.kill()
+
+
+async def test_the_python_reference_passes_every_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONFORMANCE_TOKEN", "s3cret")
+    async with sidecar_process(
+        "hookmesh.conformance:ConformanceMiddleware", "--token-env", "CONFORMANCE_TOKEN"
+    ) as sidecar:
+        code, lines = await _command(
+            "--sidecar", sidecar.address, "--token-env", "CONFORMANCE_TOKEN"
+        )
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert failed == []
+    assert code == 0
+    names = {line.split()[1] for line in lines if line.startswith("PASS")}
+    assert {"describe", "token_required", "on_model_call.stream[agentic]"} <= names
+    assert lines[-1] == f"{len(names)} passed, 0 failed"
+
+
+async def test_the_node_reference_passes_every_rule(tmp_path: Path) -> None:
+    async with _node_conformance(f"unix://{tmp_path}/node.sock") as sidecar:
+        results = await run_conformance(sidecar.address)
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    assert len(results) > 40
+
+
+async def test_a_broken_sidecar_fails_naming_the_rule() -> None:
+    async with sidecar_process("tests.broken_conformance:IgnoresEmit") as sidecar:
+        code, lines = await _command("--sidecar", sidecar.address, "--timeout", "2")
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert [line.split()[1] for line in failed] == [
+        "on_reasoning.emit[flat]",
+        "on_reasoning.emit[agentic]",
+    ]
+    assert "before call_next: emitted []" in failed[0]
+    assert code == 1
+    assert lines[-1].endswith("passed, 2 failed")
