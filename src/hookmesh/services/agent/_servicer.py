@@ -12,7 +12,15 @@ from typing import Any
 
 import grpc
 
-from hookmesh.agent import Agent, AgentState, Confirmation, ExternalResult, Resume, Tool, new_id
+from hookmesh.agent import (
+    Agent,
+    AgentState,
+    Confirmation,
+    ExternalResult,
+    Resume,
+    Tool,
+    new_id,
+)
 from hookmesh.agent.models import TOOL_CHOICE_MODES, ChatModel
 from hookmesh.errors import FieldViolation, HookmeshError, RequestError, SchemaError, to_grpc_status
 from hookmesh.middleware import Middleware
@@ -25,6 +33,7 @@ from hookmesh.schema import (
     messages_from_proto,
     tool_result_state_from_proto,
 )
+from hookmesh.services.agent._client_tools import client_tools
 from hookmesh.services.agent._config import AgentServiceConfig
 from hookmesh.services.agent._store import SessionStore, StoredSession
 from hookmesh.v1 import agent_pb2 as _agent_pb2
@@ -91,13 +100,15 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _agent(self, session_id: str, state: AgentState, model: str) -> Agent:
+    def _agent(
+        self, session_id: str, state: AgentState, model: str, client_tools: Sequence[Tool]
+    ) -> Agent:
         settings = self.config.agent
         return Agent(
             self.models[model],
             name=settings.name,
             system_prompt=settings.system_prompt,
-            tools=self.tools,
+            tools=[*self.tools, *client_tools],
             middlewares=self.middlewares,
             kind=settings.kind,
             max_iters=settings.max_iters,
@@ -114,7 +125,9 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                 reason="REQUEST_TOO_LARGE",
             )
 
-    def _options(self, options: _agent_pb2.ReplyOptions) -> tuple[str, str, int | None]:
+    def _options(
+        self, options: _agent_pb2.ReplyOptions, client_tools: Sequence[Tool]
+    ) -> tuple[str, str, int | None]:
         violations: list[FieldViolation] = []
         model = self.config.agent.model
         if options.model and options.model != model:
@@ -130,7 +143,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             else:
                 model = options.model
         choice = options.tool_choice or "auto"
-        if choice not in TOOL_CHOICE_MODES and not any(t.name == choice for t in self._all_tools()):
+        tools = [*self._all_tools(), *client_tools]
+        if choice not in TOOL_CHOICE_MODES and not any(t.name == choice for t in tools):
             violations.append(
                 FieldViolation(
                     "options.tool_choice", "use auto, none, required or the name of a tool"
@@ -143,6 +157,9 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         if violations:
             raise SchemaError(violations, reason="INVALID_OPTIONS")
         return model, choice, options.max_iters or None
+
+    def _client_tools(self, pbs: Sequence[_agent_pb2.ClientTool]) -> list[Tool]:
+        return client_tools(pbs, {t.name for t in self._all_tools()})
 
     def _all_tools(self) -> list[Tool]:
         out = list(self.tools)
@@ -206,7 +223,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                 )
             messages = messages_from_proto(request.messages, "messages")
             check_messages(messages, "messages")
-            model, choice, max_iters = self._options(request.options)
+            client_tools = self._client_tools(request.client_tools)
+            model, choice, max_iters = self._options(request.options, client_tools)
             if not session_id:
                 session_id = new_id()
             self._claim(session_id)
@@ -222,7 +240,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     f"session {session_id} has a paused reply: call Resume first",
                     metadata={"sessionId": session_id},
                 )
-            agent = self._agent(session_id, state, model)
+            agent = self._agent(session_id, state, model, client_tools)
             events = agent.reply(messages, tool_choice=choice, max_iters=max_iters)
         except HookmeshError as exc:
             if claimed:
@@ -255,7 +273,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     metadata={"sessionId": session_id},
                 )
             resume = _resume(request)
-            agent = self._agent(session_id, stored.state, self.config.agent.model)
+            client_tools = self._client_tools(request.client_tools)
+            agent = self._agent(session_id, stored.state, self.config.agent.model, client_tools)
             events = agent.resume(resume)
         except HookmeshError as exc:
             if claimed:
