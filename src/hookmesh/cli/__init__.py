@@ -1,10 +1,10 @@
 """The `hookmesh` command: one module per command group, registered on import."""
 
-from hookmesh.cli import _chat, _memory, _retrieval, _serve, _sidecar, _speech, _suite
+from hookmesh.cli import _agui, _chat, _memory, _retrieval, _serve, _sidecar, _speech, _suite
 from hookmesh.cli._app import app, main
 from hookmesh.cli._printer import EventPrinter
 
 __all__ = ["EventPrinter", "app", "main"]
 
-_COMMAND_MODULES = (_chat, _memory, _retrieval, _serve, _sidecar, _speech, _suite)
+_COMMAND_MODULES = (_agui, _chat, _memory, _retrieval, _serve, _sidecar, _speech, _suite)
 """Imported for their registrations on `app`."""
