@@ -41,8 +41,12 @@ def up(
 
 
 @app.command()
-def demo() -> None:
+def demo(
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Then serve the chat page until Ctrl-C.")
+    ] = False,
+) -> None:
     """Run the suite with the embedded demo config and two conversations, then stop."""
     from hookmesh.demo import run_demo
 
-    raise typer.Exit(run(run_demo(Console(highlight=False))))
+    raise typer.Exit(run(run_demo(Console(highlight=False), serve=serve)))
