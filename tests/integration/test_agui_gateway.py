@@ -476,7 +476,7 @@ async def test_the_live_endpoint_passes_ag_ui_validate(stack: Stack) -> None:
         timeout_ms=int(TIMEOUT * 1000),
         features=["shared-state"],
     )
-    assert [(d.rule_id, d.severity, d.message) for d in report.diagnostics] == []
+    assert [(d.rule, d.severity, d.message) for d in report.diagnostics] == []
     assert report.skipped == []  # every rule of the catalogue ran
 
 
