@@ -3,7 +3,6 @@ trip, an image, errors and a confirmation (clients/node/test/agui-http-agent.js)
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.agui_stack import agui_stack
+from tests.node_process import run_node
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -24,23 +24,8 @@ async def _http_agent(url: str) -> dict[str, Any]:
     node = shutil.which("node")
     if node is None or not (_NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir():
         pytest.fail("node or @ag-ui/client is missing: run `make node`")
-    process = await asyncio.create_subprocess_exec(
-        node,
-        str(_SCRIPT),
-        url,
-        cwd=_NODE_DIR,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        async with asyncio.timeout(_NODE_TIMEOUT):
-            out, err = await process.communicate()
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        pytest.fail(f"the HttpAgent script did not finish within {_NODE_TIMEOUT:g} s")
-    assert process.returncode == 0, err.decode()
+    code, out, err = await run_node(node, str(_SCRIPT), url, timeout=_NODE_TIMEOUT, cwd=_NODE_DIR)
+    assert code == 0, err
     return json.loads(out)  # type: ignore[no-any-return]
 
 

@@ -215,13 +215,14 @@ def _confirmations(request: RunRequest, session: SessionInfo) -> list[Confirmati
                 "UNKNOWN_INTERRUPT", f"interrupt {entry.interrupt_id!r} is not open on this thread"
             )
         out.append(_confirmation(entry))
-    missing = pending - {c.call_id for c in out}
-    if missing:
-        raise RunRefused(
-            "RESUME_INCOMPLETE",
-            f"answer every open interrupt; missing: {', '.join(sorted(missing))}",
-        )
+    _require_all(pending, {c.call_id for c in out}, "RESUME_INCOMPLETE", "every open interrupt")
     return out
+
+
+def _require_all(pending: set[str], answered: set[str], code: str, what: str) -> None:
+    missing = pending - answered
+    if missing:
+        raise RunRefused(code, f"answer {what}; missing: {', '.join(sorted(missing))}")
 
 
 def _confirmation(entry: ResumeEntry) -> Confirmation:
@@ -256,10 +257,6 @@ def _results(request: RunRequest, session: SessionInfo) -> list[ExternalResult]:
                 out.append(
                     ExternalResult(call_id=block.call_id, output=block.output, state=block.state)
                 )
-    missing = pending - {r.call_id for r in out}
-    if missing:
-        raise RunRefused(
-            "TOOL_RESULTS_PENDING",
-            f"send a tool message for each pending call; missing: {', '.join(sorted(missing))}",
-        )
+    answered = {r.call_id for r in out}
+    _require_all(pending, answered, "TOOL_RESULTS_PENDING", "each pending call with a tool message")
     return out
