@@ -10,7 +10,7 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 PROTOS := $(wildcard protos/hookmesh/v1/*.proto)
 GEN_DIR := src
 
-.PHONY: all demo test lint proto proto-check bench llm node espeak clean
+.PHONY: all demo test lint proto proto-check bench llm node espeak chromium clean
 
 all: test
 
@@ -40,6 +40,12 @@ espeak:
 	@command -v espeak-ng >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends espeak-ng; }
 
+# Debian's chromium and chromium-driver: the headless browser of the chat page test.
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$SUDO apt-get update -qq && \
+		$$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
+
 # Regenerate src/hookmesh/v1 from protos/ (messages, .pyi stubs and gRPC stubs).
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=$(GEN_DIR) --pyi_out=$(GEN_DIR) \
@@ -60,11 +66,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) espeak proto-check lint
+test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) espeak chromium proto-check lint
 	$(BIN)/pytest -q
 
+# `make demo DEMO_FLAGS=--serve` keeps the suite up and prints the chat page's URL.
 demo: $(STAMP)
-	$(BIN)/hookmesh demo
+	$(BIN)/hookmesh demo $(DEMO_FLAGS)
 
 bench: $(STAMP) espeak
 	@for b in bench/*.py; do case $$b in */remote_middlewares.py) continue;; esac; \

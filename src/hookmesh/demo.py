@@ -185,15 +185,18 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
     )
 
 
-async def run_demo(console: Console) -> int:
-    """Start the suite, seed the knowledge base, run two sessions; 0 when both complete."""
+async def run_demo(console: Console, *, serve: bool = False) -> int:
+    """Start the suite, seed the knowledge base, run two sessions; 0 when both complete.
+    With `serve`, then serve the AG-UI chat page in front of the suite until Ctrl-C."""
     finishes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="hookmesh-demo-") as data_dir:
-        await _converse(demo_config(data_dir), console, finishes)
+        await _converse(demo_config(data_dir), console, finishes, serve)
     return 0 if finishes == ["completed", "completed"] else 1
 
 
-async def _converse(settings: AgentServiceConfig, console: Console, finishes: list[str]) -> None:
+async def _converse(
+    settings: AgentServiceConfig, console: Console, finishes: list[str], serve: bool
+) -> None:
     from hookmesh.cli import EventPrinter
     from hookmesh.client import AgentClient, RetrievalClient
     from hookmesh.retrieval import Document
@@ -219,3 +222,19 @@ async def _converse(settings: AgentServiceConfig, console: Console, finishes: li
                     printer.show(event)
                     if event.type == "reply_end" and not event.source_path:
                         finishes.append(event.finish_reason)
+        if serve:
+            await _serve_page(console, suite.agent_address)
+
+
+async def _serve_page(console: Console, agent_address: str) -> None:
+    """The chat page (AG-UI gateway) in front of the demo's agent, until SIGINT/SIGTERM."""
+    from hookmesh.services import wait_for_signal
+    from hookmesh.services.agui import load_agui_config, start_agui_gateway
+
+    config = load_agui_config(None, agent=agent_address)
+    gateway = await start_agui_gateway(config, address="127.0.0.1:0")
+    try:
+        console.print(f"\nchat page: http://127.0.0.1:{gateway.port}/  (Ctrl-C stops)")
+        await wait_for_signal()
+    finally:
+        await gateway.stop(config.grace_seconds)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.e2e.commands import DEADLINE, ROOT, run, start_up
@@ -118,3 +121,27 @@ middlewares:
     finally:
         code, log = await suite.stop()
     assert code == 0, log
+
+
+async def test_demo_serve_prints_the_chat_page_url_and_stops_on_ctrl_c() -> None:
+    demo = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hookmesh.cli", "demo", "--serve",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert demo.stdout is not None
+    try:
+        async with asyncio.timeout(DEADLINE):
+            while not (line := (await demo.stdout.readline()).decode()).startswith("chat page:"):
+                assert line, "the demo ended without printing the chat page's URL"
+        url = line.split()[2]
+        async with httpx.AsyncClient(timeout=DEADLINE) as http:
+            page = await http.get(url)
+            health = await http.get(url + "healthz")
+        assert page.status_code == 200 and "<title>hookmesh chat</title>" in page.text
+        assert health.json() == {"status": "serving"}
+    finally:
+        if demo.returncode is None:
+            demo.send_signal(signal.SIGINT)
+        async with asyncio.timeout(DEADLINE):
+            assert await demo.wait() == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import socket
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from hookmesh.services.agent import load_config, start_agent_service
+from tests.node_process import run_node
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,22 +50,7 @@ def _node() -> str:
 
 async def _run_node(*args: str) -> _Run:
     """Run `node ARGS` to its end, within a deadline, without blocking the event loop."""
-    proc = await asyncio.create_subprocess_exec(
-        _node(),
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        async with asyncio.timeout(_NODE_TIMEOUT):
-            stdout, stderr = await proc.communicate()
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        pytest.fail(f"node {' '.join(args)} did not finish within {_NODE_TIMEOUT:g} s")
-    assert proc.returncode is not None
-    return _Run(proc.returncode, stdout.decode(), stderr.decode())
+    return _Run(*await run_node(_node(), *args, timeout=_NODE_TIMEOUT))
 
 
 async def _chat(target: str, *args: str) -> _Run:

@@ -310,11 +310,10 @@ def test_all_media_kinds_round_trip(kind: MessageKind) -> None:
     assert message_to_agui(msg) == data
 
 
-def test_single_text_part_encodes_as_string() -> None:
-    data = {"id": "u1", "role": "user", "content": [{"type": "text", "text": "hi"}]}
-    assert message_to_agui(message_from_agui(data, "agentic"))["content"] == "hi"
-    empty = {"id": "u2", "role": "user", "content": []}
-    assert message_to_agui(message_from_agui(empty, "flat"))["content"] == ""
+def test_one_text_block_built_in_python_encodes_as_string() -> None:
+    msg = AgenticMessage(id="u1", role="user", blocks=[TextBlock(text="hi")])
+    assert message_to_agui(msg)["content"] == "hi"
+    assert message_to_agui(FlatMessage(id="u2", role="user"))["content"] == ""
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -718,3 +717,43 @@ def test_encoded_output_validates_against_ag_ui_types(kind: MessageKind) -> None
         model = adapter.validate_python(data)
         assert not model.model_extra, f"keys AG-UI does not define: {model.model_extra}"
         assert adapter.dump_python(model, by_alias=True, mode="json") == data
+
+
+# --- the content form decoded is the form encoded -----------------------------------------
+
+ONE_PART_FORMS = {
+    "user_one_text_part": {"id": "u1", "role": "user", "content": [{"type": "text", "text": "hi"}]},
+    "user_empty_parts": {"id": "u2", "role": "user", "content": []},
+    "user_empty_text_part": {"id": "u5", "role": "user", "content": [{"type": "text", "text": ""}]},
+    "user_empty_string": {"id": "u3", "role": "user", "content": ""},
+    "user_string": {"id": "u4", "role": "user", "content": "hi"},
+    "tool_one_text_part": {
+        "id": "t1",
+        "role": "tool",
+        "content": [{"type": "text", "text": "168"}],
+        "toolCallId": "c1",
+    },
+    "tool_error_one_text_part": {
+        "id": "t2",
+        "role": "tool",
+        "content": [{"type": "text", "text": "no"}],
+        "toolCallId": "c2",
+        "error": "failed",
+    },
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("data", ONE_PART_FORMS.values(), ids=ONE_PART_FORMS.keys())
+def test_content_keeps_the_form_it_was_decoded_from(
+    data: dict[str, Any], kind: MessageKind
+) -> None:
+    msg = message_from_agui(data, kind)
+    assert message_to_agui(msg) == data
+    assert messages_to_agui(messages_from_agui([data], kind)) == [data]
+
+
+def test_a_list_that_cannot_collapse_adds_no_metadata() -> None:
+    msg = message_from_agui(USER_TEXT_IMAGE, "agentic")
+    assert msg.metadata is None
+    assert message_to_agui(message_from_agui(USER_TEXT, "flat")) == USER_TEXT

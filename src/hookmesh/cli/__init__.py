@@ -1,6 +1,7 @@
 """The `hookmesh` command: one module per command group, registered on import."""
 
 from hookmesh.cli import (
+    _agui,
     _chat,
     _conformance,
     _memory,
@@ -17,6 +18,7 @@ from hookmesh.cli._printer import EventPrinter
 __all__ = ["EventPrinter", "app", "main"]
 
 _COMMAND_MODULES = (
+    _agui,
     _chat,
     _conformance,
     _memory,

@@ -119,10 +119,14 @@ async def _health(target: str, timeout: float) -> str:
 
 
 @app.command()
-def demo() -> None:
+def demo(
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Then serve the chat page until Ctrl-C.")
+    ] = False,
+) -> None:
     """Run the suite with the embedded demo config and two conversations, then stop."""
     from rich.console import Console
 
     from hookmesh.demo import run_demo
 
-    raise typer.Exit(run(run_demo(Console(highlight=False))))
+    raise typer.Exit(run(run_demo(Console(highlight=False), serve=serve)))

@@ -8,9 +8,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 import grpc
+from google.protobuf import struct_pb2
 
 from hookmesh._security import ClientTLS, channel_credentials, open_channel
-from hookmesh.agent import Confirmation, ExternalResult
+from hookmesh.agent import Confirmation, ExternalResult, Tool
 from hookmesh.client._errors import AgentClientError
 from hookmesh.schema import (
     AgentEvent,
@@ -68,12 +69,21 @@ def _session(pb: _agent_pb2.Session) -> SessionInfo:
     )
 
 
+def _client_tool(tool: Tool) -> _agent_pb2.ClientTool:
+    parameters = struct_pb2.Struct()
+    parameters.update(tool.parameters)
+    return _agent_pb2.ClientTool(
+        name=tool.name, description=tool.description, parameters=parameters
+    )
+
+
 def _reply_request(
     messages: str | Message | Sequence[Message],
     session_id: str,
     max_iters: int,
     tool_choice: str,
     model: str,
+    client_tools: Sequence[Tool],
 ) -> _agent_pb2.ReplyRequest:
     if isinstance(messages, str):
         batch = [make_user_text("flat", messages)]
@@ -85,6 +95,7 @@ def _reply_request(
         session_id=session_id,
         messages=[message_to_proto(m) for m in batch],
         options=_agent_pb2.ReplyOptions(max_iters=max_iters, tool_choice=tool_choice, model=model),
+        client_tools=[_client_tool(t) for t in client_tools],
     )
 
 
@@ -92,6 +103,7 @@ def _resume_request(
     session_id: str,
     confirmations: Sequence[Confirmation],
     external_results: Sequence[ExternalResult],
+    client_tools: Sequence[Tool],
 ) -> _agent_pb2.ResumeRequest:
     results = []
     for r in external_results:
@@ -110,6 +122,7 @@ def _resume_request(
             for c in confirmations
         ],
         external_results=results,
+        client_tools=[_client_tool(t) for t in client_tools],
     )
 
 
@@ -177,15 +190,30 @@ class AgentClient:
         max_iters: int = 0,
         tool_choice: str = "",
         model: str = "",
+        client_tools: Sequence[Tool] = (),
         timeout: float | None = None,
+        token: str | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Stream one reply's events. A str becomes one user message.
+
+        Args:
+            messages: The new input.
+            session_id: The session; a new one when empty.
+            max_iters: Most reasoning steps; 0 for the agent's setting.
+            tool_choice: ``auto``, ``none``, ``required`` or a tool name; empty for auto.
+            model: A configured model to use instead of the default.
+            client_tools: Tools the caller runs itself: a call to one pauses the reply with
+                require_external_execution (`resume` answers it).
+            timeout: This call's deadline instead of the client's.
+            token: This call's bearer token instead of the client's (a secret).
 
         Raises:
             AgentClientError: The service refused the request or the call failed.
         """
-        request = _reply_request(messages, session_id, max_iters, tool_choice, model)
-        call = self._stub.Reply(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        request = _reply_request(messages, session_id, max_iters, tool_choice, model, client_tools)
+        call = self._stub.Reply(
+            request, timeout=timeout or self.timeout, metadata=self._call_metadata(token)
+        )
         return self._events(call)
 
     async def text(self, messages: str | Message | Sequence[Message], **options: Any) -> str:
@@ -198,16 +226,28 @@ class AgentClient:
         *,
         confirmations: Sequence[Confirmation] = (),
         external_results: Sequence[ExternalResult] = (),
+        client_tools: Sequence[Tool] = (),
         timeout: float | None = None,
+        token: str | None = None,
     ) -> AsyncIterator[AgentEvent]:
-        """Continue a paused reply, streaming its events."""
-        request = _resume_request(session_id, confirmations, external_results)
-        call = self._stub.Resume(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        """Continue a paused reply, streaming its events (`client_tools`, `timeout` and
+        `token` as in `reply`)."""
+        request = _resume_request(session_id, confirmations, external_results, client_tools)
+        call = self._stub.Resume(
+            request, timeout=timeout or self.timeout, metadata=self._call_metadata(token)
+        )
         return self._events(call)
 
-    async def _unary(self, method: Any, request: Any, timeout: float | None) -> Any:
+    def _call_metadata(self, token: str | None) -> tuple[tuple[str, str], ...]:
+        return self._metadata if token is None else _metadata(token)
+
+    async def _unary(
+        self, method: Any, request: Any, timeout: float | None, token: str | None = None
+    ) -> Any:
         try:
-            return await method(request, timeout=timeout or self.timeout, metadata=self._metadata)
+            return await method(
+                request, timeout=timeout or self.timeout, metadata=self._call_metadata(token)
+            )
         except grpc.aio.AioRpcError as exc:
             raise AgentClientError.from_rpc_error(exc) from None
 
@@ -218,10 +258,15 @@ class AgentClient:
         )
         return bool(response.interrupted)
 
-    async def get_session(self, session_id: str, *, timeout: float | None = None) -> SessionInfo:
-        """The session with its context."""
+    async def get_session(
+        self, session_id: str, *, timeout: float | None = None, token: str | None = None
+    ) -> SessionInfo:
+        """The session with its context (`token` as in `reply`)."""
         response = await self._unary(
-            self._stub.GetSession, _agent_pb2.GetSessionRequest(session_id=session_id), timeout
+            self._stub.GetSession,
+            _agent_pb2.GetSessionRequest(session_id=session_id),
+            timeout,
+            token,
         )
         return _session(response.session)
 
@@ -289,10 +334,11 @@ class SyncAgentClient:
         max_iters: int = 0,
         tool_choice: str = "",
         model: str = "",
+        client_tools: Sequence[Tool] = (),
         timeout: float | None = None,
     ) -> Iterator[AgentEvent]:
         """Stream one reply's events."""
-        request = _reply_request(messages, session_id, max_iters, tool_choice, model)
+        request = _reply_request(messages, session_id, max_iters, tool_choice, model, client_tools)
         return self._events(
             self._stub.Reply(request, timeout=timeout or self.timeout, metadata=self._metadata)
         )
@@ -307,10 +353,11 @@ class SyncAgentClient:
         *,
         confirmations: Sequence[Confirmation] = (),
         external_results: Sequence[ExternalResult] = (),
+        client_tools: Sequence[Tool] = (),
         timeout: float | None = None,
     ) -> Iterator[AgentEvent]:
         """Continue a paused reply."""
-        request = _resume_request(session_id, confirmations, external_results)
+        request = _resume_request(session_id, confirmations, external_results, client_tools)
         return self._events(
             self._stub.Resume(request, timeout=timeout or self.timeout, metadata=self._metadata)
         )

@@ -27,9 +27,12 @@ from hookmesh.schema._messages import AgenticMessage, AgenticRole
 
 AGUI_METADATA_KEY = "hookmesh.agui"
 """Message metadata key holding what AG-UI says and the hookmesh kind cannot: ``role``
-("developer"), ``toolErrors`` (tool call id → AG-UI ``error`` text) and, on flat messages,
-``encryptedValue`` (a reasoning message's opaque value; agentic messages keep it in
-`ReasoningBlock.signature`). It never appears in encoded AG-UI ``metadata``."""
+("developer"), ``toolErrors`` (tool call id → AG-UI ``error`` text), ``contentParts`` (the
+length, 0 or 1, of a ``content`` list that would otherwise encode as a string: empty, or one
+text part)
+and, on flat messages, ``encryptedValue`` (a reasoning message's opaque value; agentic
+messages keep it in `ReasoningBlock.signature`). It never appears in encoded AG-UI
+``metadata``."""
 
 _MEDIA: dict[str, type[_MediaBlock]] = {
     "image": ImageBlock,
@@ -161,6 +164,13 @@ def _part(part: Any, path: str, errs: list[FieldViolation]) -> ToolOutputBlock |
     return None
 
 
+def _collapses(value: Any) -> bool:
+    """A content part list the encoder would write as a string (so the list form is kept)."""
+    if not isinstance(value, list) or len(value) > 1:
+        return False
+    return not value or (isinstance(value[0], dict) and value[0].get("type") == "text")
+
+
 def _content(data: _Json, path: str, errs: list[FieldViolation]) -> list[ToolOutputBlock]:
     """User or tool ``content``: a string or a list of content parts (required)."""
     value = data.get("content")
@@ -224,6 +234,8 @@ def _decode(data: Any, path: str) -> AgenticMessage:
             stash["role"] = "developer"
     elif agui_role == "user":
         blocks = list(_content(data, path, errs))
+        if _collapses(data.get("content")):
+            stash["contentParts"] = len(data["content"])
     elif agui_role == "assistant":
         role = "assistant"
         text = _str(data, "content", path, errs)
@@ -235,6 +247,8 @@ def _decode(data: Any, path: str) -> AgenticMessage:
         error = _str(data, "error", path, errs)
         if error is not None:
             stash["toolErrors"] = {call_id: error}
+        if _collapses(data.get("content")):
+            stash["contentParts"] = len(data["content"])
         blocks = [
             ToolResultBlock(
                 call_id=call_id, output=output, state="success" if error is None else "error"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Sequence
-from typing import get_args
+from typing import Any, get_args
 
 from hookmesh.errors import FieldViolation, SchemaError
 from hookmesh.schema._agui_decode import (
@@ -120,14 +120,17 @@ def _part_to_agui(block: ToolOutputBlock) -> _Json:
     return out
 
 
-def _content_to_agui(flat: FlatMessage) -> str | list[_Json]:
-    """A plain string when the content is one text (or nothing), else a content part list."""
+def _content_to_agui(flat: FlatMessage, parts: Any) -> str | list[_Json]:
+    """A plain string when the content is one text (or nothing), else a content part list;
+    always a list when `parts` (the stashed length of a decoded list) is set."""
     blocks: list[ToolOutputBlock] = [TextBlock(text=flat.content)] if flat.content else []
     blocks.extend(flat.parts)
-    if not blocks:
+    if parts is None and not blocks:
         return ""
-    if len(blocks) == 1 and blocks[0].type == "text":
+    if parts is None and len(blocks) == 1 and blocks[0].type == "text":
         return blocks[0].text
+    if parts == 1 and not blocks:
+        return [{"type": "text", "text": ""}]
     return [_part_to_agui(b) for b in blocks]
 
 
@@ -142,6 +145,7 @@ def _text_to_agui(flat: FlatMessage, path: str) -> str:
 
 def _flat_to_agui(flat: FlatMessage, signature: str, has_reasoning: bool, path: str) -> list[_Json]:
     stash = _stash(flat)
+    parts = stash.get("contentParts")
     common: _Json = {}
     metadata = {k: v for k, v in (flat.metadata or {}).items() if k != AGUI_METADATA_KEY}
     if metadata:
@@ -153,7 +157,7 @@ def _flat_to_agui(flat: FlatMessage, signature: str, has_reasoning: bool, path: 
         out: _Json = {
             "id": flat.id,
             "role": "tool",
-            "content": _content_to_agui(flat),
+            "content": _content_to_agui(flat, parts),
             "toolCallId": flat.tool_call_id,
             **common,
         }
@@ -164,7 +168,13 @@ def _flat_to_agui(flat: FlatMessage, signature: str, has_reasoning: bool, path: 
         return [out]
     if flat.role == "user":
         return [
-            {"id": flat.id, "role": "user", "content": _content_to_agui(flat), **named, **common}
+            {
+                "id": flat.id,
+                "role": "user",
+                "content": _content_to_agui(flat, parts),
+                **named,
+                **common,
+            }
         ]
     text = _text_to_agui(flat, path)
     if flat.role == "system":
@@ -218,7 +228,8 @@ def message_to_agui(msg: Message) -> _Json:
     """Encode a hookmesh message of either kind as one AG-UI message.
 
     The inverse of `message_from_agui`: a user message whose content is one text block
-    becomes a plain string, other user content an InputContent list (bytes base64 encoded);
+    becomes a plain string (unless it was decoded from a list: the form decoded is kept),
+    other user content an InputContent list (bytes base64 encoded);
     assistant text becomes ``content`` (omitted when empty) and its calls ``toolCalls``.
     AG-UI has no field for create_time, usage, block ids, media names, a tool result's tool
     name, or the interrupted and denied states (they become ``error`` with a fixed text);

@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from hookmesh.v1 import content_pb2 as _content_pb2
 from hookmesh.v1 import event_pb2 as _event_pb2
@@ -27,14 +28,26 @@ SESSION_STATUS_AWAITING_CONFIRMATION: SessionStatus
 SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION: SessionStatus
 
 class ReplyRequest(_message.Message):
-    __slots__ = ("session_id", "messages", "options")
+    __slots__ = ("session_id", "messages", "options", "client_tools")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TOOLS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     options: ReplyOptions
-    def __init__(self, session_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., options: _Optional[_Union[ReplyOptions, _Mapping]] = ...) -> None: ...
+    client_tools: _containers.RepeatedCompositeFieldContainer[ClientTool]
+    def __init__(self, session_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., options: _Optional[_Union[ReplyOptions, _Mapping]] = ..., client_tools: _Optional[_Iterable[_Union[ClientTool, _Mapping]]] = ...) -> None: ...
+
+class ClientTool(_message.Message):
+    __slots__ = ("name", "description", "parameters")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    parameters: _struct_pb2.Struct
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ReplyOptions(_message.Message):
     __slots__ = ("max_iters", "tool_choice", "model")
@@ -53,14 +66,16 @@ class ReplyResponse(_message.Message):
     def __init__(self, event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ...) -> None: ...
 
 class ResumeRequest(_message.Message):
-    __slots__ = ("session_id", "confirmations", "external_results")
+    __slots__ = ("session_id", "confirmations", "external_results", "client_tools")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CONFIRMATIONS_FIELD_NUMBER: _ClassVar[int]
     EXTERNAL_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TOOLS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     confirmations: _containers.RepeatedCompositeFieldContainer[ToolConfirmation]
     external_results: _containers.RepeatedCompositeFieldContainer[ExternalToolResult]
-    def __init__(self, session_id: _Optional[str] = ..., confirmations: _Optional[_Iterable[_Union[ToolConfirmation, _Mapping]]] = ..., external_results: _Optional[_Iterable[_Union[ExternalToolResult, _Mapping]]] = ...) -> None: ...
+    client_tools: _containers.RepeatedCompositeFieldContainer[ClientTool]
+    def __init__(self, session_id: _Optional[str] = ..., confirmations: _Optional[_Iterable[_Union[ToolConfirmation, _Mapping]]] = ..., external_results: _Optional[_Iterable[_Union[ExternalToolResult, _Mapping]]] = ..., client_tools: _Optional[_Iterable[_Union[ClientTool, _Mapping]]] = ...) -> None: ...
 
 class ToolConfirmation(_message.Message):
     __slots__ = ("call_id", "confirmed", "reason")

@@ -12,7 +12,15 @@ from typing import Any
 
 import grpc
 
-from hookmesh.agent import Agent, AgentState, Confirmation, ExternalResult, Resume, Tool, new_id
+from hookmesh.agent import (
+    Agent,
+    AgentState,
+    Confirmation,
+    ExternalResult,
+    Resume,
+    Tool,
+    new_id,
+)
 from hookmesh.agent.models import TOOL_CHOICE_MODES, ChatModel
 from hookmesh.errors import FieldViolation, HookmeshError, RequestError, SchemaError, to_grpc_status
 from hookmesh.middleware import Middleware
@@ -26,6 +34,7 @@ from hookmesh.schema import (
     tool_result_state_from_proto,
 )
 from hookmesh.services._auth import current_principal
+from hookmesh.services.agent._client_tools import client_tools
 from hookmesh.services.agent._config import AgentServiceConfig
 from hookmesh.services.agent._store import (
     SessionStore,
@@ -108,13 +117,20 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _agent(self, owner: str, session_id: str, state: AgentState, model: str) -> Agent:
+    def _agent(
+        self,
+        owner: str,
+        session_id: str,
+        state: AgentState,
+        model: str,
+        client_tools: Sequence[Tool],
+    ) -> Agent:
         settings = self.config.agent
         return Agent(
             self.models[model],
             name=settings.name,
             system_prompt=settings.system_prompt,
-            tools=self.tools,
+            tools=[*self.tools, *client_tools],
             middlewares=self.middlewares,
             kind=settings.kind,
             max_iters=settings.max_iters,
@@ -133,7 +149,9 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                 reason="REQUEST_TOO_LARGE",
             )
 
-    def _options(self, options: _agent_pb2.ReplyOptions) -> tuple[str, str, int | None]:
+    def _options(
+        self, options: _agent_pb2.ReplyOptions, client_tools: Sequence[Tool]
+    ) -> tuple[str, str, int | None]:
         violations: list[FieldViolation] = []
         model = self.config.agent.model
         if options.model and options.model != model:
@@ -149,7 +167,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             else:
                 model = options.model
         choice = options.tool_choice or "auto"
-        if choice not in TOOL_CHOICE_MODES and not any(t.name == choice for t in self._all_tools()):
+        tools = [*self._all_tools(), *client_tools]
+        if choice not in TOOL_CHOICE_MODES and not any(t.name == choice for t in tools):
             violations.append(
                 FieldViolation(
                     "options.tool_choice", "use auto, none, required or the name of a tool"
@@ -162,6 +181,9 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         if violations:
             raise SchemaError(violations, reason="INVALID_OPTIONS")
         return model, choice, options.max_iters or None
+
+    def _client_tools(self, pbs: Sequence[_agent_pb2.ClientTool]) -> list[Tool]:
+        return client_tools(pbs, {t.name for t in self._all_tools()})
 
     def _all_tools(self) -> list[Tool]:
         out = list(self.tools)
@@ -227,7 +249,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                 )
             messages = messages_from_proto(request.messages, "messages")
             check_messages(messages, "messages")
-            model, choice, max_iters = self._options(request.options)
+            client_tools = self._client_tools(request.client_tools)
+            model, choice, max_iters = self._options(request.options, client_tools)
             if not session_id:
                 session_id = new_id()
             key = (owner, session_id)
@@ -244,7 +267,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     f"session {session_id} has a paused reply: call Resume first",
                     metadata={"sessionId": session_id},
                 )
-            agent = self._agent(owner, session_id, state, model)
+            agent = self._agent(owner, session_id, state, model, client_tools)
             events = agent.reply(messages, tool_choice=choice, max_iters=max_iters)
         except HookmeshError as exc:
             if claimed:
@@ -279,7 +302,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     metadata={"sessionId": session_id},
                 )
             resume = _resume(request)
-            agent = self._agent(*key, stored.state, self.config.agent.model)
+            client_tools = self._client_tools(request.client_tools)
+            agent = self._agent(*key, stored.state, self.config.agent.model, client_tools)
             events = agent.resume(resume)
         except HookmeshError as exc:
             if claimed:

@@ -124,7 +124,8 @@ class SqliteSessionStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        private_file(self.path)
+        if str(path) != ":memory:":  # SQLite's in-memory database (tests)
+            private_file(self.path)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")

@@ -1,0 +1,208 @@
+"""The gateway's pure parts: hookmesh events → AG-UI events (each stream checked by
+ag-ui-validate) and which input goes to the agent."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from ag_ui_validate.pytest_plugin import assert_valid_agui
+
+from hookmesh.client import SessionInfo
+from hookmesh.errors import SchemaError
+from hookmesh.schema import (
+    AgentEvent,
+    CustomEvent,
+    DataBlockDeltaEvent,
+    DataBlockEndEvent,
+    DataBlockStartEvent,
+    HintBlockEvent,
+    ImageBlock,
+    InlineSource,
+    ModelCallStartEvent,
+    ReplyEndEvent,
+    ReplyError,
+    TextBlockDeltaEvent,
+    TextBlockStartEvent,
+    ToolCall,
+    ToolResultDeltaEvent,
+    ToolResultEndEvent,
+    ToolResultStartEvent,
+)
+from hookmesh.services.agui import RunEvents
+from hookmesh.services.agui._input import (
+    ReplyPlan,
+    ResumePlan,
+    RunRefused,
+    parse_run_input,
+    plan_run,
+)
+
+R = "reply-1"
+
+
+def _run(events: list[AgentEvent], answered: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    mapper = RunEvents("thread", "run", answered)
+    out = list(mapper.start({"app": 1}, None))
+    for event in events:
+        out.extend(mapper.map(event))
+    return [e.model_dump(mode="json", by_alias=True) for e in out]
+
+
+def _end(reason: str = "completed", **fields: Any) -> ReplyEndEvent:
+    return ReplyEndEvent(reply_id=R, finish_reason=reason, **fields)  # type: ignore[arg-type]
+
+
+def test_hints_data_blocks_and_middleware_events_are_custom_events_and_state() -> None:
+    events = _run(
+        [
+            HintBlockEvent(reply_id=R, block_id="h1", text="[1] Wear a coat.", source="rag"),
+            DataBlockStartEvent(reply_id=R, block_id="d1", media_type="audio/pcm;rate=22050"),
+            DataBlockDeltaEvent(reply_id=R, block_id="d1", data=b"\x00\x01\xff"),
+            DataBlockEndEvent(reply_id=R, block_id="d1"),
+            CustomEvent(reply_id=R, name="budget/left", value={"tokens": 9}),
+            _end(),
+        ]
+    )
+    customs = [(e["name"], e["value"]) for e in events if e["type"] == "CUSTOM"]
+    assert customs == [
+        ("hookmesh.hint", {"blockId": "h1", "source": "rag", "text": "[1] Wear a coat."}),
+        (
+            "hookmesh.data_block_start",
+            {"blockId": "d1", "mediaType": "audio/pcm;rate=22050", "name": ""},
+        ),
+        ("hookmesh.data_block_delta", {"blockId": "d1", "data": "AAH/"}),
+        ("hookmesh.data_block_end", {"blockId": "d1"}),
+        ("budget/left", {"tokens": 9}),
+    ]
+    [delta] = [e for e in events if e["type"] == "STATE_DELTA"]
+    assert delta["delta"] == [
+        {"op": "add", "path": "/hookmesh/middlewares/budget~1left", "value": {"tokens": 9}}
+    ]
+    assert events[1]["snapshot"]["app"] == 1  # the client's state is kept
+    assert_valid_agui(events, features=["shared-state"], max_warnings=0)
+
+
+def test_a_failed_reply_closes_what_is_open_before_run_error() -> None:
+    error = ReplyError(reason="MODEL_ERROR", message="boom", source="model")
+    events = _run(
+        [
+            ModelCallStartEvent(reply_id=R, model_name="m"),
+            TextBlockStartEvent(reply_id=R, block_id="b1"),
+            TextBlockDeltaEvent(reply_id=R, block_id="b1", delta="par"),
+            _end("error", error=error),
+        ]
+    )
+    assert [e["type"] for e in events[-3:]] == ["TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_ERROR"]
+    assert (events[-1]["code"], events[-1]["message"]) == ("MODEL_ERROR", "boom")
+    assert_valid_agui(events, max_warnings=0)
+
+
+@pytest.mark.parametrize(
+    ("reason", "outcome"),
+    [
+        ("interrupted", {"type": "cancelled"}),
+        ("exceed_max_iters", {"type": "success"}),
+        ("completed", {"type": "success"}),
+    ],
+)
+def test_finish_reasons_map_to_outcomes(reason: str, outcome: dict[str, Any]) -> None:
+    events = _run([_end(reason)])
+    assert events[-1]["outcome"] == outcome
+    assert events[-1]["result"] == {"finishReason": reason}
+    assert_valid_agui(events, max_warnings=0)
+
+
+def test_results_the_client_sent_are_not_sent_back_and_media_results_are_parts() -> None:
+    image = ImageBlock(source=InlineSource(data=b"\x89PNG", mime_type="image/png"))
+    events = _run(
+        [
+            ToolResultStartEvent(reply_id=R, call_id="fe", name="locate"),
+            ToolResultDeltaEvent(reply_id=R, call_id="fe", text="Oslo"),
+            ToolResultEndEvent(reply_id=R, call_id="fe"),
+            ToolResultStartEvent(reply_id=R, call_id="c2", name="chart"),
+            ToolResultDeltaEvent(reply_id=R, call_id="c2", text="see "),
+            ToolResultDeltaEvent(reply_id=R, call_id="c2", text="this"),
+            ToolResultDeltaEvent(reply_id=R, call_id="c2", media=image),
+            ToolResultEndEvent(reply_id=R, call_id="c2", state="error"),
+        ],
+        answered=frozenset({"fe"}),
+    )
+    [result] = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert result["toolCallId"] == "c2"
+    assert result["content"] == [
+        {"type": "text", "text": "see this"},
+        {"type": "image", "source": {"type": "data", "value": "iVBORw==", "mimeType": "image/png"}},
+    ]
+    assert result["metadata"] == {"hookmesh": {"state": "error"}}
+
+
+# --- which input goes to the agent ---------------------------------------------------------
+
+
+def _session(status: str, *pending: str) -> SessionInfo:
+    now = datetime.now(UTC)
+    calls = [ToolCall(id=p, name="t", arguments="{}") for p in pending]
+    return SessionInfo("t", "a", status, [], calls, now, now)  # type: ignore[arg-type]
+
+
+def _input(*messages: dict[str, Any], **fields: Any) -> Any:
+    return parse_run_input({"threadId": "t", "runId": "r", "messages": list(messages), **fields})
+
+
+USER = {"id": "u1", "role": "user", "content": "hi"}
+ASSISTANT = {"id": "a1", "role": "assistant", "content": "hello"}
+SERVER_RESULT = {"id": "x1", "role": "tool", "toolCallId": "srv", "content": "ran here"}
+
+
+def test_a_new_thread_gets_the_whole_history_but_activity() -> None:
+    activity = {"id": "v", "role": "activity", "activityType": "plan", "content": {}}
+    plan = plan_run(_input(USER, activity, ASSISTANT, {**USER, "id": "u2"}), None)
+    assert isinstance(plan, ReplyPlan)
+    assert [m.role for m in plan.messages] == ["user", "assistant", "user"]
+
+
+def test_a_known_thread_gets_only_the_new_messages() -> None:
+    new = {"id": "u2", "role": "user", "content": "again"}
+    plan = plan_run(_input(USER, ASSISTANT, SERVER_RESULT, new), _session("idle"))
+    assert isinstance(plan, ReplyPlan)
+    assert [m.id for m in plan.messages] == ["u2"]
+    with pytest.raises(RunRefused) as exc:
+        plan_run(_input(USER, ASSISTANT), _session("idle"))
+    assert exc.value.code == "NO_NEW_MESSAGE"
+
+
+def test_front_end_results_answer_only_the_pending_calls() -> None:
+    answer = {"id": "y1", "role": "tool", "toolCallId": "fe", "content": "Oslo", "error": "no"}
+    plan = plan_run(
+        _input(USER, ASSISTANT, SERVER_RESULT, answer),
+        _session("awaiting_external_execution", "fe"),
+    )
+    assert isinstance(plan, ResumePlan)
+    [result] = plan.external_results
+    assert (result.call_id, result.state) == ("fe", "error")
+    assert plan.answered == frozenset({"fe"})
+    for messages, code in [
+        ((USER, ASSISTANT, SERVER_RESULT), "TOOL_RESULTS_PENDING"),
+        ((USER, ASSISTANT, answer, {**USER, "id": "u9"}), "TOOL_RESULTS_PENDING"),
+    ]:
+        with pytest.raises(RunRefused) as exc:
+            plan_run(_input(*messages), _session("awaiting_external_execution", "fe"))
+        assert exc.value.code == code
+
+
+def test_a_bad_new_message_names_its_index() -> None:
+    bad = {"id": "u2", "role": "user", "content": [{"type": "hologram"}]}
+    with pytest.raises(SchemaError) as exc:
+        plan_run(_input(USER, ASSISTANT, bad), _session("idle"))
+    assert exc.value.violations[0].field == "messages[2].content[0].type"
+
+
+def test_forwarded_props_set_reply_options() -> None:
+    props = {"hookmesh": {"toolChoice": "none", "maxIters": 3, "model": "big"}, "other": 1}
+    request = _input(USER, forwardedProps=props)
+    assert request.options == {"tool_choice": "none", "max_iters": 3, "model": "big"}
+    with pytest.raises(SchemaError) as exc:
+        _input(USER, forwardedProps={"hookmesh": {"maxIters": True}})
+    assert exc.value.violations[0].field == "forwardedProps.hookmesh.maxIters"
