@@ -54,6 +54,7 @@ async def test_the_readme_first_hour_as_written(tmp_path: Path) -> None:
             "retrieval": "127.0.0.1:7002",
             "tts": "127.0.0.1:7003",
             "memory": "127.0.0.1:7004",
+            "agui": "http://127.0.0.1:7010/",
         }
         for command in commands:
             assert command[0] == "hookmesh"
@@ -70,8 +71,8 @@ async def test_the_readme_first_hour_as_written(tmp_path: Path) -> None:
     assert code == 0, log
     assert not [n for n in NOISE if n in log], log
 
-    assert all(word in outputs["status"] for word in ("agent", "retrieval", "tts", "memory"))
-    assert outputs["status"].count("serving") == 5
+    for name in ("agent", "sidecar audit", "retrieval", "tts", "memory", "agui"):
+        assert re.search(rf"^{name} +\S+ +serving$", outputs["status"], flags=re.M), name
     assert "end: completed" in outputs["chat"]
     session = re.search(r"session (\w+)", outputs["chat"])
     assert session is not None and session.group(1) in outputs["sessions list"]

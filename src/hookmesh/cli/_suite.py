@@ -90,7 +90,12 @@ def status(
             targets[name] = listen
 
     async def check() -> int:
-        results = await asyncio.gather(*(_health(t, timeout) for t in targets.values()))
+        results = await asyncio.gather(
+            *(
+                _page_health(t, timeout) if name == "agui" else _health(t, timeout)
+                for name, t in targets.items()
+            )
+        )
         for (name, target), state in zip(targets.items(), results, strict=True):
             print(f"{name:18s} {target:22s} {state}")
         return 0 if all(r == "serving" for r in results) else 1
@@ -116,6 +121,18 @@ async def _health(target: str, timeout: float) -> str:
     if answer.status == health_pb2.HealthCheckResponse.SERVING:
         return "serving"
     return "not serving"
+
+
+async def _page_health(listen: str, timeout: float) -> str:
+    """The AG-UI gateway's ``/healthz``: ``serving`` or why not."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as http:
+            answer = await http.get(f"http://{listen}/healthz")
+    except httpx.HTTPError:
+        return "down (nothing answers)"
+    return "serving" if answer.status_code == 200 else f"not serving (HTTP {answer.status_code})"
 
 
 @app.command()

@@ -24,6 +24,7 @@ SIDECAR_ADDRESS = "127.0.0.1:7001"
 RETRIEVAL_ADDRESS = "127.0.0.1:7002"
 TTS_ADDRESS = "127.0.0.1:7003"
 MEMORY_ADDRESS = "127.0.0.1:7004"
+AGUI_ADDRESS = "127.0.0.1:7010"
 """Where `hookmesh up` puts each server, and where every CLI command looks by default."""
 DATA_DIR = "hookmesh-data"
 """Where the default suite keeps its SQLite files (relative to the working directory)."""
@@ -90,6 +91,7 @@ def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
             },
             "tts": {"listen": TTS_ADDRESS},
             "memory": {"listen": MEMORY_ADDRESS, "store": f"sqlite:///{data / 'memory.db'}"},
+            "agui": {"listen": AGUI_ADDRESS},
         },
     )
 
@@ -103,6 +105,10 @@ def describe_model(config: AgentServiceConfig) -> str:
 
 
 def _service_config(name: str, overrides: dict[str, Any]) -> Any:
+    if name == "agui":
+        from hookmesh.services.agui import load_agui_config
+
+        return load_agui_config(None, **overrides)
     if name == "retrieval":
         from hookmesh.services.retrieval import load_retrieval_config
 
@@ -129,6 +135,16 @@ async def _start_service(name: str, settings: Any) -> _Stoppable:
     from hookmesh.services.tts import start_tts_service
 
     return await start_tts_service(settings)
+
+
+async def _start_gateway(settings: Any, agent_address: str) -> _Stoppable:
+    """The AG-UI gateway in front of the agent just started (its own address wins)."""
+    from hookmesh.services.agui import start_agui_gateway
+
+    try:
+        return await start_agui_gateway(settings.model_copy(update={"agent": agent_address}))
+    except Exception as exc:
+        raise SuiteError(f"agui gateway: {exc}") from exc
 
 
 def _resolve(config: AgentServiceConfig, services: dict[str, str]) -> AgentServiceConfig:
@@ -204,7 +220,7 @@ async def start_suite(
     config: AgentServiceConfig, *, address: str | None = None, app_dir: Path | None = None
 ) -> AsyncIterator[Suite]:
     """Start the configured domain services (in this process), every sidecar (each its own
-    process), then the agent service.
+    process), the agent service, then the AG-UI gateway in front of it.
 
     Every fixed address is checked before anything starts, so a second suite fails at once
     without starting half of itself. Everything stops when the block ends: the agent first
@@ -241,6 +257,8 @@ async def start_suite(
     services: dict[str, str] = {}
     try:
         for service_name, service_settings in settings.items():
+            if service_name == "agui":
+                continue
             try:
                 service = await _start_service(service_name, service_settings)
             except Exception as exc:
@@ -258,9 +276,16 @@ async def start_suite(
             agent = await start_agent_service(resolved, address=address, sidecars=sidecars)
         except Exception as exc:
             raise SuiteError(f"agent service: {exc}") from exc
+        address = bound_address(agent_address, agent.port)
+        gateway: _Stoppable | None = None
         try:
-            yield Suite(agent, bound_address(agent_address, agent.port), sidecars, services)
+            if "agui" in settings:
+                gateway = await _start_gateway(settings["agui"], address)
+                services["agui"] = f"http://{bound_address(settings['agui'].listen, gateway.port)}/"
+            yield Suite(agent, address, sidecars, services)
         finally:
+            if gateway is not None:  # first: its open streams end, interrupting their replies
+                await gateway.stop(config.grace_seconds)
             await agent.stop(config.grace_seconds)
     finally:
         await asyncio.gather(*(_stop(p) for p in processes))
