@@ -103,6 +103,57 @@ def import_from(app_dir: Path) -> None:
     sys.path.insert(0, str(app_dir.resolve()))
 
 
+AcceptTokensEnv = Annotated[
+    str | None,
+    typer.Option(
+        "--token-env",
+        help="Require a bearer token: the accepted ones are in this environment variable "
+        "(TOKEN or PRINCIPAL:TOKEN entries, comma-separated).",
+    ),
+]
+AcceptTokensFile = Annotated[
+    Path | None,
+    typer.Option(
+        help="Require a bearer token: the accepted ones are in this file (one TOKEN or "
+        "PRINCIPAL:TOKEN per line; list old and new while rotating)."
+    ),
+]
+TlsCertOption = Annotated[Path | None, typer.Option(help="Serve TLS: certificate chain (PEM).")]
+TlsKeyOption = Annotated[Path | None, typer.Option(help="Serve TLS: private key (PEM).")]
+ClientCaOption = Annotated[
+    Path | None, typer.Option(help="Require client certificates signed by this CA (mTLS).")
+]
+
+
+def auth_flags(
+    token_env: str | None,
+    token_file: Path | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    client_ca: Path | None,
+) -> dict[str, Any]:
+    """The ``auth`` config keys the server flags set (merged over the file's ``auth:``)."""
+    if (tls_cert is None) != (tls_key is None):
+        die("--tls-cert and --tls-key go together")
+    if client_ca is not None and tls_cert is None:
+        die("--client-ca needs --tls-cert and --tls-key")
+    for flag, path in (("--token-file", token_file), ("--tls-cert", tls_cert),
+                       ("--tls-key", tls_key), ("--client-ca", client_ca)):  # fmt: skip
+        if path is not None and not path.is_file():
+            die(f"{flag}: no such file {path}")
+    if token_env is not None and not os.environ.get(token_env):
+        die(f"--token-env: environment variable {token_env} is empty or unset")
+    auth: dict[str, Any] = {}
+    if token_env:
+        auth["token_env"] = token_env
+    if token_file:
+        auth["token_file"] = str(token_file)
+    if tls_cert and tls_key:
+        tls = {"cert": str(tls_cert), "key": str(tls_key)}
+        auth["tls"] = {**tls, "client_ca": str(client_ca)} if client_ca else tls
+    return auth
+
+
 def _log_level() -> int:
     name = os.environ.get("HOOKMESH_LOG_LEVEL", "WARNING").upper()
     if name not in _LOG_LEVELS:

@@ -75,11 +75,14 @@ class SidecarAgent:
         session_id: str,
         state: _HostState,
         emit: Any = None,
+        user_id: str = "",
     ) -> None:
         self.name = name
         self.kind: MessageKind = kind
         self.reply_id = reply_id
         self.session_id = session_id
+        self.user_id = user_id
+        """The end user the agent answers (see `Agent.user_id`)."""
         self.state = state
         self._emit = emit
 
@@ -208,6 +211,7 @@ class _Session:
             invocation.session_id,
             _HostState(context, {key: {reply_id: state}}),
             emit=call.emit,
+            user_id=invocation.user_id,
         )
         call.sync = Sync(state, context, hook, key)
         try:
@@ -311,20 +315,34 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
             await session.close()
 
     def _agent(
-        self, name: str, kind: int, reply_id: str, session_id: str, state: Any, context: Any
+        self,
+        name: str,
+        kind: int,
+        reply_id: str,
+        session_id: str,
+        state: Any,
+        context: Any,
+        user_id: str = "",
     ) -> SidecarAgent:
         key = self.middleware.middleware_key()
         messages = [message_from_proto(m, "context") for m in context]
         fresh = c.from_struct(state)
         agent_state = _HostState(messages, {key: {reply_id: fresh}})
         return SidecarAgent(
-            name, c.KIND_FROM_PB.get(kind, "flat"), reply_id, session_id, agent_state
+            name,
+            c.KIND_FROM_PB.get(kind, "flat"),
+            reply_id,
+            session_id,
+            agent_state,
+            user_id=user_id,
         )
 
     async def TransformSystemPrompt(
         self, request: _mw_pb2.TransformSystemPromptRequest, context: grpc.aio.ServicerContext
     ) -> _mw_pb2.TransformSystemPromptResponse:
-        agent = self._agent(request.agent_name, 0, request.reply_id, "", request.state, ())
+        agent = self._agent(
+            request.agent_name, 0, request.reply_id, "", request.state, (), request.user_id
+        )
         sync = Sync(self.middleware.state(agent), agent.state.context, "on_system_prompt", "")  # type: ignore[arg-type]
         try:
             prompt = await self.middleware.on_system_prompt(agent, request.prompt)  # type: ignore[arg-type]
@@ -343,6 +361,7 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
                 request.session_id,
                 request.state,
                 request.context,
+                request.user_id,
             )
             final = message_from_proto(request.final_message, "final_message")
         except SchemaError as exc:

@@ -244,6 +244,7 @@ class RemoteMiddleware(EventHookDriver, CallHookDriver):
         invocation.reply_id = agent.reply_id
         invocation.agent_name = agent.name
         invocation.session_id = agent.session_id
+        invocation.user_id = agent.user_id
         invocation.kind = c.KIND_TO_PB[agent.kind]
         invocation.message_timeout.CopyFrom(self._timeout_pb)
         inv.fill_state(invocation)
@@ -338,6 +339,7 @@ class RemoteMiddleware(EventHookDriver, CallHookDriver):
             reply_id=agent.reply_id,
             agent_name=agent.name,
             state=c.struct(self.state(agent)),
+            user_id=agent.user_id,
         )
         response = await self._unary_call(self.stub.TransformSystemPrompt, request)
         self.apply(agent, response.mutation)
@@ -348,6 +350,7 @@ class RemoteMiddleware(EventHookDriver, CallHookDriver):
             reply_id=agent.reply_id,
             agent_name=agent.name,
             session_id=agent.session_id,
+            user_id=agent.user_id,
             kind=c.KIND_TO_PB[agent.kind],
             final_message=message_to_proto(final),
             state=c.struct(self.state(agent)),

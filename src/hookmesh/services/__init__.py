@@ -5,9 +5,11 @@ from hookmesh.services._auth import (
     USER_HEADER,
     AuthConfig,
     Authenticator,
+    Caller,
     TLSConfig,
     current_principal,
     current_user,
+    scoped_user,
 )
 from hookmesh.services._interceptor import REQUEST_ID_HEADER, request_id_var
 from hookmesh.services._server import (
@@ -29,6 +31,7 @@ __all__ = [
     "AddressInUseError",
     "AuthConfig",
     "Authenticator",
+    "Caller",
     "RunningServer",
     "Service",
     "TLSConfig",
@@ -36,6 +39,7 @@ __all__ = [
     "current_principal",
     "current_user",
     "request_id_var",
+    "scoped_user",
     "serve_until_signal",
     "start_server",
     "wait_for_signal",

@@ -35,20 +35,66 @@ OPEN_SERVICES = (
 
 _MAX_USER_CHARS = 128
 
-principal_var: ContextVar[str] = ContextVar("hookmesh_principal", default=ANONYMOUS)
-"""The authenticated caller of the RPC being served."""
-user_var: ContextVar[str] = ContextVar("hookmesh_user", default=ANONYMOUS)
-"""The end user the RPC acts for: the principal, or the user a trusted gateway named."""
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a call comes from and whom it acts for."""
+
+    principal: str
+    """The authenticated principal."""
+    user: str
+    """The end user: the principal, or the user a trusted gateway named in its header."""
+    trusted: bool = False
+    """Whether the principal is a trusted gateway (it may act for any user)."""
+
+
+caller_var: ContextVar[Caller | None] = ContextVar("hookmesh_caller", default=None)
+"""The caller of the RPC being served; None when the server checks no credentials."""
 
 
 def current_principal() -> str:
     """The authenticated caller of the RPC this task serves (``anonymous`` without auth)."""
-    return principal_var.get()
+    caller = caller_var.get()
+    return ANONYMOUS if caller is None else caller.principal
 
 
 def current_user() -> str:
     """The end user the RPC this task serves acts for (see `AuthConfig.trusted_gateways`)."""
-    return user_var.get()
+    caller = caller_var.get()
+    return ANONYMOUS if caller is None else caller.user
+
+
+def scoped_user(requested: str, field: str) -> str:
+    """The user a request may act for, given the user it names (empty: none named).
+
+    Without authentication the request is believed (a loopback deployment). A trusted gateway
+    acts for the user of its ``x-hookmesh-user`` header, or, without one, for the user the
+    request names. Any other caller acts only for itself.
+
+    Raises:
+        RequestError: PERMISSION_DENIED (reason ``USER_NOT_ALLOWED``) when the request names
+            another user; INVALID_ARGUMENT when a gateway names nobody.
+    """
+    caller = caller_var.get()
+    if caller is None:
+        return requested
+    if caller.trusted and caller.user == caller.principal:
+        if not requested:
+            raise RequestError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "USER_REQUIRED",
+                f"{field}: a gateway must name the user it acts for",
+                metadata={"field": field},
+            )
+        return requested
+    if requested and requested != caller.user:
+        raise RequestError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "USER_NOT_ALLOWED",
+            f"{field}: this caller may act only for its own user",
+            metadata={"field": field},
+        )
+    return caller.user
 
 
 class TLSConfig(BaseModel):
@@ -121,6 +167,8 @@ def parse_tokens(text: str, source: str) -> dict[str, str]:
         token = token.strip()
         if not token or not principal or any(c.isspace() for c in token):
             raise ValueError(f"{source}: entry {number} is not TOKEN or PRINCIPAL:TOKEN")
+        if principal == ANONYMOUS:
+            raise ValueError(f"{source}: entry {number}: {ANONYMOUS!r} is reserved")
         tokens[token] = principal
     if not tokens:
         raise ValueError(f"{source} holds no token")
@@ -146,14 +194,6 @@ def load_tokens(config: AuthConfig) -> dict[str, str]:
             raise ValueError(f"token_file {config.token_file}: {exc.strerror}") from None
         tokens.update(parse_tokens(text, f"token_file {config.token_file}"))
     return tokens
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who a call comes from and whom it acts for."""
-
-    principal: str
-    user: str
 
 
 class Authenticator:
@@ -202,6 +242,7 @@ class Authenticator:
         """
         principal = self._principal(metadata, context)
         user = principal
+        trusted = principal in self._gateways
         for key, value in metadata:
             if key == USER_HEADER:
                 named = value.decode() if isinstance(value, bytes) else value
@@ -218,7 +259,7 @@ class Authenticator:
                         f"{USER_HEADER} must hold 1-{_MAX_USER_CHARS} characters",
                     )
                 user = named
-        return Caller(principal, user)
+        return Caller(principal, user, trusted)
 
     def _principal(
         self, metadata: Sequence[tuple[str, str | bytes]], context: grpc.aio.ServicerContext

@@ -16,7 +16,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from hookmesh.errors import RequestError, to_grpc_status
-from hookmesh.services._auth import Authenticator, Caller, principal_var, user_var
+from hookmesh.services._auth import Authenticator, caller_var
 
 log = logging.getLogger("hookmesh.server")
 
@@ -95,12 +95,9 @@ class _Call:
         refused = None
         if self.auth is not None:
             try:
-                caller = self.auth.authenticate(metadata, context)
+                caller_var.set(self.auth.authenticate(metadata, context))
             except RequestError as exc:
                 refused = exc
-                caller = Caller("", "")
-            principal_var.set(caller.principal)
-            user_var.set(caller.user)
         return span, refused
 
     async def refuse(self, context: grpc.aio.ServicerContext, exc: RequestError) -> None:

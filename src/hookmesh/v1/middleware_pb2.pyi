@@ -158,7 +158,7 @@ class InterceptResponse(_message.Message):
     def __init__(self, invocation_id: _Optional[str] = ..., call_next: _Optional[_Union[CallNext, _Mapping]] = ..., emit: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., mutate: _Optional[_Union[StateMutation, _Mapping]] = ..., verdict: _Optional[_Union[ItemVerdict, _Mapping]] = ..., done: _Optional[_Union[HookDone, _Mapping]] = ...) -> None: ...
 
 class HookInvocation(_message.Message):
-    __slots__ = ("hook", "reply_id", "agent_name", "session_id", "kind", "state", "context", "trace_context", "message_timeout", "reply", "reasoning", "model_call", "acting", "check_permission", "compress_context")
+    __slots__ = ("hook", "reply_id", "agent_name", "session_id", "kind", "state", "context", "trace_context", "message_timeout", "user_id", "reply", "reasoning", "model_call", "acting", "check_permission", "compress_context")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +175,7 @@ class HookInvocation(_message.Message):
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     MODEL_CALL_FIELD_NUMBER: _ClassVar[int]
@@ -190,13 +191,14 @@ class HookInvocation(_message.Message):
     context: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     trace_context: _containers.ScalarMap[str, str]
     message_timeout: _duration_pb2.Duration
+    user_id: str
     reply: ReplyArgs
     reasoning: ReasoningArgs
     model_call: ModelCallArgs
     acting: ActingArgs
     check_permission: CheckPermissionArgs
     compress_context: CompressContextArgs
-    def __init__(self, hook: _Optional[_Union[Hook, str]] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., message_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reply: _Optional[_Union[ReplyArgs, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningArgs, _Mapping]] = ..., model_call: _Optional[_Union[ModelCallArgs, _Mapping]] = ..., acting: _Optional[_Union[ActingArgs, _Mapping]] = ..., check_permission: _Optional[_Union[CheckPermissionArgs, _Mapping]] = ..., compress_context: _Optional[_Union[CompressContextArgs, _Mapping]] = ...) -> None: ...
+    def __init__(self, hook: _Optional[_Union[Hook, str]] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., message_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., user_id: _Optional[str] = ..., reply: _Optional[_Union[ReplyArgs, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningArgs, _Mapping]] = ..., model_call: _Optional[_Union[ModelCallArgs, _Mapping]] = ..., acting: _Optional[_Union[ActingArgs, _Mapping]] = ..., check_permission: _Optional[_Union[CheckPermissionArgs, _Mapping]] = ..., compress_context: _Optional[_Union[CompressContextArgs, _Mapping]] = ...) -> None: ...
 
 class ReplyArgs(_message.Message):
     __slots__ = ("inputs", "resume")
@@ -411,16 +413,18 @@ class StateMutation(_message.Message):
     def __init__(self, state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., append_messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., remove_message_ids: _Optional[_Iterable[str]] = ..., replace_context: _Optional[_Union[MessageList, _Mapping]] = ...) -> None: ...
 
 class TransformSystemPromptRequest(_message.Message):
-    __slots__ = ("prompt", "reply_id", "agent_name", "state")
+    __slots__ = ("prompt", "reply_id", "agent_name", "state", "user_id")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     REPLY_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     reply_id: str
     agent_name: str
     state: _struct_pb2.Struct
-    def __init__(self, prompt: _Optional[str] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    user_id: str
+    def __init__(self, prompt: _Optional[str] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., user_id: _Optional[str] = ...) -> None: ...
 
 class TransformSystemPromptResponse(_message.Message):
     __slots__ = ("prompt", "mutation")
@@ -431,7 +435,7 @@ class TransformSystemPromptResponse(_message.Message):
     def __init__(self, prompt: _Optional[str] = ..., mutation: _Optional[_Union[StateMutation, _Mapping]] = ...) -> None: ...
 
 class AfterAgentRequest(_message.Message):
-    __slots__ = ("reply_id", "agent_name", "session_id", "kind", "final_message", "state", "context")
+    __slots__ = ("reply_id", "agent_name", "session_id", "kind", "final_message", "state", "context", "user_id")
     REPLY_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -439,6 +443,7 @@ class AfterAgentRequest(_message.Message):
     FINAL_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
     reply_id: str
     agent_name: str
     session_id: str
@@ -446,7 +451,8 @@ class AfterAgentRequest(_message.Message):
     final_message: _message_pb2.Message
     state: _struct_pb2.Struct
     context: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
-    def __init__(self, reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., final_message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ...) -> None: ...
+    user_id: str
+    def __init__(self, reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., final_message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., user_id: _Optional[str] = ...) -> None: ...
 
 class AfterAgentResponse(_message.Message):
     __slots__ = ("mutation",)

@@ -166,16 +166,19 @@ async def test_the_request_names_the_user_and_without_one_memory_is_off(
         msg.metadata = {"user_id": user} if user else None
         return msg
 
-    shared = MemoryMiddleware(store=store, mode="static_control", user_id="alice")
-    await collect(Agent(model, kind=kind, middlewares=[shared]).reply(ask("bob")))
-    assert "Bob" in hint_texts(seen[-1][0])[0]
-    strict = MemoryMiddleware(
-        store=store, mode="static_control", user_id="alice", scope_from_metadata=False
+    trusting = MemoryMiddleware(
+        store=store, mode="static_control", user_id="alice", scope_from_metadata=True
     )
+    await collect(Agent(model, kind=kind, middlewares=[trusting]).reply(ask("bob")))
+    assert "Bob" in hint_texts(seen[-1][0])[0]
+    strict = MemoryMiddleware(store=store, mode="static_control", user_id="alice")
     await collect(Agent(model, kind=kind, middlewares=[strict]).reply(ask("bob")))
     assert "Alice" in hint_texts(seen[-1][0])[0]
+    caller = Agent(model, kind=kind, middlewares=[strict], user_id="bob")
+    await collect(caller.reply(ask(None)))
+    assert "Bob" in hint_texts(seen[-1][0])[0]  # the authenticated user wins over user_id
     counts = [len((await store.list(MemoryScope(u))).memories) for u in ("alice", "bob")]
-    assert counts == [2, 2]  # each reply wrote its turn back to its user
+    assert counts == [2, 2]  # each reply wrote its turn back to its user (bob's twice: merged)
     nobody = MemoryMiddleware(store=store, mode="both")
     events = await collect(Agent(model, kind=kind, middlewares=[nobody]).reply(ask(None)))
     assert hint_texts(seen[-1][0]) == [] and not customs(events)
@@ -206,8 +209,8 @@ async def test_one_instance_serves_concurrent_replies_of_different_users(
 
     async def reply(user: str) -> None:
         msg = make_user_text(kind, "Which pets do I have?")
-        msg.metadata = {"user_id": user}
-        await collect(Agent(model_for(user), kind=kind, middlewares=[mw]).reply(msg))
+        agent = Agent(model_for(user), kind=kind, middlewares=[mw], user_id=user)
+        await collect(agent.reply(msg))
 
     async with asyncio.timeout(SHORT_TIMEOUT):
         await asyncio.gather(*(reply(user) for user in pets))

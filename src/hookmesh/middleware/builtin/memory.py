@@ -125,9 +125,11 @@ class MemoryMiddleware(Middleware):
       user is known, so they work the same in a sidecar.
     - ``both`` (default): all of the above.
 
-    Scope: the user id comes from the request (``user_id`` in the metadata of the reply's
-    input messages, unless `scope_from_metadata` is off), else `user_id`, else (with
-    `session_as_user`) the session id; without one, memory is skipped for the reply. The
+    Scope: the user id is, first found: the request's (``user_id`` in the metadata of the
+    reply's input messages, only with `scope_from_metadata` — turn it on only behind a
+    trusted gateway that sets it), the agent's authenticated user (`Agent.user_id`: the
+    agent service's caller), `user_id`, and (with `session_as_user`) the session id; without
+    one, memory is skipped for the reply. The
     agent id likewise (metadata ``agent_id``, else `agent_id`, else none); the session id is
     the agent's session. Searches cover the user's memories of this agent
     (`search_by_agent`) or all of the user's memories.
@@ -158,7 +160,7 @@ class MemoryMiddleware(Middleware):
         agent_id: The agent when the request names none ("" for none).
         session_as_user: With no user from the request or `user_id`, use the session id.
         scope_from_metadata: Read ``user_id``/``agent_id`` from the input messages' metadata
-            (turn off when callers are not trusted to name the user).
+            (off by default: only for callers trusted to name the user, e.g. a gateway).
         search_by_agent: Static and tool searches only see memories of the same agent.
         top_k: Memories recalled at reply start (1-50).
         score_threshold: Cosine floor for recalled memories (0: none).
@@ -188,7 +190,7 @@ class MemoryMiddleware(Middleware):
         user_id: str = "",
         agent_id: str = "",
         session_as_user: bool = False,
-        scope_from_metadata: bool = True,
+        scope_from_metadata: bool = False,
         search_by_agent: bool = True,
         top_k: int = 5,
         score_threshold: float = 0.0,
@@ -300,7 +302,8 @@ class MemoryMiddleware(Middleware):
             user = _metadata_id(inputs, "user_id")
             agent_id = _metadata_id(inputs, "agent_id")
         session = agent.session_id or None
-        user = user or self.user_id or (session if self.session_as_user else None)
+        user = user or agent.user_id or self.user_id
+        user = user or (session if self.session_as_user else None)
         if not user:
             return None
         return {

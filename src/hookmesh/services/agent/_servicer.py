@@ -33,7 +33,7 @@ from hookmesh.schema import (
     messages_from_proto,
     tool_result_state_from_proto,
 )
-from hookmesh.services._auth import current_principal
+from hookmesh.services._auth import ANONYMOUS, current_user
 from hookmesh.services.agent._client_tools import client_tools
 from hookmesh.services.agent._config import AgentServiceConfig
 from hookmesh.services.agent._store import (
@@ -136,7 +136,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             max_iters=settings.max_iters,
             state=state,
             session_id=session_id,
-            user_id=owner,
+            user_id="" if owner == ANONYMOUS else owner,
             models=self.models,
         )
 
@@ -235,7 +235,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self, request: _agent_pb2.ReplyRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[_agent_pb2.ReplyResponse]:
         session_id = request.session_id
-        owner = current_principal()
+        owner = current_user()
         claimed = False
         try:
             self._check_size(request, "messages")
@@ -284,7 +284,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self, request: _agent_pb2.ResumeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[_agent_pb2.ResumeResponse]:
         session_id = request.session_id
-        key = (current_principal(), session_id)
+        key = (current_user(), session_id)
         claimed = False
         try:
             self._check_size(request, "external_results")
@@ -319,7 +319,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
     async def Interrupt(
         self, request: _agent_pb2.InterruptRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.InterruptResponse:
-        key = (current_principal(), request.session_id)
+        key = (current_user(), request.session_id)
         try:
             _check_id(request.session_id)
         except HookmeshError as exc:
@@ -355,7 +355,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self, request: _agent_pb2.GetSessionRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.GetSessionResponse:
         session_id = request.session_id
-        key = (current_principal(), session_id)
+        key = (current_user(), session_id)
         try:
             _check_id(session_id)
         except HookmeshError as exc:
@@ -395,7 +395,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         except HookmeshError as exc:
             await context.abort_with_status(to_grpc_status(exc))
         size = request.page_size or _DEFAULT_PAGE
-        page = await self.store.list(current_principal(), size + 1, after)
+        page = await self.store.list(current_user(), size + 1, after)
         more = len(page) > size
         page = page[:size]
         token = _encode_token(page[-1]) if more and page else ""
@@ -406,7 +406,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
     async def DeleteSession(
         self, request: _agent_pb2.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.DeleteSessionResponse:
-        key = (current_principal(), request.session_id)
+        key = (current_user(), request.session_id)
         try:
             _check_id(request.session_id)
             if key in self._running:

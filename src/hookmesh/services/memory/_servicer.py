@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import NoReturn
 
 import grpc
 
 from hookmesh.errors import HookmeshError, SchemaError
-from hookmesh.memory import MemoryStore
+from hookmesh.memory import MemoryScope, MemoryStore
 from hookmesh.memory.codec import (
     add_result_to_pb,
     hit_to_pb,
@@ -17,11 +18,18 @@ from hookmesh.memory.codec import (
     scope_from_pb,
 )
 from hookmesh.schema import messages_from_proto
+from hookmesh.services._auth import scoped_user
 from hookmesh.services._store_errors import abort_with_store_error, store_error
 from hookmesh.v1 import memory_pb2 as _pb
 from hookmesh.v1 import memory_pb2_grpc as _grpc
 
 log = logging.getLogger("hookmesh.memory_service")
+
+
+def _scope(pb: _pb.MemoryScope) -> MemoryScope:
+    """The request's scope, its user checked against the caller (docs/security.md)."""
+    scope = scope_from_pb(pb)
+    return dataclasses.replace(scope, user_id=scoped_user(scope.user_id, "scope.user_id"))
 
 
 def _as_hookmesh_error(exc: Exception) -> HookmeshError:
@@ -33,7 +41,8 @@ async def _fail(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
 
 
 class MemoryServicer(_grpc.MemoryServiceServicer):
-    """Serves one `MemoryStore`, which validates every request and owns the data.
+    """Serves one `MemoryStore`, which validates every request and owns the data. With
+    authentication, a caller reads and writes only its own user's memories (`scoped_user`).
 
     Args:
         store: The open store; the caller closes it after the server stops.
@@ -56,7 +65,7 @@ class MemoryServicer(_grpc.MemoryServiceServicer):
                     reason="REQUEST_TOO_LARGE",
                 )
             result = await self.store.add(
-                scope_from_pb(request.scope),
+                _scope(request.scope),
                 facts=list(request.facts),
                 messages=messages_from_proto(request.messages, "messages"),
                 metadata=metadata_of(request.metadata) if request.HasField("metadata") else None,
@@ -71,7 +80,7 @@ class MemoryServicer(_grpc.MemoryServiceServicer):
         try:
             hits = await self.store.search(
                 request.query,
-                scope_from_pb(request.scope),
+                _scope(request.scope),
                 top_k=request.top_k,
                 score_threshold=request.score_threshold,
             )
@@ -84,7 +93,7 @@ class MemoryServicer(_grpc.MemoryServiceServicer):
     ) -> _pb.ListMemoriesResponse:
         try:
             page = await self.store.list(
-                scope_from_pb(request.scope),
+                _scope(request.scope),
                 page_size=request.page_size,
                 page_token=request.page_token,
             )
@@ -99,7 +108,9 @@ class MemoryServicer(_grpc.MemoryServiceServicer):
         self, request: _pb.GetMemoryRequest, context: grpc.aio.ServicerContext
     ) -> _pb.GetMemoryResponse:
         try:
-            memory = await self.store.get(request.user_id, request.memory_id)
+            memory = await self.store.get(
+                scoped_user(request.user_id, "user_id"), request.memory_id
+            )
         except Exception as exc:
             await _fail(context, exc)
         return _pb.GetMemoryResponse(memory=memory_to_pb(memory))
@@ -109,7 +120,7 @@ class MemoryServicer(_grpc.MemoryServiceServicer):
     ) -> _pb.UpdateMemoryResponse:
         try:
             memory = await self.store.update(
-                request.user_id,
+                scoped_user(request.user_id, "user_id"),
                 request.memory_id,
                 text=request.text if request.HasField("text") else None,
                 metadata=metadata_of(request.metadata) if request.HasField("metadata") else None,
@@ -122,7 +133,7 @@ class MemoryServicer(_grpc.MemoryServiceServicer):
         self, request: _pb.DeleteMemoryRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteMemoryResponse:
         try:
-            await self.store.delete(request.user_id, request.memory_id)
+            await self.store.delete(scoped_user(request.user_id, "user_id"), request.memory_id)
         except Exception as exc:
             await _fail(context, exc)
         return _pb.DeleteMemoryResponse()
@@ -131,7 +142,7 @@ class MemoryServicer(_grpc.MemoryServiceServicer):
         self, request: _pb.DeleteAllMemoriesRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteAllMemoriesResponse:
         try:
-            count = await self.store.delete_all(scope_from_pb(request.scope))
+            count = await self.store.delete_all(_scope(request.scope))
         except Exception as exc:
             await _fail(context, exc)
         return _pb.DeleteAllMemoriesResponse(deleted_count=count)
