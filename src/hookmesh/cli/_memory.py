@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import app, host_port, run
+from hookmesh.cli._app import TokenEnvOption, app, host_port, run, token_from_env
 
 memory_app = typer.Typer(
     help="Read and write a memory service's long-term memories.", no_args_is_help=True
@@ -42,17 +42,20 @@ def _memory_json(memory: Any) -> dict[str, Any]:
     }
 
 
-def _call(target: str, timeout: float, work: Callable[[Any], Awaitable[int]]) -> None:
+def _call(
+    target: str, timeout: float, token_env: str | None, work: Callable[[Any], Awaitable[int]]
+) -> None:
     """Run `work(client)` against the service; print a failure's reason and exit 1."""
     from hookmesh.client import AgentClientError, MemoryClient
 
     address = host_port(target, "--target")
+    token = token_from_env(token_env)
 
     async def call() -> int:
         try:
             async with (
                 asyncio.timeout(timeout),
-                MemoryClient(address, timeout=timeout) as client,
+                MemoryClient(address, timeout=timeout, token=token) as client,
             ):
                 return await work(client)
         except AgentClientError as exc:
@@ -97,6 +100,7 @@ def add(
     target: Target = DEFAULT_TARGET,
     as_json: AsJson = False,
     timeout: Timeout = 30.0,
+    token_env: TokenEnvOption = None,
 ) -> None:
     """Remember FACTS (a near-duplicate of a memory is merged into it)."""
     metadata = _metadata(meta or [])
@@ -110,7 +114,7 @@ def add(
                 print(f"{added.outcome:7s} {added.memory.id}  {added.memory.text}")
         return 0
 
-    _call(target, timeout, work)
+    _call(target, timeout, token_env, work)
 
 
 @memory_app.command("search")
@@ -124,6 +128,7 @@ def search(
     target: Target = DEFAULT_TARGET,
     as_json: AsJson = False,
     timeout: Timeout = 30.0,
+    token_env: TokenEnvOption = None,
 ) -> None:
     """Find the user's memories best matching QUERY (meaning and keywords, fused by rank)."""
 
@@ -142,7 +147,7 @@ def search(
             print("no memories match", file=sys.stderr)
         return 0
 
-    _call(target, timeout, work)
+    _call(target, timeout, token_env, work)
 
 
 @memory_app.command("list")
@@ -156,6 +161,7 @@ def list_memories(
     target: Target = DEFAULT_TARGET,
     as_json: AsJson = False,
     timeout: Timeout = 30.0,
+    token_env: TokenEnvOption = None,
 ) -> None:
     """List the user's memories, oldest first."""
 
@@ -178,7 +184,7 @@ def list_memories(
                 print(f"next page: --page-token {token}", file=sys.stderr)
                 return 0
 
-    _call(target, timeout, work)
+    _call(target, timeout, token_env, work)
 
 
 @memory_app.command("delete")
@@ -194,6 +200,7 @@ def delete(
     session: Session = "",
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
+    token_env: TokenEnvOption = None,
 ) -> None:
     """Delete memories by id, or with --all every memory of the scope."""
     if bool(memory_ids) == every:
@@ -209,4 +216,4 @@ def delete(
             print(f"deleted {memory_id}")
         return 0
 
-    _call(target, timeout, work)
+    _call(target, timeout, token_env, work)

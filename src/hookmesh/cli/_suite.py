@@ -9,7 +9,21 @@ from typing import Annotated
 
 import typer
 
-from hookmesh.cli._app import AppDirOption, ConfigOption, app, die, host_port, import_from, run
+from hookmesh.cli._app import (
+    AcceptTokensEnv,
+    AcceptTokensFile,
+    AppDirOption,
+    ClientCaOption,
+    ConfigOption,
+    TlsCertOption,
+    TlsKeyOption,
+    app,
+    auth_flags,
+    die,
+    host_port,
+    import_from,
+    run,
+)
 
 _HEALTH_TIMEOUT = 3.0
 
@@ -22,19 +36,29 @@ def up(
         Path, typer.Option(help="Where the default suite keeps its data (without --config).")
     ] = Path("hookmesh-data"),
     app_dir: AppDirOption = Path("."),
+    token_env: AcceptTokensEnv = None,
+    token_file: AcceptTokensFile = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    client_ca: ClientCaOption = None,
 ) -> None:
     """Start the whole suite on loopback: retrieval, TTS and memory services, the sidecars,
-    then the agent. Ctrl-C stops everything."""
+    the agent, and the AG-UI gateway. Ctrl-C stops everything.
+
+    With --token-env or --token-file every server requires a bearer token (the suite's
+    parts get one of their own); TLS flags apply to the agent service."""
     from hookmesh.services import wait_for_signal
     from hookmesh.services.agent import load_config
     from hookmesh.services.suite import (
         SuiteError,
         default_suite_config,
         describe_model,
+        secure_suite,
         start_suite,
     )
 
     import_from(app_dir)
+    auth = auth_flags(token_env, token_file, tls_cert, tls_key, client_ca)
     overrides = {"listen": host_port(listen)} if listen else {}
     try:
         if config is None:
@@ -43,6 +67,8 @@ def up(
                 settings = settings.model_copy(update=overrides)
         else:
             settings = load_config(config, **overrides)
+        if auth:
+            settings = secure_suite(settings, auth)
     except ValueError as exc:
         die(str(exc))
 

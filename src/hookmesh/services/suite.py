@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -13,8 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from hookmesh.services._auth import AuthConfig, load_tokens
 from hookmesh.services._server import bound_address, check_free
-from hookmesh.services.agent import AgentService, AgentServiceConfig, start_agent_service
+from hookmesh.services.agent import (
+    AgentService,
+    AgentServiceConfig,
+    SidecarConfig,
+    start_agent_service,
+)
 
 _START_TIMEOUT = 30.0
 _STOP_TIMEOUT = 10.0
@@ -28,6 +35,14 @@ AGUI_ADDRESS = "127.0.0.1:7010"
 """Where `hookmesh up` puts each server, and where every CLI command looks by default."""
 DATA_DIR = "hookmesh-data"
 """Where the default suite keeps its SQLite files (relative to the working directory)."""
+
+
+SUITE_PRINCIPAL = "hookmesh-suite"
+"""The principal the suite's own parts use between themselves (a trusted gateway)."""
+SUITE_TOKEN_ENV = "HOOKMESH_SUITE_TOKEN"
+"""Holds the suite's own token once `secure_suite` ran (inherited by its sidecars)."""
+SUITE_TOKENS_ENV = "HOOKMESH_SUITE_TOKENS"
+"""Holds every token the suite's servers accept: the users' and the suite's own."""
 
 
 class SuiteError(Exception):
@@ -93,6 +108,52 @@ def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
             "memory": {"listen": MEMORY_ADDRESS, "store": f"sqlite:///{data / 'memory.db'}"},
             "agui": {"listen": AGUI_ADDRESS},
         },
+    )
+
+
+def secure_suite(config: AgentServiceConfig, auth: dict[str, Any]) -> AgentServiceConfig:
+    """`config` with every server checking callers: the tokens `auth` names (``token_env``,
+    ``token_file``) map users to principals as usual, and a token made for this run lets
+    the suite's parts call each other (the agent its sidecars, the middlewares the
+    services, acting for the agent's user as a trusted gateway). TLS in `auth` applies to
+    the agent service, the suite's front door; the parts behind it listen on loopback.
+
+    Sets `SUITE_TOKEN_ENV` and `SUITE_TOKENS_ENV` in this process's environment (its
+    sidecar processes inherit them).
+
+    Raises:
+        ValueError: An unset variable or an unreadable or malformed token file.
+    """
+    users = load_tokens(
+        AuthConfig(token_env=auth.get("token_env"), token_file=auth.get("token_file"))
+    )
+    own = secrets.token_urlsafe(32)
+    os.environ[SUITE_TOKEN_ENV] = own
+    entries = [f"{principal}:{token}" for token, principal in users.items()]
+    os.environ[SUITE_TOKENS_ENV] = ",".join([*entries, f"{SUITE_PRINCIPAL}:{own}"])
+    inner = {"token_env": SUITE_TOKENS_ENV, "trusted_gateways": [SUITE_PRINCIPAL]}
+    services = {
+        name: overrides if name == "agui" else {**overrides, "auth": inner}
+        for name, overrides in config.services.items()
+    }
+    middlewares = []
+    for entry in config.middlewares:
+        params = getattr(entry, "params", None)
+        if params and any(isinstance(v, str) and v.startswith("service:") for v in params.values()):
+            entry = entry.model_copy(update={"params": {**params, "token_env": SUITE_TOKEN_ENV}})
+        elif getattr(entry, "sidecar", ""):
+            entry = entry.model_copy(update={"token_env": SUITE_TOKEN_ENV})
+        middlewares.append(entry)
+    front = {**inner, **{k: v for k, v in auth.items() if k == "tls"}}
+    return config.model_copy(
+        update={
+            "auth": AuthConfig(**front),
+            "services": services,
+            "middlewares": middlewares,
+            "sidecars": [
+                s.model_copy(update={"token_env": SUITE_TOKEN_ENV}) for s in config.sidecars
+            ],
+        }
     )
 
 
@@ -170,9 +231,12 @@ def _resolve(config: AgentServiceConfig, services: dict[str, str]) -> AgentServi
 
 
 async def _start_sidecar(
-    name: str, middleware: str, listen: str, app_dir: Path | None
+    sidecar: SidecarConfig, app_dir: Path | None
 ) -> tuple[asyncio.subprocess.Process, str]:
+    name, middleware, listen = sidecar.name, sidecar.middleware, sidecar.listen
     extra = ["--app-dir", str(app_dir)] if app_dir is not None else []
+    if sidecar.token_env:
+        extra += ["--token-env", sidecar.token_env]
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -266,9 +330,7 @@ async def start_suite(
             running.append(service)
             services[service_name] = bound_address(service_settings.listen, service.port)
         for sidecar in config.sidecars:
-            process, sidecar_address = await _start_sidecar(
-                sidecar.name, sidecar.middleware, sidecar.listen, app_dir
-            )
+            process, sidecar_address = await _start_sidecar(sidecar, app_dir)
             processes.append(process)
             sidecars[sidecar.name] = sidecar_address
         resolved = _resolve(config, services)

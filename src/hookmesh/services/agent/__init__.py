@@ -1,7 +1,7 @@
 """The agent service: sessions of one configured agent over gRPC."""
 
 from hookmesh.services.agent._app import SERVICE_NAME, AgentService, start_agent_service
-from hookmesh.services.agent._config import AgentServiceConfig, load_config
+from hookmesh.services.agent._config import AgentServiceConfig, SidecarConfig, load_config
 from hookmesh.services.agent._servicer import AgentServicer
 from hookmesh.services.agent._store import SessionStore, SqliteSessionStore, open_store
 
@@ -11,6 +11,7 @@ __all__ = [
     "AgentServiceConfig",
     "AgentServicer",
     "SessionStore",
+    "SidecarConfig",
     "SqliteSessionStore",
     "load_config",
     "open_store",

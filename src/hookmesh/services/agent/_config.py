@@ -73,6 +73,8 @@ class SidecarConfig(_Strict):
     """``package.module:attribute`` to serve."""
     listen: str = "127.0.0.1:0"
     """Address; port 0 picks a free one."""
+    token_env: str | None = None
+    """Environment variable holding the tokens the sidecar accepts (``--token-env``)."""
 
 
 class AgentSettings(_Strict):

@@ -10,6 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from hookmesh.retrieval import Limits
 from hookmesh.services._settings import ServiceSettings, load_settings
+from hookmesh.services.retrieval._access import KnowledgeBaseGrant
 
 _DEFAULT = Limits()
 
@@ -38,6 +39,10 @@ class RetrievalServiceConfig(ServiceSettings):
     """Longest search query."""
     grace_seconds: float = Field(5.0, ge=0)
     """Seconds in-flight calls get to finish on shutdown."""
+    access: dict[str, KnowledgeBaseGrant] = Field(default_factory=dict)
+    """Knowledge bases each principal may read and write (``{alice: {read: [handbook],
+    write: []}}``, ``*`` for every base); empty: everyone may do everything. With grants,
+    an unlisted principal may do nothing (docs/security.md)."""
 
     @model_validator(mode="after")
     def _batch_holds_a_document(self) -> RetrievalServiceConfig:

@@ -12,6 +12,7 @@ import grpc
 from hookmesh.errors import RequestError, SchemaError
 from hookmesh.retrieval import Document, KnowledgeStore
 from hookmesh.retrieval.codec import document_from_pb
+from hookmesh.services.retrieval._access import AccessPolicy
 from hookmesh.services.retrieval._config import RetrievalServiceConfig
 from hookmesh.v1 import retrieval_pb2 as _pb
 
@@ -62,6 +63,7 @@ class Ingestion:
 
     store: KnowledgeStore
     config: RetrievalServiceConfig
+    access: AccessPolicy
     knowledge_base: str = ""
     received: int = 0
     response: _pb.IngestResponse = field(default_factory=_pb.IngestResponse)
@@ -95,6 +97,7 @@ class Ingestion:
         index = self.received
         self.received += 1
         if index == 0:
+            self.access.check(request.knowledge_base, "write")
             try:
                 await self.store.get_knowledge_base(request.knowledge_base)
             except SchemaError as exc:

@@ -18,6 +18,7 @@ from hookmesh.retrieval.codec import (
     struct_to_dict,
 )
 from hookmesh.services._store_errors import abort_with_store_error, store_error
+from hookmesh.services.retrieval._access import AccessPolicy
 from hookmesh.services.retrieval._config import RetrievalServiceConfig
 from hookmesh.services.retrieval._ingest import Ingestion, rename_fields
 from hookmesh.v1 import retrieval_pb2 as _pb
@@ -55,6 +56,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
     def __init__(self, store: KnowledgeStore, config: RetrievalServiceConfig) -> None:
         self.store = store
         self.config = config
+        self.access = AccessPolicy(config.access)
 
     async def CreateKnowledgeBase(
         self, request: _pb.CreateKnowledgeBaseRequest, context: grpc.aio.ServicerContext
@@ -65,6 +67,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         )
         chunking = ChunkingOptions(max_tokens, overlap)
         try:
+            self.access.check(request.name, "write")
             try:
                 kb = await self.store.create_knowledge_base(
                     request.name, request.description, chunking
@@ -83,13 +86,16 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         except Exception as exc:
             await _fail(context, exc)
         return _pb.ListKnowledgeBasesResponse(
-            knowledge_bases=[knowledge_base_to_pb(kb) for kb in kbs]
+            knowledge_bases=[
+                knowledge_base_to_pb(kb) for kb in kbs if self.access.allows(kb.name, "read")
+            ]
         )
 
     async def DeleteKnowledgeBase(
         self, request: _pb.DeleteKnowledgeBaseRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteKnowledgeBaseResponse:
         try:
+            self.access.check(request.name, "write")
             await self.store.delete_knowledge_base(request.name)
         except Exception as exc:
             await _fail(context, exc)
@@ -100,7 +106,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         request_iterator: AsyncIterator[_pb.IngestRequest],
         context: grpc.aio.ServicerContext,
     ) -> _pb.IngestResponse:
-        ingestion = Ingestion(self.store, self.config)
+        ingestion = Ingestion(self.store, self.config, self.access)
         try:
             response = await ingestion.run(request_iterator)
         except Exception as exc:
@@ -121,8 +127,11 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
             if mode is None:
                 raise SchemaError.single("mode", f"unknown search mode {request.mode}")
             names = list(request.knowledge_bases)
+            for name in names:
+                self.access.check(name, "read")
             if not names:
-                names = [kb.name for kb in await self.store.list_knowledge_bases()]
+                every = [kb.name for kb in await self.store.list_knowledge_bases()]
+                names = self.access.readable(every)
                 if not names:
                     return _pb.SearchResponse()
             hits = await self.store.search(
@@ -141,6 +150,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         self, request: _pb.GetDocumentRequest, context: grpc.aio.ServicerContext
     ) -> _pb.GetDocumentResponse:
         try:
+            self.access.check(request.knowledge_base, "read")
             doc = await self.store.get_document(request.knowledge_base, request.document_id)
         except Exception as exc:
             await _fail(context, exc)
@@ -150,6 +160,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         self, request: _pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteDocumentResponse:
         try:
+            self.access.check(request.knowledge_base, "write")
             await self.store.delete_document(request.knowledge_base, request.document_id)
         except Exception as exc:
             await _fail(context, exc)
