@@ -12,6 +12,16 @@ from grpc_status import rpc_status
 DOMAIN = "hookmesh.dev"
 """`ErrorInfo.domain` of every hookmesh error."""
 
+_MAX_MESSAGE = 1000
+_MAX_VALUE = 200
+"""Longest error message and metadata / field text sent (the rest is cut): a status travels
+in trailers, whose size gRPC limits (8 KiB by default), and a request's own bad input must
+not be echoed back whole."""
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
 
 @dataclass(frozen=True, slots=True)
 class FieldViolation:
@@ -81,9 +91,8 @@ class RequestError(HookmeshError):
 def to_status(error: HookmeshError) -> status_pb2.Status:
     """The `google.rpc.Status` for `error`: one ErrorInfo, plus BadRequest for schema errors."""
     info = any_pb2.Any()
-    info.Pack(
-        error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=error.metadata)
-    )
+    metadata = {k[:_MAX_VALUE]: _clip(v, _MAX_VALUE) for k, v in error.metadata.items()}
+    info.Pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=metadata))
     details = [info]
     if isinstance(error, SchemaError):
         bad = any_pb2.Any()
@@ -91,15 +100,17 @@ def to_status(error: HookmeshError) -> status_pb2.Status:
             error_details_pb2.BadRequest(
                 field_violations=[
                     error_details_pb2.BadRequest.FieldViolation(
-                        field=v.field, description=v.description
+                        field=_clip(v.field, _MAX_VALUE), description=_clip(v.description, 500)
                     )
-                    for v in error.violations
+                    for v in error.violations[:100]
                 ]
             )
         )
         details.append(bad)
     return status_pb2.Status(
-        code=getattr(code_pb2, error.code.name), message=error.message, details=details
+        code=getattr(code_pb2, error.code.name),
+        message=_clip(error.message, _MAX_MESSAGE),
+        details=details,
     )
 
 

@@ -73,8 +73,14 @@ class Tool:
             raw = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as exc:
             raise ToolArgumentError(
-                f"arguments are not valid JSON: {exc.msg} at {exc.pos}"
+                f"arguments are not valid JSON: {exc.msg} (character {exc.pos})"
             ) from None
+        except RecursionError:
+            raw = None
+        if raw is None or _too_deep(raw):
+            raise ToolArgumentError(
+                f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+            )
         if not isinstance(raw, dict):
             raise ToolArgumentError(f"arguments must be a JSON object, got {type(raw).__name__}")
         if self._model is None:
@@ -107,6 +113,29 @@ class Tool:
             result = await _in_daemon_thread(func, arguments, self.name)
         for piece in _pieces(result):
             yield piece
+
+
+MAX_ARGUMENT_DEPTH = 64
+"""Deepest nesting of objects and arrays accepted in tool arguments."""
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether `value` nests deeper than `MAX_ARGUMENT_DEPTH` (walked without recursion)."""
+    level: list[Any] = [value]
+    for _ in range(MAX_ARGUMENT_DEPTH + 1):
+        level = (
+            [
+                child
+                for item in level
+                for child in (item.values() if isinstance(item, dict) else item)
+                if isinstance(child, dict | list)
+            ]
+            if level
+            else []
+        )
+        if not level:
+            return False
+    return True
 
 
 async def _in_daemon_thread(func: Callable[..., Any], arguments: dict[str, Any], name: str) -> Any:

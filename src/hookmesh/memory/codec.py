@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
-from hookmesh.schema import json_value
+from hookmesh.schema import struct_from_proto, timestamp_from_proto
 from hookmesh.v1 import memory_pb2 as _pb
 
 from ._types import (
@@ -61,9 +60,13 @@ def struct_of(metadata: Mapping[str, Any]) -> struct_pb2.Struct:
     return out
 
 
-def metadata_of(pb: struct_pb2.Struct) -> dict[str, Any]:
-    """Metadata from a Struct (integral numbers come back as ints)."""
-    return json_value(json_format.MessageToDict(pb))  # type: ignore[no-any-return]
+def metadata_of(pb: struct_pb2.Struct, path: str = "metadata") -> dict[str, Any]:
+    """Metadata from a Struct (integral numbers come back as ints).
+
+    Raises:
+        SchemaError: A NaN or infinite number, reported at `path`.
+    """
+    return struct_from_proto(pb, path)  # type: ignore[no-any-return]
 
 
 def _timestamp(value: Any) -> timestamp_pb2.Timestamp:
@@ -93,8 +96,8 @@ def memory_from_pb(pb: _pb.Memory) -> Memory:
         text=pb.text,
         scope=scope_from_pb(pb.scope),
         metadata=metadata_of(pb.metadata),
-        create_time=pb.create_time.ToDatetime(tzinfo=UTC),
-        update_time=pb.update_time.ToDatetime(tzinfo=UTC),
+        create_time=timestamp_from_proto(pb.create_time, "memory.create_time"),
+        update_time=timestamp_from_proto(pb.update_time, "memory.update_time"),
         source_message_ids=tuple(pb.source_message_ids),
         origin=ORIGIN_FROM_PB.get(pb.origin, "fact"),
     )

@@ -14,9 +14,9 @@ from hookmesh.schema import (
     MessageKind,
     ReplyError,
     ToolCall,
-    json_value,
     message_from_proto,
     message_to_proto,
+    struct_from_proto,
     usage_from_proto,
     usage_to_proto,
 )
@@ -65,9 +65,13 @@ def struct(data: dict[str, Any]) -> struct_pb2.Struct:
     return out
 
 
-def from_struct(pb: struct_pb2.Struct) -> dict[str, Any]:
-    """A Struct as a JSON object, ints restored where the double is integral."""
-    return json_value(json_format.MessageToDict(pb))  # type: ignore[no-any-return]
+def from_struct(pb: struct_pb2.Struct, path: str = "state") -> dict[str, Any]:
+    """A Struct as a JSON object, ints restored where the double is integral.
+
+    Raises:
+        SchemaError: A NaN or infinite number, reported at `path`.
+    """
+    return struct_from_proto(pb, path)  # type: ignore[no-any-return]
 
 
 def tool_call_to_pb(call: ToolCall) -> _message_pb2.ToolCall:

@@ -11,10 +11,10 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
-from hookmesh.errors import SchemaError, to_grpc_status
+from hookmesh.errors import RequestError, SchemaError, to_grpc_status
 from hookmesh.middleware import ONION_HOOKS, Middleware
 from hookmesh.remote import _codec as c
-from hookmesh.remote._invocation import RemoteHookError
+from hookmesh.remote._invocation import RemoteHookError, SidecarError
 from hookmesh.remote._runners import _RUNNERS, ModelChoice
 from hookmesh.remote._subscriptions import ITEMS, Routes, check_subscriptions
 from hookmesh.remote._sync import Sync
@@ -136,6 +136,11 @@ class _Call:
         return arm or ""
 
 
+MAX_INVOCATIONS_PER_STREAM = 4096
+"""Invocations one Intercept stream may have running at once; more fail at once (reason
+TOO_MANY_INVOCATIONS), so one agent cannot make a sidecar hold unbounded work."""
+
+
 class _Session:
     """One Intercept stream: dispatches invocations to tasks and shares per-reply state."""
 
@@ -174,6 +179,13 @@ class _Session:
         hook = c.HOOK_FROM_PB.get(invocation.hook, "")
         mode = self.host.modes.get(hook, "intercept")
         call = _Call(self, invocation_id, muted=mode == "observe")
+        if len(self.tasks) >= MAX_INVOCATIONS_PER_STREAM:
+            busy = SidecarError(
+                f"the sidecar runs {MAX_INVOCATIONS_PER_STREAM} invocations on this stream",
+                reason="TOO_MANY_INVOCATIONS",
+            )
+            call.send(done=_mw_pb2.HookDone(error=c.error_to_pb(busy)))
+            return
         self.calls[invocation_id] = call
         task = asyncio.create_task(self._run(call, hook, mode, invocation))
         self.tasks[invocation_id] = task
@@ -252,7 +264,7 @@ async def _abort_failed(context: grpc.aio.ServicerContext, hook: str, exc: Excep
 class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
     """Serves one in-process middleware to remote agents."""
 
-    def __init__(self, middleware: Middleware) -> None:
+    def __init__(self, middleware: Middleware, *, max_message_bytes: int = 0) -> None:
         self.middleware = middleware
         self.received: Counter[str] = Counter()
         """Intercept messages received, by kind (invocation, item, outcome, cancel)."""
@@ -292,6 +304,7 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
             failure_mode=_mw_pb2.FAILURE_MODE_OPEN
             if middleware.failure_mode == "fail_open"
             else _mw_pb2.FAILURE_MODE_CLOSED,
+            max_message_bytes=max_message_bytes,
         )
 
     async def Describe(
@@ -378,14 +391,22 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
     ) -> AsyncIterator[_mw_pb2.CallToolResponse]:
         tool = self.tools.get(request.name)
         if tool is None:
-            await context.abort(
-                grpc.StatusCode.NOT_FOUND, f"this sidecar has no tool {request.name!r}"
+            missing = RequestError(
+                grpc.StatusCode.NOT_FOUND,
+                "TOOL_NOT_FOUND",
+                f"this sidecar has no tool {request.name[:64]!r}",
+                metadata={"tool": request.name[:64]},
             )
+            await context.abort_with_status(to_grpc_status(missing))
         assert tool is not None
         try:
             arguments = tool.parse_arguments(request.arguments)
         except ValueError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            await context.abort_with_status(
+                to_grpc_status(
+                    SchemaError.single("arguments", str(exc), reason="INVALID_ARGUMENTS")
+                )
+            )
         try:
             async for piece in tool.run(arguments):
                 if isinstance(piece, str):

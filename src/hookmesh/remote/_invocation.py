@@ -203,7 +203,21 @@ class _Invocation:
             self.pulling = False
 
     def send(self, **message: Any) -> None:
-        self.stream.send(_mw_pb2.InterceptRequest(invocation_id=self.id, **message))
+        self.queue(_mw_pb2.InterceptRequest(invocation_id=self.id, **message))
+
+    def queue(self, request: _mw_pb2.InterceptRequest, read_only: bool = False) -> None:
+        """Queue `request` for the shared stream, unless the sidecar could not take it: a
+        message over its limit would break the stream for every reply, so only this
+        invocation fails."""
+        size = request.ByteSize()
+        if size > self.mw.max_message_bytes:
+            raise SidecarError(
+                f"an invocation message of {size} bytes exceeds the sidecar's limit of "
+                f"{self.mw.max_message_bytes}",
+                reason="INVOCATION_TOO_LARGE",
+                metadata={"bytes": str(size), "limit": str(self.mw.max_message_bytes)},
+            )
+        self.stream.send(request, read_only)
 
     def state(self) -> Any:
         return c.struct(self.mw.state(self.agent))
@@ -229,7 +243,7 @@ class _Invocation:
             self.fill_state(pb)
         for arm, value in item.items():
             getattr(pb, arm).CopyFrom(value)
-        self.stream.send(request, read_only=not state and "event" in item)
+        self.queue(request, read_only=not state and "event" in item)
 
     def outcome(self, **result: Any) -> None:
         request = _mw_pb2.InterceptRequest(invocation_id=self.id)
@@ -239,7 +253,7 @@ class _Invocation:
             outcome.context.extend(self.context())
         for arm, value in result.items():
             getattr(outcome, arm).MergeFrom(value)
-        self.stream.send(request)
+        self.queue(request)
 
     async def wait(self, *expected: str, failed: bool = False) -> tuple[list[AgentEvent], Any]:
         """Apply mutations and collect emits until one of `expected` arrives (or done).

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hookmesh.remote")
 
+_GRPC_DEFAULT_MESSAGE_BYTES = 4 * 1024 * 1024
+"""A sidecar's receive limit when its Describe states none."""
 DEFAULT_TIMEOUT = 5.0
 """Seconds the agent waits for each sidecar message."""
 
@@ -45,8 +47,7 @@ _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
-    ("grpc.keepalive_time_ms", 30000),
-    ("grpc.keepalive_timeout_ms", 10000),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
 ]
 _FAILURE_FROM_PB: dict[int, FailureMode] = {_mw_pb2.FAILURE_MODE_OPEN: "fail_open"}
 
@@ -130,6 +131,7 @@ class RemoteMiddleware(EventHookDriver, CallHookDriver):
             )
         self._key = description.middleware_key
         self.needs_context = description.needs_context
+        self.max_message_bytes = description.max_message_bytes or _GRPC_DEFAULT_MESSAGE_BYTES
         if self._configured_mode is None:
             self.failure_mode = _FAILURE_FROM_PB.get(description.failure_mode, "fail_closed")
         self._tools = [tool_proxy(self, spec) for spec in description.tools]
@@ -254,7 +256,11 @@ class RemoteMiddleware(EventHookDriver, CallHookDriver):
             getattr(invocation, arm).MergeFrom(args)
         if trace.get_current_span().get_span_context().is_valid:
             propagate.inject(invocation.trace_context)
-        stream.send(request)
+        try:
+            inv.queue(request)
+        except SidecarError:
+            del stream.invocations[inv.id]
+            raise
         return inv
 
     async def _unary_call(self, method: Callable[..., Any], request: Any) -> Any:

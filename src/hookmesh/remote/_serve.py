@@ -13,6 +13,9 @@ from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
 SERVICE_NAME = _mw_pb2.DESCRIPTOR.services_by_name["MiddlewareService"].full_name
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest Intercept message a sidecar accepts by default (a context of many large
+messages fits)."""
 
 
 async def serve_middleware(
@@ -22,6 +25,7 @@ async def serve_middleware(
     tls: ServerTLS | None = None,
     token: str | None = None,
     auth: AuthConfig | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> RunningServer:
     """Start serving `middleware` at `address`; returns the running server (port included).
 
@@ -32,14 +36,17 @@ async def serve_middleware(
         token: Bearer token callers must send (a secret).
         auth: Tokens, TLS and principals as every server takes them; overrides `tls` and
             `token`.
+        max_message_bytes: The largest message accepted (told to agents in Describe, so an
+            oversized invocation fails alone instead of breaking the shared stream).
     """
-    servicer = MiddlewareServicer(middleware)
+    servicer = MiddlewareServicer(middleware, max_message_bytes=max_message_bytes)
     return await start_server(
         [Service(SERVICE_NAME, servicer, _mw_grpc.add_MiddlewareServiceServicer_to_server)],
         address,
         auth=auth,
         tls=tls,
         authenticator=Authenticator({token: "default"}) if token else None,
+        options=[("grpc.max_receive_message_length", max_message_bytes)],
     )
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
+from hookmesh.errors import SchemaError
 from hookmesh.retrieval import (
     ChunkingOptions,
     Document,
@@ -17,6 +18,7 @@ from hookmesh.retrieval import (
     SearchMode,
     StoredDocument,
 )
+from hookmesh.schema import timestamp_from_proto
 from hookmesh.v1 import retrieval_pb2 as _pb
 
 TITLE_KEY = "title"
@@ -45,9 +47,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
-    """A Struct as a plain dict (nested values kept, for the store to refuse by field)."""
-    return {key: _plain(value) for key, value in json_format.MessageToDict(struct).items()}
+def struct_to_dict(struct: struct_pb2.Struct, path: str = "metadata") -> dict[str, Any]:
+    """A Struct as a plain dict (nested values kept, for the store to refuse by field).
+
+    Raises:
+        SchemaError: A NaN or infinite number, reported at `path`.
+    """
+    try:
+        values = json_format.MessageToDict(struct)
+    except ValueError:
+        raise SchemaError.single(
+            path, "numbers must be finite: NaN and infinity are not JSON"
+        ) from None
+    return {key: _plain(value) for key, value in values.items()}
 
 
 def dict_to_struct(values: Mapping[str, Any] | None) -> struct_pb2.Struct:
@@ -64,8 +76,8 @@ def _time(dt: datetime) -> timestamp_pb2.Timestamp:
     return stamp
 
 
-def _from_time(stamp: timestamp_pb2.Timestamp) -> datetime:
-    return stamp.ToDatetime(tzinfo=UTC)  # type: ignore[no-any-return]
+def _from_time(stamp: timestamp_pb2.Timestamp, path: str) -> datetime:
+    return timestamp_from_proto(stamp, path)
 
 
 def knowledge_base_to_pb(kb: KnowledgeBase) -> _pb.KnowledgeBase:
@@ -92,7 +104,7 @@ def knowledge_base_from_pb(pb: _pb.KnowledgeBase) -> KnowledgeBase:
         chunking=ChunkingOptions(pb.chunking.max_tokens, pb.chunking.overlap_tokens),
         embedder=pb.embedder,
         dimension=pb.dimension,
-        create_time=_from_time(pb.create_time),
+        create_time=_from_time(pb.create_time, "knowledge_base.create_time"),
         document_count=pb.document_count,
         chunk_count=pb.chunk_count,
     )
@@ -111,7 +123,7 @@ def document_to_pb(doc: Document | StoredDocument) -> _pb.Document:
 
 def document_from_pb(pb: _pb.Document) -> Document:
     """A document to ingest: a non-empty title is stored as ``title`` metadata."""
-    metadata = struct_to_dict(pb.metadata)
+    metadata = struct_to_dict(pb.metadata, "document.metadata")
     if pb.title:
         metadata[TITLE_KEY] = pb.title
     return Document(pb.id, pb.text, metadata)
@@ -129,15 +141,15 @@ def stored_document_to_pb(doc: StoredDocument) -> _pb.GetDocumentResponse:
 
 def stored_document_from_pb(knowledge_base: str, pb: _pb.GetDocumentResponse) -> StoredDocument:
     """A stored document from a GetDocument answer."""
-    metadata: Metadata = struct_to_dict(pb.document.metadata)
+    metadata: Metadata = struct_to_dict(pb.document.metadata, "document.metadata")
     return StoredDocument(
         id=pb.document.id,
         knowledge_base=knowledge_base,
         text=pb.document.text,
         metadata=metadata,
         chunk_count=pb.chunk_count,
-        create_time=_from_time(pb.create_time),
-        update_time=_from_time(pb.update_time),
+        create_time=_from_time(pb.create_time, "create_time"),
+        update_time=_from_time(pb.update_time, "update_time"),
     )
 
 
@@ -165,7 +177,7 @@ def hit_from_pb(pb: _pb.SearchHit) -> Hit:
         text=pb.text,
         score=pb.score,
         rank=pb.rank,
-        metadata=struct_to_dict(pb.metadata),
+        metadata=struct_to_dict(pb.metadata, "hit.metadata"),
         start=pb.start,
         end=pb.end,
     )

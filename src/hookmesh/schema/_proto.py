@@ -8,10 +8,10 @@ that both encodings share live in `_validate`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any, TypeVar, get_args
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from hookmesh.errors import FieldViolation, SchemaError
 from hookmesh.schema import _blocks as b
@@ -124,8 +124,37 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def _dict(pb: struct_pb2.Struct) -> dict[str, Any]:
-    return json_value(json_format.MessageToDict(pb))  # type: ignore[no-any-return]
+def struct_from_proto(pb: struct_pb2.Struct | struct_pb2.Value, path: str) -> Any:
+    """A Struct (or Value) as plain JSON, integral numbers as ints.
+
+    Raises:
+        SchemaError: A NaN or infinite number (not JSON), reported at `path`.
+    """
+    try:
+        return json_value(json_format.MessageToDict(pb))
+    except ValueError:
+        raise SchemaError.single(
+            path, "numbers must be finite: NaN and infinity are not JSON"
+        ) from None
+
+
+def timestamp_from_proto(pb: timestamp_pb2.Timestamp, path: str) -> datetime:
+    """A Timestamp as an aware UTC datetime.
+
+    Raises:
+        SchemaError: Seconds outside 0001-01-01..9999-12-31 or nanos outside 0..999999999.
+    """
+    try:
+        return pb.ToDatetime(tzinfo=UTC)  # type: ignore[no-any-return]
+    except (ValueError, OverflowError):
+        raise SchemaError.single(
+            path,
+            "must lie between 0001-01-01 and 9999-12-31, with nanos from 0 to 999999999",
+        ) from None
+
+
+def _dict(pb: struct_pb2.Struct, path: str) -> dict[str, Any]:
+    return struct_from_proto(pb, path)  # type: ignore[no-any-return]
 
 
 # --- blocks ------------------------------------------------------------------------------
@@ -164,7 +193,7 @@ def media_from_proto(pb: _content_pb2.MediaBlock, arm: str, block_id: str, path:
     return _MEDIA_CLASSES[arm](
         source=source,
         name=pb.name,
-        metadata=_dict(pb.metadata) if pb.HasField("metadata") else None,
+        metadata=_dict(pb.metadata, f"{path}.metadata") if pb.HasField("metadata") else None,
         id=block_id,
     )
 
@@ -324,8 +353,8 @@ def message_from_proto(pb: _message_pb2.Message, path: str = "message") -> Messa
     arm = pb.WhichOneof("kind")
     common: dict[str, Any] = {
         "id": pb.id,
-        "metadata": _dict(pb.metadata) if pb.HasField("metadata") else None,
-        "create_time": pb.create_time.ToDatetime(tzinfo=UTC)
+        "metadata": _dict(pb.metadata, f"{path}.metadata") if pb.HasField("metadata") else None,
+        "create_time": timestamp_from_proto(pb.create_time, f"{path}.create_time")
         if pb.HasField("create_time")
         else None,
     }
@@ -525,7 +554,7 @@ def _custom_to_proto(ev: e.CustomEvent) -> _event_pb2.CustomEvent:
 
 
 def _custom_from_proto(pb: _event_pb2.CustomEvent, reply_id: str, path: str) -> e.CustomEvent:
-    value = json_value(json_format.MessageToDict(pb.value)) if pb.HasField("value") else None
+    value = struct_from_proto(pb.value, f"{path}.value") if pb.HasField("value") else None
     return e.CustomEvent(reply_id=reply_id, name=pb.name, value=value)
 
 

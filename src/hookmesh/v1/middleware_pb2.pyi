@@ -82,20 +82,22 @@ class DescribeRequest(_message.Message):
     def __init__(self, protocol_version: _Optional[int] = ...) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("protocol_version", "middleware_key", "hooks", "needs_context", "tools", "failure_mode")
+    __slots__ = ("protocol_version", "middleware_key", "hooks", "needs_context", "tools", "failure_mode", "max_message_bytes")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     MIDDLEWARE_KEY_FIELD_NUMBER: _ClassVar[int]
     HOOKS_FIELD_NUMBER: _ClassVar[int]
     NEEDS_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     FAILURE_MODE_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     middleware_key: str
     hooks: _containers.RepeatedCompositeFieldContainer[HookSpec]
     needs_context: bool
     tools: _containers.RepeatedCompositeFieldContainer[ToolSpec]
     failure_mode: FailureMode
-    def __init__(self, protocol_version: _Optional[int] = ..., middleware_key: _Optional[str] = ..., hooks: _Optional[_Iterable[_Union[HookSpec, _Mapping]]] = ..., needs_context: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[ToolSpec, _Mapping]]] = ..., failure_mode: _Optional[_Union[FailureMode, str]] = ...) -> None: ...
+    max_message_bytes: int
+    def __init__(self, protocol_version: _Optional[int] = ..., middleware_key: _Optional[str] = ..., hooks: _Optional[_Iterable[_Union[HookSpec, _Mapping]]] = ..., needs_context: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[ToolSpec, _Mapping]]] = ..., failure_mode: _Optional[_Union[FailureMode, str]] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class HookSpec(_message.Message):
     __slots__ = ("hook", "mode", "subscriptions", "read_only_subscriptions")

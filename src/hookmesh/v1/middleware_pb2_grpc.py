@@ -79,6 +79,12 @@ class MiddlewareServiceStub:
     open is cancelled and the sidecar ends the stream with OK; the agent
     opens a new stream for its next invocation. A sidecar that ends the
     stream (OK or not) fails every invocation still open on it.
+    7. Limits: the agent never sends a message larger than the sidecar's
+    DescribeResponse.max_message_bytes (an invocation that would be larger
+    fails alone, reason INVOCATION_TOO_LARGE). A sidecar may bound the
+    invocations running at once on one stream and answer the ones beyond
+    with `done{error}` at once (the Python host: 4096, reason
+    TOO_MANY_INVOCATIONS); the agent applies the failure mode to each.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
     bearer token: metadata `authorization: Bearer <token>` (UNAUTHENTICATED
@@ -172,6 +178,12 @@ class MiddlewareServiceServicer:
     open is cancelled and the sidecar ends the stream with OK; the agent
     opens a new stream for its next invocation. A sidecar that ends the
     stream (OK or not) fails every invocation still open on it.
+    7. Limits: the agent never sends a message larger than the sidecar's
+    DescribeResponse.max_message_bytes (an invocation that would be larger
+    fails alone, reason INVOCATION_TOO_LARGE). A sidecar may bound the
+    invocations running at once on one stream and answer the ones beyond
+    with `done{error}` at once (the Python host: 4096, reason
+    TOO_MANY_INVOCATIONS); the agent applies the failure mode to each.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
     bearer token: metadata `authorization: Bearer <token>` (UNAUTHENTICATED
@@ -303,6 +315,12 @@ class MiddlewareService:
     open is cancelled and the sidecar ends the stream with OK; the agent
     opens a new stream for its next invocation. A sidecar that ends the
     stream (OK or not) fails every invocation still open on it.
+    7. Limits: the agent never sends a message larger than the sidecar's
+    DescribeResponse.max_message_bytes (an invocation that would be larger
+    fails alone, reason INVOCATION_TOO_LARGE). A sidecar may bound the
+    invocations running at once on one stream and answer the ones beyond
+    with `done{error}` at once (the Python host: 4096, reason
+    TOO_MANY_INVOCATIONS); the agent applies the failure mode to each.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
     bearer token: metadata `authorization: Bearer <token>` (UNAUTHENTICATED

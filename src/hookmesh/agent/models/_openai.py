@@ -31,6 +31,10 @@ _BODY_LIMIT = 2000
 _DETAIL_LIMIT = 200
 
 
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+"""Most bytes one model answer may take by default."""
+
+
 class OpenAIChatModel(ChatModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
@@ -61,6 +65,7 @@ class OpenAIChatModel(ChatModel):
         timeout: float = 60,
         extra_body: dict[str, Any] | None = None,
         client: httpx.AsyncClient | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         """Create the model; no request is sent until the first call.
 
@@ -77,12 +82,15 @@ class OpenAIChatModel(ChatModel):
                 ``temperature``), so they may override the defaults.
             client: An HTTP client to use; the caller keeps ownership and closes it. By
                 default the model creates one and `aclose` closes it.
+            max_response_bytes: Most bytes one answer (a whole stream included) may take;
+                beyond, the call fails with `ModelError` instead of filling memory.
         """
         self.base_url = base_url.rstrip("/")
         self.model_name = model
         self.stream = stream
         self.timeout = timeout
         self.extra_body = dict(extra_body or {})
+        self.max_response_bytes = max_response_bytes
         self._api_key = api_key
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=timeout)
@@ -160,9 +168,19 @@ class OpenAIChatModel(ChatModel):
         data = self._json(raw)
         return self._response(data, kind)
 
+    def _too_large(self) -> ModelError:
+        return ModelError(
+            f"model server {self.base_url} sent more than {self.max_response_bytes} bytes"
+        )
+
     async def _read(self, response: httpx.Response) -> str:
+        body = bytearray()
         try:
-            return (await response.aread()).decode("utf-8", "replace")
+            async for piece in response.aiter_bytes():
+                body += piece
+                if len(body) > self.max_response_bytes:
+                    raise self._too_large()
+            return body.decode("utf-8", "replace")
         except httpx.HTTPError as exc:
             raise ModelError(f"reading the answer of {self.base_url} failed: {exc!r}") from exc
         finally:
@@ -260,8 +278,12 @@ class OpenAIChatModel(ChatModel):
     async def _events(self, response: httpx.Response) -> AsyncIterator[str]:
         """The data of each server-sent event, as the bytes arrive."""
         data: list[str] = []
+        received = 0
         try:
             async for line in response.aiter_lines():
+                received += len(line) + 1
+                if received > self.max_response_bytes:
+                    raise self._too_large()
                 if not line:
                     if data:
                         yield "\n".join(data)

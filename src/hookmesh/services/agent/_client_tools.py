@@ -6,11 +6,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from google.protobuf import json_format
-
 from hookmesh.agent import Tool, external_tool
 from hookmesh.errors import FieldViolation, SchemaError
-from hookmesh.schema import json_value
+from hookmesh.schema import struct_from_proto
 from hookmesh.v1 import agent_pb2 as _agent_pb2
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -43,7 +41,11 @@ def client_tools(pbs: Sequence[_agent_pb2.ClientTool], taken: set[str]) -> list[
             violations.append(FieldViolation(field, f"{pb.name!r} is already a tool's name"))
         else:
             names.add(pb.name)
-            parameters = json_value(json_format.MessageToDict(pb.parameters))
+            try:
+                parameters = struct_from_proto(pb.parameters, f"client_tools[{i}].parameters")
+            except SchemaError as exc:
+                violations.extend(exc.violations)
+                continue
             out.append(external_tool(pb.name, pb.description, parameters or _NO_ARGUMENTS))
     if violations:
         raise SchemaError(violations, reason="INVALID_CLIENT_TOOLS")

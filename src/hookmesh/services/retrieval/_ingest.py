@@ -128,7 +128,12 @@ class Ingestion:
             or self._batch_chars + size > self.config.max_batch_chars
         ):
             await self._flush()
-        self._batch.append(_Pending(index, document_from_pb(pb)))
+        try:
+            document = document_from_pb(pb)
+        except SchemaError as exc:
+            self._error(index, pb.id, exc.reason, exc.message)
+            return
+        self._batch.append(_Pending(index, document))
         self._batch_ids.add(pb.id)
         self._batch_chars += size
 

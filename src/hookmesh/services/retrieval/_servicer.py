@@ -140,7 +140,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
                 mode=mode,
                 top_k=request.top_k or DEFAULT_TOP_K,
                 score_threshold=request.score_threshold or None,
-                metadata_filter=struct_to_dict(request.metadata_filter),
+                metadata_filter=struct_to_dict(request.metadata_filter, "metadata_filter"),
             )
         except Exception as exc:
             await _fail(context, exc)
