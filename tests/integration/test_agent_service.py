@@ -422,3 +422,51 @@ async def test_health_and_reflection_are_served(start: Start) -> None:
         names = [s.name async for r in responses for s in r.list_services_response.service]
         assert SERVICE_NAME in names
     assert struct_pb2  # the well-known types are importable alongside
+
+
+async def test_reflection_v1_is_served_too(start: Start) -> None:
+    from grpc_reflection.v1alpha import reflection_pb2
+
+    service = await start()
+    async with grpc.aio.insecure_channel(target(service)) as channel:
+        info = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        responses = info(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=SHORT_TIMEOUT
+        )
+        names = [s.name async for r in responses for s in r.list_services_response.service]
+    assert SERVICE_NAME in names and "grpc.reflection.v1.ServerReflection" in names
+
+
+async def test_a_session_the_service_accepted_can_be_read_back(start: Start) -> None:
+    service = await start(turns=["ok"])
+    big = "x" * (2_600_000)  # two requests under the 4 MiB limit; their session is ~5 MB
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        first = [e async for e in client.reply(big, session_id="large")]
+        second = [e async for e in client.reply(big, session_id="large")]
+        session = await client.get_session("large")
+    assert first[-1].type == second[-1].type == "reply_end"
+    assert [m.role for m in session.context] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_every_session_rpc_bounds_its_id_before_answering(start: Start) -> None:
+    service = await start()
+    long_id = "s" * 5000
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        for call in (
+            client.get_session(long_id),
+            client.interrupt(long_id),
+            client.delete_session(long_id),
+        ):
+            with pytest.raises(AgentClientError) as exc:
+                await call
+            assert (exc.value.code, exc.value.reason) == (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "INVALID_SCHEMA",
+            )
+        with pytest.raises(AgentClientError) as exc:
+            [e async for e in client.resume(long_id, confirmations=[])]
+        assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT

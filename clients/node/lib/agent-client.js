@@ -10,6 +10,9 @@ export const DEFAULT_TIMEOUT_MS = 300_000;
 
 let hookmesh;
 
+/** Largest message accepted: GetSession returns a session's whole context (as in Python). */
+const MAX_RECEIVE_BYTES = 256 * 1024 * 1024;
+
 /** The generated AgentService client constructor; the protos are loaded once per process. */
 function agentServiceClient() {
   hookmesh ??= loadHookmesh();
@@ -198,7 +201,10 @@ export class AgentClient {
     this.#token = token;
     const Client = agentServiceClient();
     const channelCredentials = credentials ?? grpc.credentials.createInsecure();
-    this.#stub = new Client(target, channelCredentials, channelOptions);
+    this.#stub = new Client(target, channelCredentials, {
+      'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
+      ...channelOptions,
+    });
   }
 
   #metadata() {

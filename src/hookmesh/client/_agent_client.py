@@ -32,6 +32,10 @@ from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds a reply (the whole stream) or any other call may take."""
+MAX_RECEIVE_BYTES = 256 * 1024 * 1024
+"""Largest message the clients accept: GetSession returns a session's whole context, which
+grows past gRPC's default 4 MiB after a few large requests the service accepted."""
+_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
 
 SessionStatus = Literal["idle", "running", "awaiting_confirmation", "awaiting_external_execution"]
 _STATUS: dict[int, SessionStatus] = {
@@ -159,7 +163,7 @@ class AgentClient:
         token: str | None = None,
     ) -> None:
         self.timeout = timeout
-        self._channel = open_channel(target, tls)
+        self._channel = open_channel(target, tls, _CHANNEL_OPTIONS)
         self._stub = _agent_grpc.AgentServiceStub(self._channel)
         self._metadata = _metadata(token)
 
@@ -300,10 +304,12 @@ class SyncAgentClient:
     ) -> None:
         self.timeout = timeout
         if tls is None:
-            self._channel = grpc.insecure_channel(target)
+            self._channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
         else:
             creds, options = channel_credentials(tls)
-            self._channel = grpc.secure_channel(target, creds, options=options)
+            self._channel = grpc.secure_channel(
+                target, creds, options=[*_CHANNEL_OPTIONS, *options]
+            )
         self._stub = _agent_grpc.AgentServiceStub(self._channel)
         self._metadata = _metadata(token)
 

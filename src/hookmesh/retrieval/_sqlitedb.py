@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hookmesh._files import private_file
+
 T = TypeVar("T")
 
 
@@ -54,7 +56,7 @@ class SqliteDatabase:
         """This worker thread's connection (autocommit mode; use `transaction` to write)."""
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
             db = sqlite3.connect(
                 self.path, check_same_thread=False, isolation_level=None, timeout=30.0
             )
