@@ -49,6 +49,15 @@ def span_exporter() -> Iterator[Any]:
     provider.shutdown()
 
 
+@pytest.fixture(scope="session")
+def pki() -> dict[str, bytes]:
+    """A CA, a server certificate for 127.0.0.1 and localhost, a client certificate
+    (CN ``agent``) and a foreign CA, made once per test run."""
+    from tests.pki import make_pki
+
+    return make_pki()
+
+
 @pytest.fixture(params=["flat", "agentic"])
 def kind(request: pytest.FixtureRequest) -> MessageKind:
     """Both message kinds: every agent-level test runs on each."""
