@@ -5,6 +5,7 @@ log stays clean."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -82,3 +83,51 @@ models:
     assert saved is not None
     results = [r for m in saved.state.context for r in tool_results(m)]
     assert [(r.name, r.state) for r in results] == [("wait_forever", "interrupted")]
+
+
+async def test_losing_a_sidecar_leaves_a_clean_log(tmp_path: Path) -> None:
+    """The agent's log through a sidecar that dies (SIGKILL) and a cancelled reply, then a
+    shutdown: warnings, never tracebacks or asyncio/OpenTelemetry noise."""
+    from tests.sidecar_process import sidecar_process
+
+    async with sidecar_process("hookmesh.demo:AuditTrail") as sidecar:
+        config = tmp_path / "agent.yaml"
+        config.write_text(
+            f"""
+listen: 127.0.0.1:0
+store: sqlite:///{tmp_path}/agent.db
+grace_seconds: 1
+tools: [hookmesh.demo:get_weather]
+models:
+  default:
+    type: scripted
+    turns: [{{tool_calls: [{{name: get_weather, arguments: {{city: Oslo}}}}]}}, Cold.]
+middlewares:
+  - {{type: remote, target: "{sidecar.address}", failure_mode: fail_open, timeout: 2}}
+"""
+        )
+        server = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "hookmesh.cli", "serve", "agent", "--config", str(config),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "HOOKMESH_LOG_LEVEL": "INFO"},
+        )  # fmt: skip
+        assert server.stdout is not None and server.stderr is not None
+        async with asyncio.timeout(DEADLINE):
+            address = (await server.stdout.readline()).decode().split()[-1]
+        async with AgentClient(address, timeout=DEADLINE) as client:
+            first = [e async for e in client.reply("weather?")]
+            await sidecar.kill()
+            second = [e async for e in client.reply("and now?")]
+            stream = client.reply("once more")
+            async with asyncio.timeout(DEADLINE):
+                async for event in stream:
+                    if event.type == "reply_start":
+                        break
+            await stream.aclose()  # the client goes away mid-reply
+        server.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(DEADLINE):
+            log = (await server.stderr.read()).decode()
+            assert await server.wait() == 0, log
+    assert first[-1].finish_reason == second[-1].finish_reason == "completed"
+    assert "WARNING" in log  # the lost sidecar is reported …
+    assert not [n for n in NOISE if n in log], log  # … and nothing else is noise

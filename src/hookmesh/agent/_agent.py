@@ -338,7 +338,10 @@ class Agent(ActingSteps):
                 source="agent",
                 metadata={"errorType": type(exc).__name__},
             )
-        log.error("reply %s failed: %s", self.reply_id, error.message, exc_info=exc)
+        # An expected failure (a HookmeshError: a model or sidecar down, bad input) says what it
+        # is; anything else is a bug and keeps its traceback.
+        trace = None if isinstance(exc, HookmeshError) else exc
+        log.error("reply %s failed: %s", self.reply_id, error.message, exc_info=trace)
         return self._end("error", error)
 
     # --- core steps --------------------------------------------------------------------------

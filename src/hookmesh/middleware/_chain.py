@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
+from hookmesh.errors import HookmeshError
 from hookmesh.middleware._base import Middleware
 
 if TYPE_CHECKING:
@@ -54,12 +55,14 @@ def culprit(exc: BaseException) -> Middleware | None:
 
 
 def _skip(mw: Middleware, hook: str, exc: BaseException) -> None:
+    # A HookmeshError is an expected failure (a sidecar or service down) and says what it
+    # is; anything else is a bug in the middleware and keeps its traceback.
     log.warning(
         "middleware %s failed in %s and is skipped (fail_open): %s",
         mw.middleware_key(),
         hook,
         exc,
-        exc_info=exc,
+        exc_info=None if isinstance(exc, HookmeshError) else exc,
     )
 
 
