@@ -125,3 +125,12 @@ def test_a_nested_environment_variable_keeps_the_files_siblings(
 def test_a_missing_config_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot read config"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_every_auth_key_is_documented() -> None:
+    from hookmesh.services import AuthConfig
+
+    documented = set(
+        re.findall(r"^\| `([a-z_.]+)` \|", (ROOT / "docs/security.md").read_text(), flags=re.M)
+    )
+    assert _keys(AuthConfig) <= documented, sorted(_keys(AuthConfig) - documented)
