@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // hookmesh chat in Node.js: sends one message to an AgentService and streams the reply.
+import { readFileSync } from 'node:fs';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
+
+import * as grpc from '@grpc/grpc-js';
 
 import { AgentClient, AgentClientError } from './lib/agent-client.js';
 import { eventArmType, withoutOneofNames } from './lib/proto.js';
@@ -16,6 +19,8 @@ for their results, "[name] json" for custom events and "end: <finish reason>" la
   --json              print each event as one JSON line instead (bytes as base64)
   --timeout SECONDS   deadline of the whole reply (default 300)
   --token-env NAME    send "authorization: Bearer <token>", the token read from env var NAME
+  --tls-ca FILE       use TLS, trusting this CA (PEM); for mTLS also set HOOKMESH_CLIENT_CERT
+                      and HOOKMESH_CLIENT_KEY to the client's certificate and key files
   --max-iters N       most reasoning steps (default: the agent's setting)
   --tool-choice C     auto, none, required or a tool name
   --model NAME        a configured model, if the server allows overrides
@@ -44,6 +49,7 @@ function options() {
         json: { type: 'boolean', default: false },
         timeout: { type: 'string', default: '300' },
         'token-env': { type: 'string' },
+        'tls-ca': { type: 'string' },
         'max-iters': { type: 'string', default: '0' },
         'tool-choice': { type: 'string', default: '' },
         model: { type: 'string', default: '' },
@@ -72,7 +78,27 @@ function options() {
     token = process.env[values['token-env']];
     if (!token) usageError(`--token-env: environment variable ${values['token-env']} is unset`);
   }
+  let credentials;
+  if (values['tls-ca'] !== undefined) {
+    const read = (what, path) => {
+      try {
+        return readFileSync(path);
+      } catch {
+        return usageError(`${what}: no such file ${path}`);
+      }
+    };
+    const { HOOKMESH_CLIENT_CERT: cert, HOOKMESH_CLIENT_KEY: key } = process.env;
+    if (Boolean(cert) !== Boolean(key)) {
+      usageError('HOOKMESH_CLIENT_CERT and HOOKMESH_CLIENT_KEY go together');
+    }
+    credentials = grpc.credentials.createSsl(
+      read('--tls-ca', values['tls-ca']),
+      key ? read('HOOKMESH_CLIENT_KEY', key) : null,
+      cert ? read('HOOKMESH_CLIENT_CERT', cert) : null,
+    );
+  }
   return {
+    credentials,
     target: values.target,
     json: values.json,
     text,
@@ -235,7 +261,11 @@ async function main() {
     if (err.code === 'EPIPE') process.exit(EXIT_OK);
     throw err;
   });
-  const client = new AgentClient(opts.target, { timeoutMs: opts.timeoutMs, token: opts.token });
+  const client = new AgentClient(opts.target, {
+    timeoutMs: opts.timeoutMs,
+    token: opts.token,
+    credentials: opts.credentials,
+  });
   const abort = new AbortController();
   process.once('SIGINT', () => abort.abort());
   const printer = opts.json ? null : new HumanPrinter();

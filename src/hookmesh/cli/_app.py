@@ -103,6 +103,33 @@ def import_from(app_dir: Path) -> None:
     sys.path.insert(0, str(app_dir.resolve()))
 
 
+TlsCaOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-ca",
+        help="Use TLS, trusting this CA (PEM); for mTLS also set HOOKMESH_CLIENT_CERT and "
+        "HOOKMESH_CLIENT_KEY to the client's certificate and key files.",
+    ),
+]
+
+
+def client_tls(ca: Path | None) -> Any:
+    """The TLS settings of a client command (None: plaintext); a one-line error for a
+    missing file."""
+    if ca is None:
+        return None
+    from hookmesh.remote import ClientTLS
+
+    cert, key = os.environ.get("HOOKMESH_CLIENT_CERT"), os.environ.get("HOOKMESH_CLIENT_KEY")
+    for what, path in (("--tls-ca", str(ca)), ("HOOKMESH_CLIENT_CERT", cert),
+                       ("HOOKMESH_CLIENT_KEY", key)):  # fmt: skip
+        if path and not Path(path).is_file():
+            die(f"{what}: no such file {path}")
+    if bool(cert) != bool(key):
+        die("HOOKMESH_CLIENT_CERT and HOOKMESH_CLIENT_KEY go together")
+    return ClientTLS(ca, cert, key)
+
+
 AcceptTokensEnv = Annotated[
     str | None,
     typer.Option(

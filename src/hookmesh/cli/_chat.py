@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import TokenEnvOption, app, die, host_port, run, token_from_env
+from hookmesh.cli._app import (
+    TlsCaOption,
+    TokenEnvOption,
+    app,
+    client_tls,
+    die,
+    host_port,
+    run,
+    token_from_env,
+)
 
 if TYPE_CHECKING:
     from hookmesh.cli._printer import EventPrinter
@@ -31,6 +40,7 @@ def chat(
     ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds a reply may take.")] = 300.0,
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
     max_iters: Annotated[
         int, typer.Option(help="Most reasoning steps; 0 for the agent's setting.")
     ] = 0,
@@ -64,12 +74,13 @@ def chat(
         die(f"--speak: folder {speak.parent} does not exist")
     address = host_port(target, "--target")
     token = token_from_env(token_env)
+    tls = client_tls(tls_ca)
     options = {"max_iters": max_iters, "tool_choice": tool_choice, "model": model}
     printer = EventPrinter(as_json=as_json)
     state = {"session": session}
 
     async def talk() -> int:
-        async with AgentClient(address, timeout=timeout, token=token) as client:
+        async with AgentClient(address, timeout=timeout, token=token, tls=tls) as client:
             if message is not None:
                 return await _turn(client, printer, message, state, options, speak)
             status = EXIT_OK

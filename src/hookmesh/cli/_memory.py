@@ -6,11 +6,20 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import TokenEnvOption, app, host_port, run, token_from_env
+from hookmesh.cli._app import (
+    TlsCaOption,
+    TokenEnvOption,
+    app,
+    client_tls,
+    host_port,
+    run,
+    token_from_env,
+)
 
 memory_app = typer.Typer(
     help="Read and write a memory service's long-term memories.", no_args_is_help=True
@@ -43,19 +52,24 @@ def _memory_json(memory: Any) -> dict[str, Any]:
 
 
 def _call(
-    target: str, timeout: float, token_env: str | None, work: Callable[[Any], Awaitable[int]]
+    target: str,
+    timeout: float,
+    token_env: str | None,
+    tls_ca: Path | None,
+    work: Callable[[Any], Awaitable[int]],
 ) -> None:
     """Run `work(client)` against the service; print a failure's reason and exit 1."""
     from hookmesh.client import AgentClientError, MemoryClient
 
     address = host_port(target, "--target")
     token = token_from_env(token_env)
+    tls = client_tls(tls_ca)
 
     async def call() -> int:
         try:
             async with (
                 asyncio.timeout(timeout),
-                MemoryClient(address, timeout=timeout, token=token) as client,
+                MemoryClient(address, timeout=timeout, token=token, tls=tls) as client,
             ):
                 return await work(client)
         except AgentClientError as exc:
@@ -101,6 +115,7 @@ def add(
     as_json: AsJson = False,
     timeout: Timeout = 30.0,
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """Remember FACTS (a near-duplicate of a memory is merged into it)."""
     metadata = _metadata(meta or [])
@@ -114,7 +129,7 @@ def add(
                 print(f"{added.outcome:7s} {added.memory.id}  {added.memory.text}")
         return 0
 
-    _call(target, timeout, token_env, work)
+    _call(target, timeout, token_env, tls_ca, work)
 
 
 @memory_app.command("search")
@@ -129,6 +144,7 @@ def search(
     as_json: AsJson = False,
     timeout: Timeout = 30.0,
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """Find the user's memories best matching QUERY (meaning and keywords, fused by rank)."""
 
@@ -147,7 +163,7 @@ def search(
             print("no memories match", file=sys.stderr)
         return 0
 
-    _call(target, timeout, token_env, work)
+    _call(target, timeout, token_env, tls_ca, work)
 
 
 @memory_app.command("list")
@@ -162,6 +178,7 @@ def list_memories(
     as_json: AsJson = False,
     timeout: Timeout = 30.0,
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """List the user's memories, oldest first."""
 
@@ -184,7 +201,7 @@ def list_memories(
                 print(f"next page: --page-token {token}", file=sys.stderr)
                 return 0
 
-    _call(target, timeout, token_env, work)
+    _call(target, timeout, token_env, tls_ca, work)
 
 
 @memory_app.command("delete")
@@ -201,6 +218,7 @@ def delete(
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """Delete memories by id, or with --all every memory of the scope."""
     if bool(memory_ids) == every:
@@ -216,4 +234,4 @@ def delete(
             print(f"deleted {memory_id}")
         return 0
 
-    _call(target, timeout, token_env, work)
+    _call(target, timeout, token_env, tls_ca, work)

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import TokenEnvOption, app, die, run, token_from_env
+from hookmesh.cli._app import (
+    TlsCaOption,
+    TokenEnvOption,
+    app,
+    client_tls,
+    die,
+    run,
+    token_from_env,
+)
 
 if TYPE_CHECKING:
     from hookmesh.client import IngestReport, RetrievalClient
@@ -28,11 +36,14 @@ Timeout = Annotated[float, typer.Option(help="Seconds each call may take.")]
 TokenEnv = TokenEnvOption
 
 
-def _client(target: str, timeout: float, token_env: str | None) -> RetrievalClient:
+def _client(
+    target: str, timeout: float, token_env: str | None, tls_ca: Path | None
+) -> RetrievalClient:
     from hookmesh.client import RetrievalClient
 
     token = token_from_env(token_env)
-    return RetrievalClient(target, timeout=timeout, ingest_timeout=timeout, token=token)
+    tls = client_tls(tls_ca)
+    return RetrievalClient(target, timeout=timeout, ingest_timeout=timeout, token=token, tls=tls)
 
 
 def _error(exc: Exception) -> int:
@@ -52,12 +63,13 @@ def kb_create(
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
     token_env: TokenEnv = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """Create an empty knowledge base."""
     from hookmesh.client import AgentClientError
 
     async def work() -> int:
-        async with _client(target, timeout, token_env) as client:
+        async with _client(target, timeout, token_env, tls_ca) as client:
             try:
                 kb = await client.create_knowledge_base(
                     name, description, max_tokens=max_tokens, overlap_tokens=overlap_tokens
@@ -77,6 +89,7 @@ def kb_list(
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
     token_env: TokenEnv = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """List knowledge bases with their document and chunk counts."""
     from rich.console import Console
@@ -85,7 +98,7 @@ def kb_list(
     from hookmesh.client import AgentClientError
 
     async def work() -> int:
-        async with _client(target, timeout, token_env) as client:
+        async with _client(target, timeout, token_env, tls_ca) as client:
             try:
                 kbs = await client.list_knowledge_bases()
             except AgentClientError as exc:
@@ -123,12 +136,13 @@ def kb_delete(
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
     token_env: TokenEnv = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """Delete a knowledge base and everything in it."""
     from hookmesh.client import AgentClientError
 
     async def work() -> int:
-        async with _client(target, timeout, token_env) as client:
+        async with _client(target, timeout, token_env, tls_ca) as client:
             try:
                 await client.delete_knowledge_base(name)
             except AgentClientError as exc:
@@ -190,6 +204,7 @@ def ingest(
     target: Target = DEFAULT_TARGET,
     timeout: Annotated[float, typer.Option(help="Seconds each Ingest call may take.")] = 600.0,
     token_env: TokenEnv = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """Ingest text (.txt) and markdown (.md) files; ids are their relative paths.
 
@@ -214,7 +229,7 @@ def ingest(
     async def work() -> int:
         reports: list[IngestReport] = []
         unreadable = 0
-        async with _client(target, timeout, token_env) as client:
+        async with _client(target, timeout, token_env, tls_ca) as client:
             with Progress(
                 TextColumn("ingesting into [bold]{task.fields[kb]}[/bold]"),
                 BarColumn(),
@@ -269,6 +284,7 @@ def search(
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
     token_env: TokenEnv = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """Search knowledge bases; hits are ranked best first."""
     from rich.console import Console
@@ -281,7 +297,7 @@ def search(
         die(f"--mode must be one of {', '.join(SEARCH_MODES)}")
 
     async def work() -> int:
-        async with _client(target, timeout, token_env) as client:
+        async with _client(target, timeout, token_env, tls_ca) as client:
             try:
                 hits = await client.search(
                     query,

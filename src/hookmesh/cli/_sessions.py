@@ -5,11 +5,20 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import TokenEnvOption, app, host_port, run, token_from_env
+from hookmesh.cli._app import (
+    TlsCaOption,
+    TokenEnvOption,
+    app,
+    client_tls,
+    host_port,
+    run,
+    token_from_env,
+)
 
 sessions_app = typer.Typer(help="List, read and delete an agent service's sessions.")
 app.add_typer(sessions_app, name="sessions", no_args_is_help=True)
@@ -21,17 +30,22 @@ DEFAULT_TARGET = "127.0.0.1:7000"
 
 
 def _call(
-    target: str, timeout: float, token_env: str | None, work: Callable[[Any], Awaitable[int]]
+    target: str,
+    timeout: float,
+    token_env: str | None,
+    tls_ca: Path | None,
+    work: Callable[[Any], Awaitable[int]],
 ) -> None:
     """Run `work(client)`; a failure prints one line with its reason and exits 1."""
     from hookmesh.client import AgentClient, AgentClientError
 
     address = host_port(target, "--target")
     token = token_from_env(token_env)
+    tls = client_tls(tls_ca)
 
     async def call() -> int:
         try:
-            async with AgentClient(address, timeout=timeout, token=token) as client:
+            async with AgentClient(address, timeout=timeout, token=token, tls=tls) as client:
                 return await work(client)
         except AgentClientError as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -59,6 +73,7 @@ def list_sessions(
     as_json: AsJson = False,
     timeout: Timeout = 30.0,
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """List sessions, most recently updated first."""
 
@@ -80,7 +95,7 @@ def list_sessions(
             print("no sessions", file=sys.stderr)
         return 0
 
-    _call(target, timeout, token_env, work)
+    _call(target, timeout, token_env, tls_ca, work)
 
 
 @sessions_app.command("show")
@@ -90,6 +105,7 @@ def show(
     as_json: AsJson = False,
     timeout: Timeout = 30.0,
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """Print a session's conversation."""
     from hookmesh.schema import text_of, tool_calls, tool_results
@@ -112,7 +128,7 @@ def show(
                 print(f"  {role:9s} {text}")
         return 0
 
-    _call(target, timeout, token_env, work)
+    _call(target, timeout, token_env, tls_ca, work)
 
 
 @sessions_app.command("delete")
@@ -121,6 +137,7 @@ def delete(
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """Delete sessions that are not replying."""
 
@@ -130,4 +147,4 @@ def delete(
             print(f"deleted {session_id}")
         return 0
 
-    _call(target, timeout, token_env, work)
+    _call(target, timeout, token_env, tls_ca, work)

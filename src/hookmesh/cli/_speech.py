@@ -10,7 +10,16 @@ from typing import Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import TokenEnvOption, app, die, host_port, run, token_from_env
+from hookmesh.cli._app import (
+    TlsCaOption,
+    TokenEnvOption,
+    app,
+    client_tls,
+    die,
+    host_port,
+    run,
+    token_from_env,
+)
 
 DEFAULT_TARGET = "127.0.0.1:7003"
 Target = Annotated[str, typer.Option(help="TTS service address (host:port).")]
@@ -40,6 +49,7 @@ def say(
     local: Local = False,
     timeout: Annotated[float, typer.Option(help="Seconds the synthesis may take.")] = 60.0,
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """Speak TEXT into a WAV file (16-bit PCM), streaming the audio to disk as it is made."""
     from hookmesh.client import AgentClientError, TTSClient
@@ -50,6 +60,7 @@ def say(
         die(f"--output: folder {output.parent} does not exist")
     address = host_port(target, "--target")
     token = token_from_env(token_env)
+    tls = client_tls(tls_ca)
 
     async def speak() -> int:
         writer = WavWriter(output)
@@ -59,7 +70,7 @@ def say(
                     async for chunk in TTSEngine().synthesize(text, voice=voice, rate=rate):
                         writer.add_chunk(chunk)
                 else:
-                    async with TTSClient(address, timeout=timeout, token=token) as client:
+                    async with TTSClient(address, timeout=timeout, token=token, tls=tls) as client:
                         async for chunk in client.synthesize(text, voice=voice, rate=rate):
                             writer.add_chunk(chunk)
         except (AgentClientError, HookmeshError, TimeoutError, OSError) as exc:
@@ -83,6 +94,7 @@ def voices(
     local: Local = False,
     timeout: Annotated[float, typer.Option(help="Seconds the call may take.")] = 30.0,
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
 ) -> None:
     """List the voices `say` and the TTS middleware can use."""
     from hookmesh.client import AgentClientError, TTSClient
@@ -91,6 +103,7 @@ def voices(
 
     address = host_port(target, "--target")
     token = token_from_env(token_env)
+    tls = client_tls(tls_ca)
 
     async def list_voices() -> int:
         catalog: Any
@@ -99,7 +112,7 @@ def voices(
                 if local:
                     catalog = await TTSEngine().list_voices(language)
                 else:
-                    async with TTSClient(address, timeout=timeout, token=token) as client:
+                    async with TTSClient(address, timeout=timeout, token=token, tls=tls) as client:
                         catalog = await client.list_voices(language=language)
         except (AgentClientError, HookmeshError, TimeoutError, OSError) as exc:
             return _error(exc, timeout)

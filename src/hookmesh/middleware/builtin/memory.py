@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field
@@ -13,6 +13,7 @@ from pydantic import Field
 from hookmesh.agent import Tool, ToolArgumentError, new_id, tool
 from hookmesh.errors import HookmeshError
 from hookmesh.middleware._base import EventHandler, FailureMode, HookMode, Middleware
+from hookmesh.remote import ClientTLS
 from hookmesh.schema import (
     AgentEvent,
     CustomEvent,
@@ -169,6 +170,8 @@ class MemoryMiddleware(Middleware):
         timeout: Seconds each memory call may take.
         failure_mode: ``fail_open`` (default) or ``fail_closed``.
         token_env: Environment variable holding the service's bearer token (a secret).
+        tls: TLS to the service: ``ca_cert``, and for mTLS ``client_cert`` and
+            ``client_key`` (file paths); plaintext when unset.
         hint_template: The recalled memories' text, with one ``{memories}``.
         prompt_note: The system-prompt note of agent control.
         max_background: Background writes in flight at most; beyond, a write is awaited.
@@ -199,6 +202,7 @@ class MemoryMiddleware(Middleware):
         timeout: float = 10.0,
         failure_mode: FailureMode = "fail_open",
         token_env: str | None = None,
+        tls: Mapping[str, str] | None = None,
         hint_template: str = DEFAULT_HINT_TEMPLATE,
         prompt_note: str = DEFAULT_PROMPT_NOTE,
         max_background: int = 64,
@@ -234,6 +238,7 @@ class MemoryMiddleware(Middleware):
         self.timeout = timeout
         self.failure_mode = failure_mode
         self.token_env = token_env
+        self.tls = ClientTLS(**tls) if tls else None
         self.hint_template = hint_template
         self.prompt_note = prompt_note
         self.max_background = max_background
@@ -262,7 +267,9 @@ class MemoryMiddleware(Middleware):
             from hookmesh.client import MemoryClient
 
             token = os.environ.get(self.token_env) if self.token_env else None
-            self._client = MemoryClient(self.target, timeout=self.timeout, token=token)
+            self._client = MemoryClient(
+                self.target, timeout=self.timeout, token=token, tls=self.tls
+            )
             self._client_loop = loop
         return self._client
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from hookmesh.agent.tools import Tool
 from hookmesh.errors import HookmeshError
 from hookmesh.middleware._base import EventHandler, FailureMode, Middleware
+from hookmesh.remote import ClientTLS
 from hookmesh.retrieval import MAX_TOP_K, SEARCH_MODES, Hit, MetadataValue, SearchMode
 from hookmesh.schema import AgentEvent, CustomEvent, HintBlockEvent, is_user, make_hint, text_of
 
@@ -128,6 +129,8 @@ class RAGMiddleware(Middleware):
         failure_mode: What a failed search does in static mode (see above).
         timeout: Seconds one search may take.
         token_env: Environment variable holding the service's bearer token (a secret).
+        tls: TLS to the service: ``ca_cert``, and for mTLS ``client_cert`` and
+            ``client_key`` (file paths); plaintext when unset.
         tool_name: Name of the agentic tool (change it to mount two RAG middlewares).
         key: The middleware key (its `middle_context` slice and hint source).
     """
@@ -151,6 +154,7 @@ class RAGMiddleware(Middleware):
         failure_mode: FailureMode = "fail_open",
         timeout: float = 10.0,
         token_env: str | None = None,
+        tls: Mapping[str, str] | None = None,
         tool_name: str = DEFAULT_TOOL_NAME,
         key: str = "rag",
     ) -> None:
@@ -189,6 +193,7 @@ class RAGMiddleware(Middleware):
         self.failure_mode = failure_mode
         self.timeout = timeout
         self.token_env = token_env
+        self.tls = ClientTLS(**tls) if tls else None
         self.tool_name = tool_name
         self.key = key
         self._store = store
@@ -251,7 +256,9 @@ class RAGMiddleware(Middleware):
 
             assert self.target is not None
             token = os.environ.get(self.token_env) if self.token_env else None
-            self._client = RetrievalClient(self.target, timeout=self.timeout, token=token)
+            self._client = RetrievalClient(
+                self.target, timeout=self.timeout, token=token, tls=self.tls
+            )
             self._client_loop = loop
         return self._client
 

@@ -6,11 +6,12 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from hookmesh.middleware._base import EventHandler, FailureMode, Middleware
 from hookmesh.middleware.builtin._speech import WARNING_EVENT, Speaker, TTSError, TTSMode, _Block
+from hookmesh.remote import ClientTLS
 from hookmesh.schema import (
     AgentEvent,
 )
@@ -66,6 +67,8 @@ class TTSMiddleware(Middleware):
         timeout: Seconds one block's synthesis may take (a real-time stream lasts as long as
             its block) and, in batch mode, the longest wait for the next chunk.
         token_env: Environment variable holding the service's bearer token (a secret).
+        tls: TLS to the service: ``ca_cert``, and for mTLS ``client_cert`` and
+            ``client_key`` (file paths); plaintext when unset.
         name: Display name of the audio data blocks.
     """
 
@@ -84,6 +87,7 @@ class TTSMiddleware(Middleware):
         failure_mode: FailureMode = "fail_open",
         timeout: float = 300.0,
         token_env: str | None = None,
+        tls: Mapping[str, str] | None = None,
         name: str = "speech",
     ) -> None:
         if mode not in ("realtime", "batch"):
@@ -106,6 +110,7 @@ class TTSMiddleware(Middleware):
         self.failure_mode = failure_mode
         self.timeout = timeout
         self.token_env = token_env
+        self.tls = ClientTLS(**tls) if tls else None
         self.name = name
         self._engine: TTSEngine | None = None
         self._client: TTSClient | None = None
@@ -131,7 +136,7 @@ class TTSMiddleware(Middleware):
             from hookmesh.client import TTSClient
 
             token = os.environ.get(self.token_env) if self.token_env else None
-            self._client = TTSClient(self.target, timeout=self.timeout, token=token)
+            self._client = TTSClient(self.target, timeout=self.timeout, token=token, tls=self.tls)
             self._client_loop = loop
         return self._client
 
