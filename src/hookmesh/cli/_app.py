@@ -46,6 +46,7 @@ def _root(
 ) -> None:
     """hookmesh: agents whose every customisation is a middleware."""
     _log_level()  # a bad HOOKMESH_LOG_LEVEL is a usage error before any command starts
+    _log_format()
 
 
 def package_version() -> str:
@@ -188,6 +189,15 @@ def _log_level() -> int:
     return int(getattr(logging, name))
 
 
+def _log_format() -> str:
+    from hookmesh.cli._logging import LOG_FORMATS, log_format
+
+    fmt = log_format()
+    if fmt not in LOG_FORMATS:
+        die(f"HOOKMESH_LOG_FORMAT={fmt!r} is not one of {', '.join(LOG_FORMATS)}")
+    return fmt
+
+
 def _setup_tracing() -> None:
     """Export spans over OTLP when the standard OTEL_EXPORTER_OTLP_ENDPOINT is set."""
     if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
@@ -206,7 +216,9 @@ def _setup_tracing() -> None:
 
 def run(coro: Any) -> Any:
     """Run `coro` on uvloop (asyncio when unavailable) with logging and tracing set up."""
-    logging.basicConfig(level=_log_level(), stream=sys.stderr)
+    from hookmesh.cli._logging import setup_logging
+
+    setup_logging(_log_level(), _log_format())
     _setup_tracing()
     try:
         import uvloop
