@@ -180,7 +180,7 @@ class Agent(ActingSteps):
         pending = self.state.pending
         if pending is None:
             raise AgentBusyError("there is no paused reply to resume")
-        check_resume(pending, resume)
+        check_resume(pending, resume, self.toolkit)
         return self._drive(
             pending.reply_id, {"inputs": [], "resume": resume}, "auto", self.max_iters
         )

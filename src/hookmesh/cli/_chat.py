@@ -43,6 +43,7 @@ def chat(
                 if text is None:
                     return 0
                 recorder = SpeechRecorder(WavWriter(speak)) if speak is not None else None
+                paused: list[Any] = []
                 try:
                     async for event in client.reply(text, session_id=session_id):
                         printer.show(event)
@@ -50,6 +51,10 @@ def chat(
                             recorder.add(event)
                         if event.type == "reply_start":
                             session_id = event.session_id
+                        elif event.type == "require_user_confirm":
+                            paused = event.tool_calls
+                    if paused:
+                        await _review(client, session_id, paused, printer.show)
                 except AgentClientError as exc:
                     printer.console.print(f"[red]error: {exc}[/red]")
                     if recorder is not None:
@@ -61,6 +66,53 @@ def chat(
                     return 0
 
     raise typer.Exit(run(talk()))
+
+
+async def _review(client: Any, session_id: str, calls: list[Any], show: Any) -> None:
+    """While the reply waits for confirmation, ask about each call (approve, edit its
+    arguments, or reject with a reason) and resume; a refused edit is asked again. Prompts
+    go to stderr (stdout may be JSON lines); at end of input the reply stays paused."""
+    from hookmesh.agent import Confirmation
+    from hookmesh.client import AgentClientError
+
+    while calls:
+        answers = []
+        for call in calls:
+            choice = _ask(f"{call.name} {call.arguments}: [a]pprove, [e]dit or [r]eject? ")
+            while choice not in (None, "a", "e", "r"):
+                choice = _ask("type a, e or r: ")
+            if choice is None:
+                return
+            if choice == "r":
+                reason = _ask("reason (the model reads it): ") or ""
+                answers.append(Confirmation(call_id=call.id, confirmed=False, reason=reason))
+                continue
+            edited = _ask("arguments (a JSON object): ") if choice == "e" else None
+            if choice == "e" and edited is None:
+                return
+            answers.append(Confirmation(call_id=call.id, confirmed=True, arguments=edited))
+        paused: list[Any] = []
+        try:
+            async for event in client.resume(session_id, confirmations=answers):
+                show(event)
+                if event.type == "require_user_confirm":
+                    paused = event.tool_calls
+        except AgentClientError as exc:
+            if exc.reason != "INVALID_SCHEMA":
+                raise
+            print(f"refused: {exc}", file=sys.stderr)
+            continue
+        calls = paused
+
+
+def _ask(prompt: str) -> str | None:
+    """One answer line (stripped, lowercased for single letters); None at end of input."""
+    print(prompt, end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        return None
+    answer = line.strip()
+    return answer.lower() if len(answer) == 1 else answer
 
 
 def _save_speech(recorder: Any) -> None:

@@ -106,7 +106,9 @@ def _resume_request(
     return _agent_pb2.ResumeRequest(
         session_id=session_id,
         confirmations=[
-            _agent_pb2.ToolConfirmation(call_id=c.call_id, confirmed=c.confirmed, reason=c.reason)
+            _agent_pb2.ToolConfirmation(
+                call_id=c.call_id, confirmed=c.confirmed, reason=c.reason, arguments=c.arguments
+            )
             for c in confirmations
         ],
         external_results=results,
@@ -199,7 +201,13 @@ class AgentClient:
         external_results: Sequence[ExternalResult] = (),
         timeout: float | None = None,
     ) -> AsyncIterator[AgentEvent]:
-        """Continue a paused reply, streaming its events."""
+        """Continue a paused reply, streaming its events.
+
+        Each confirmation approves a call (``confirmed=True``), edits it (``confirmed=True``
+        with ``arguments``, JSON text valid for the tool) or rejects it (``confirmed=False``
+        with a ``reason`` the model reads). Invalid edits raise `AgentClientError`
+        INVALID_ARGUMENT (``INVALID_SCHEMA``) and leave the reply paused.
+        """
         request = _resume_request(session_id, confirmations, external_results)
         call = self._stub.Resume(request, timeout=timeout or self.timeout, metadata=self._metadata)
         return self._events(call)

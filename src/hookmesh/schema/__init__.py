@@ -49,9 +49,11 @@ from hookmesh.schema._events import (
     ToolResultStartEvent,
 )
 from hookmesh.schema._helpers import (
+    EDITED_CALLS_METADATA_KEY,
     HINT_METADATA_KEY,
     ToolResult,
     copy_message,
+    edit_tool_call,
     estimate_tokens,
     is_assistant,
     is_hint,
@@ -96,6 +98,7 @@ from hookmesh.schema._proto import (
 from hookmesh.schema._validate import check_messages, message_violations
 
 __all__ = [
+    "EDITED_CALLS_METADATA_KEY",
     "EVENT_TYPES",
     "HINT_METADATA_KEY",
     "AgentEvent",
@@ -154,6 +157,7 @@ __all__ = [
     "block_to_proto",
     "check_messages",
     "copy_message",
+    "edit_tool_call",
     "estimate_tokens",
     "event_from_proto",
     "event_to_proto",

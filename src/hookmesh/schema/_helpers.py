@@ -31,6 +31,9 @@ from hookmesh.schema._messages import (
 
 HINT_METADATA_KEY = "hookmesh.hint"
 """Metadata key marking a flat message as a middleware hint (its value is the source)."""
+EDITED_CALLS_METADATA_KEY = "hookmesh.edited_tool_calls"
+"""Assistant message metadata: ``{call_id: the model's original arguments}`` for each call
+whose arguments a person edited before it ran (see `edit_tool_call`)."""
 
 _CHARS_PER_TOKEN = 4
 _MESSAGE_OVERHEAD_TOKENS = 4
@@ -224,6 +227,31 @@ def make_hint(kind: MessageKind, text: str, source: str, *, id: str) -> Message:
     if kind == "flat":
         return FlatMessage(id=id, role="user", content=text, metadata={HINT_METADATA_KEY: source})
     return AgenticMessage(id=id, role="user", blocks=[HintBlock(text=text, source=source, id=id)])
+
+
+def edit_tool_call(msg: Message, call_id: str, arguments: str) -> bool:
+    """Give call `call_id` of assistant message `msg` new arguments, in place, keeping the
+    first original in metadata (`EDITED_CALLS_METADATA_KEY`). False when `msg` has no
+    such call."""
+    if msg.kind == "flat":
+        calls = msg.tool_calls
+        index = next((i for i, c in enumerate(calls) if c.id == call_id), -1)
+        if index < 0:
+            return False
+        original = calls[index].arguments
+        calls[index] = calls[index].model_copy(update={"arguments": arguments})
+    else:
+        block = next(
+            (b for b in msg.blocks if b.type == "tool_call" and b.call_id == call_id), None
+        )
+        if block is None:
+            return False
+        original = block.arguments  # type: ignore[union-attr]
+        block.arguments = arguments  # type: ignore[union-attr]
+    edited = dict((msg.metadata or {}).get(EDITED_CALLS_METADATA_KEY) or {})
+    edited.setdefault(call_id, original)
+    msg.metadata = {**(msg.metadata or {}), EDITED_CALLS_METADATA_KEY: edited}
+    return True
 
 
 def unanswered_tool_calls(messages: Sequence[Message]) -> list[ToolCall]:
