@@ -391,6 +391,7 @@ class Agent(ActingSteps):
         context = self.state.context
         messages = [run.system, *context] if run.system is not None else list(context)
         model = self.model
+        run.model_name = model.model_name
         yield ModelCallStartEvent(reply_id=run.reply_id, model_name=model.model_name)
         result = await self._model_chain(
             {
@@ -402,7 +403,7 @@ class Agent(ActingSteps):
         )
         outcome = StreamOutcome()
         async for event in response_events(
-            run.reply_id, result, self.kind, run.block_id, outcome, model.model_name
+            run.reply_id, result, self.kind, run.block_id, outcome, run.model_name
         ):
             yield event
         if run.outbox:
@@ -414,7 +415,7 @@ class Agent(ActingSteps):
         self._write(response.message)
         yield ModelCallEndEvent(
             reply_id=run.reply_id,
-            model_name=model.model_name,
+            model_name=run.model_name,
             usage=response.usage,
             stop_reason=response.stop_reason,
             response_id=response.response_id,
@@ -423,6 +424,8 @@ class Agent(ActingSteps):
     @core_step
     async def _core_model_call(self, kwargs: dict[str, Any]) -> ModelResult:
         model: ChatModel = kwargs["model"]
+        if self._run is not None:
+            self._run.model_name = model.model_name  # model_call_end names who answered
         return await model(
             kwargs["messages"],
             tools=kwargs["tools"],
