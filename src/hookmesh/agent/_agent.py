@@ -282,12 +282,17 @@ class Agent(ActingSteps):
     def _error_end(self, exc: BaseException) -> ReplyEndEvent:
         mw = culprit(exc)
         if mw is not None:
+            # A middleware's own HookmeshError (a sidecar's `done` error among them) keeps
+            # its reason and metadata; anything else is MIDDLEWARE_FAILED.
             key = mw.middleware_key()
+            reason, extra = "MIDDLEWARE_FAILED", {}
+            if isinstance(exc, HookmeshError):
+                reason, extra = exc.reason, exc.metadata
             error = ReplyError(
-                reason="MIDDLEWARE_FAILED",
+                reason=reason,
                 message=f"middleware {key} failed: {exc}",
                 source=f"middleware:{key}",
-                metadata={"middleware": key, "errorType": type(exc).__name__},
+                metadata={"errorType": type(exc).__name__, **extra, "middleware": key},
             )
         elif isinstance(exc, HookmeshError):
             error = ReplyError(

@@ -7,8 +7,9 @@ tool result is a `tool_result` block inside a user message (possibly next to use
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from hookmesh.schema._blocks import (
     ContentBlock,
@@ -299,6 +300,36 @@ def estimate_tokens(messages: Message | Iterable[Message]) -> int:
                     media += 1
         total += _MESSAGE_OVERHEAD_TOKENS + chars // _CHARS_PER_TOKEN + media * _MEDIA_TOKENS
     return total
+
+
+def map_text(msg: Message, change: Callable[[str], str]) -> Message:
+    """`msg` with `change` applied to every text it carries: text and hint blocks, reasoning,
+    and tool results' text (flat: content, text parts, reasoning; agentic: text, reasoning,
+    hint and tool_result text blocks). Tool call arguments and media are left alone. The
+    same object when nothing changed, else a changed deep copy."""
+    copy = msg.model_copy(deep=True)
+    changed = False
+
+    def apply(text: str) -> str:
+        nonlocal changed
+        new = change(text) if text else text
+        changed = changed or new != text
+        return new
+
+    def texts(blocks: Sequence[Any]) -> None:
+        for block in blocks:
+            if isinstance(block, TextBlock | ReasoningBlock | HintBlock):
+                block.text = apply(block.text)
+            elif isinstance(block, ToolResultBlock):
+                texts(block.output)
+
+    if copy.kind == "flat":
+        copy.content = apply(copy.content)
+        copy.reasoning_content = apply(copy.reasoning_content)
+        texts(copy.parts)
+    else:
+        texts(copy.blocks)
+    return copy if changed else msg
 
 
 def copy_message(msg: Message) -> Message:

@@ -247,7 +247,8 @@ async def test_fail_closed_ends_the_reply_with_an_error(kind: MessageKind) -> No
         await mw.aclose()
     end = events[-1]
     assert end.finish_reason == "error"  # type: ignore[union-attr]
-    assert end.error is not None and end.error.reason == "MIDDLEWARE_FAILED"  # type: ignore[union-attr]
+    # The middleware's own reason reaches the client (as it would from a sidecar).
+    assert end.error is not None and end.error.reason == "MEMORY_UNAVAILABLE"  # type: ignore[union-attr]
     assert "memory search failed" in end.error.message  # type: ignore[union-attr]
 
 
