@@ -14,6 +14,7 @@ from hookmesh.agent._stream import StreamOutcome, response_events
 from hookmesh.agent.models import ChatModel, ModelResult
 from hookmesh.agent.tools import Tool, Toolkit
 from hookmesh.errors import HookmeshError
+from hookmesh.metrics import record_middleware_error
 from hookmesh.middleware import (
     ALLOW,
     ASK,
@@ -285,6 +286,7 @@ class Agent(ActingSteps):
             # A middleware's own HookmeshError (a sidecar's `done` error among them) keeps
             # its reason and metadata; anything else is MIDDLEWARE_FAILED.
             key = mw.middleware_key()
+            record_middleware_error(key, "fail_closed")
             reason, extra = "MIDDLEWARE_FAILED", {}
             if isinstance(exc, HookmeshError):
                 reason, extra = exc.reason, exc.metadata

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
+from hookmesh.metrics import record_middleware_error
 from hookmesh.middleware._base import Middleware
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ def culprit(exc: BaseException) -> Middleware | None:
 
 
 def _skip(mw: Middleware, hook: str, exc: BaseException) -> None:
+    record_middleware_error(mw.middleware_key(), "fail_open", hook)
     log.warning(
         "middleware %s failed in %s and is skipped (fail_open): %s",
         mw.middleware_key(),

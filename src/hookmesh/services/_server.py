@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
 from hookmesh._security import ServerTLS, TokenInterceptor, server_credentials
+from hookmesh.metrics import MetricsEndpoint, start_metrics
 
 log = logging.getLogger("hookmesh.server")
 
@@ -43,11 +44,15 @@ class RunningServer:
     health: health.aio.HealthServicer
     servicers: dict[str, Any] = field(default_factory=dict)
     """The hosted servicers by service name."""
+    metrics: MetricsEndpoint | None = None
+    """The Prometheus scrape endpoint, when one was asked for."""
 
     async def stop(self, grace: float | None = DEFAULT_GRACE) -> None:
         """Report NOT_SERVING, then stop, giving in-flight calls `grace` seconds."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
+        if self.metrics is not None:
+            self.metrics.close()
 
 
 async def start_server(
@@ -58,6 +63,7 @@ async def start_server(
     token: str | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     options: Sequence[tuple[str, Any]] = (),
+    metrics_listen: str = "",
 ) -> RunningServer:
     """Start a grpc.aio server hosting `services` plus health and reflection.
 
@@ -69,6 +75,9 @@ async def start_server(
             reflection (a secret: never logged).
         interceptors: More server interceptors, applied after the token check.
         options: gRPC server options.
+        metrics_listen: ``host:port`` of a Prometheus scrape endpoint (``/metrics``) for the
+            process's metrics (`hookmesh.metrics`); empty for none. With the OTLP variables
+            set, metrics are exported over OTLP either way.
     """
     # Tracing comes first so a rejected call still joins the caller's trace. Health is not
     # traced: its aio Watch writes via the context, which the tracing wrapper cannot wrap.
@@ -94,9 +103,15 @@ async def start_server(
         else server.add_insecure_port(address)
     )
     await server.start()
+    try:
+        endpoint = start_metrics(metrics_listen)
+    except BaseException:
+        await server.stop(None)
+        raise
     for name in ("", *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, port, health_servicer, {s.name: s.servicer for s in services})
+    servicers = {s.name: s.servicer for s in services}
+    return RunningServer(server, port, health_servicer, servicers, endpoint)
 
 
 async def wait_for_signal() -> None:

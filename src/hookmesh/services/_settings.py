@@ -25,6 +25,9 @@ class ServiceSettings(BaseSettings):
     command's flags), environment variables, the YAML file, the defaults; nested mappings
     merge key by key."""
 
+    metrics_listen: str = ""
+    """``host:port`` of a Prometheus scrape endpoint (``GET /metrics``); empty: none."""
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -123,6 +123,7 @@ async def start_agent_service(
             [Service(SERVICE_NAME, servicer, _agent_grpc.add_AgentServiceServicer_to_server)],
             address or config.listen,
             options=[("grpc.max_receive_message_length", 2 * config.max_request_bytes)],
+            metrics_listen=config.metrics_listen,
         )
     except BaseException:
         await stack.aclose()

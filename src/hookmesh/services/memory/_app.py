@@ -91,6 +91,7 @@ async def start_memory_service(
             [Service(SERVICE_NAME, servicer, _grpc.add_MemoryServiceServicer_to_server)],
             address or config.listen,
             options=[("grpc.max_receive_message_length", 2 * config.max_request_bytes)],
+            metrics_listen=config.metrics_listen,
         )
     except BaseException:
         await stack.aclose()

@@ -75,6 +75,7 @@ async def start_retrieval_service(
             [Service(SERVICE_NAME, servicer, _grpc.add_RetrievalServiceServicer_to_server)],
             address or config.listen,
             options=[("grpc.max_receive_message_length", size)],
+            metrics_listen=config.metrics_listen,
         )
     except BaseException:
         await store.close()

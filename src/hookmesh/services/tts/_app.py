@@ -71,5 +71,6 @@ async def start_tts_service(
     server = await start_server(
         [Service(SERVICE_NAME, servicer, _tts_grpc.add_TTSServiceServicer_to_server)],
         address or config.listen,
+        metrics_listen=config.metrics_listen,
     )
     return TTSService(server, servicer, engine)
