@@ -161,6 +161,17 @@ async def _local(mw: HumanReviewMiddleware) -> HumanReviewMiddleware:  # type: i
     return mw
 
 
+async def test_the_description_comes_before_the_pause_when_nothing_runs(
+    kind: MessageKind, attach: Attach
+) -> None:
+    review = await attach(HumanReviewMiddleware(POLICIES))
+    turns = [ScriptedTurn(tool_calls=[("delete_file", {"path": "/a"})])]
+    agent = Agent(ScriptedChatModel(turns), kind=kind, tools=[delete_file], middlewares=[review])
+    events = await collect(agent.reply("go"))
+    assert types(events)[-3:] == ["custom", "require_user_confirm", "reply_end"]
+    assert customs(events)[0].value["description"] == "deletes user data"
+
+
 async def test_unnamed_tools_defer_to_the_inner_checks(kind: MessageKind, attach: Attach) -> None:
     review = await attach(HumanReviewMiddleware({"wipe_disk": "deny"}))
     turns = [ScriptedTurn(tool_calls=[("delete_file", {"path": "/a"}), ("echo", {"text": "x"})])]

@@ -41,6 +41,9 @@ def _redactor(**strategies: Any) -> Scrubber:
         ("version 1.2.3.4.5 or 999.1.1.1", "version 1.2.3.4.5 or 999.1.1.1"),
         ("call +47 912 34 567 or (555) 123-4567", "call [REDACTED_PHONE] or [REDACTED_PHONE]"),
         ("on 2024-01-15 at 10:30, order 12345", "on 2024-01-15 at 10:30, order 12345"),
+        (f"{CARD} {CARD}", "[REDACTED_CREDIT_CARD] [REDACTED_CREDIT_CARD]"),
+        ("amex 3782 822463 10005", "amex [REDACTED_CREDIT_CARD]"),
+        (f"{IBAN} AND MORE", "[REDACTED_IBAN] AND MORE"),
     ],
 )
 def test_detectors_find_pii_and_leave_the_rest(text: str, expected: str) -> None:
@@ -64,16 +67,21 @@ def test_strategies() -> None:
 
 
 @given(
+    with_email=st.booleans(),
     pieces=st.lists(
         st.sampled_from(["ana@example.com", CARD, " ", "hi ", "+47 912 34 567", "x", "\n", IBAN]),
-        max_size=12,
+        max_size=40,
     ),
     cuts=st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=40),
 )
 def test_a_masked_stream_equals_the_masked_text_and_holds_back_little(
-    pieces: list[str], cuts: list[int]
+    with_email: bool, pieces: list[str], cuts: list[int]
 ) -> None:
-    scrubber = _redactor()
+    # Without e-mail the hold is short (45), so the stream is cut inside matches often.
+    names = BUILTIN if with_email else [n for n in BUILTIN if n != "email"]
+    scrubber = Scrubber([BUILTIN[n] for n in names], dict.fromkeys(BUILTIN, "redact"))
+    if not with_email:
+        pieces = [p for p in pieces if "@" not in p]
     text = "".join(pieces)
     masker = StreamMasker(scrubber)
     out: list[str] = []
@@ -85,20 +93,9 @@ def test_a_masked_stream_equals_the_masked_text_and_holds_back_little(
         out.append(masker.feed(text[fed : fed + size]))
         fed += size
         # What is not out yet is at most the longest possible match.
-        assert (
-            len(fed_text := text[:fed]) - len(_unmasked_prefix(scrubber, "".join(out), fed_text))
-            <= scrubber.hold
-        )
+        assert masker.held <= scrubber.hold
     out.append(masker.flush())
     assert "".join(out) == scrubber.scrub(text)
-
-
-def _unmasked_prefix(scrubber: Scrubber, emitted: str, fed: str) -> str:
-    """The prefix of `fed` whose masked form is `emitted`."""
-    for end in range(len(fed), -1, -1):
-        if scrubber.scrub(fed[:end]) == emitted:
-            return fed[:end]
-    raise AssertionError(f"{emitted!r} is no masked prefix of {fed!r}")
 
 
 def test_settings_are_checked_when_built() -> None:
