@@ -44,6 +44,7 @@ def _redactor(**strategies: Any) -> Scrubber:
         (f"{CARD} {CARD}", "[REDACTED_CREDIT_CARD] [REDACTED_CREDIT_CARD]"),
         ("amex 3782 822463 10005", "amex [REDACTED_CREDIT_CARD]"),
         (f"{IBAN} AND MORE", "[REDACTED_IBAN] AND MORE"),
+        (f"ref XX00 {IBAN}", "ref XX00 [REDACTED_IBAN]"),  # a failed candidate hides none
     ],
 )
 def test_detectors_find_pii_and_leave_the_rest(text: str, expected: str) -> None:

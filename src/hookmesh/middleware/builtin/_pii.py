@@ -79,10 +79,18 @@ BUILTIN: dict[str, Detector] = {
             ),
             254,
         ),
-        Detector("credit_card", re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"), 37, _luhn),
+        Detector(
+            "credit_card",
+            re.compile(
+                r"(?<![\d-])(?:\d{4}([ -]?)\d{4}\1\d{4}\1\d{4}|\d{4}([ -]?)\d{6}\2\d{5}"
+                r"|\d{13,19})(?![\d-])"
+            ),
+            23,
+            _luhn,
+        ),
         Detector(
             "iban",
-            re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"),
+            re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"),
             42,
             _iban,
         ),
@@ -126,16 +134,19 @@ class Scrubber:
         self.hold = max(d.max_length for d in self.detectors)
         """The most text a stream holds back: the longest possible match."""
 
-    def find(self, text: str) -> list[Match]:
-        """Non-overlapping matches in order; an earlier detector wins an overlap."""
+    def find(self, text: str, start: int = 0) -> list[Match]:
+        """Non-overlapping matches from `start` on, in order; an earlier detector wins an
+        overlap. Text before `start` is context only (for lookbehinds)."""
         taken: list[Match] = []
         for detector in self.detectors:
-            for m in detector.pattern.finditer(text):
+            pos = start
+            while (m := detector.pattern.search(text, pos)) is not None:
                 if detector.check is not None and not detector.check(m.group()):
+                    pos = m.start() + 1  # a shorter or later candidate may pass
                     continue
-                if any(m.start() < t.end and t.start < m.end() for t in taken):
-                    continue
-                taken.append(Match(m.start(), m.end(), detector.name))
+                pos = m.end()
+                if not any(m.start() < t.end and t.start < m.end() for t in taken):
+                    taken.append(Match(m.start(), m.end(), detector.name))
         return sorted(taken, key=lambda t: t.start)
 
     def replace(self, text: str, matches: Sequence[Match]) -> str:
@@ -181,11 +192,20 @@ class StreamMasker:
     """Masks one stream of text deltas: emits what can no longer be part of a match and
     holds back at most `Scrubber.hold` characters."""
 
-    __slots__ = ("_buffer", "_scrubber")
+    __slots__ = ("_buffer", "_context", "_scrubber")
+
+    _CONTEXT = 8
+    """Characters already emitted that a pattern's lookbehind may still look at."""
 
     def __init__(self, scrubber: Scrubber) -> None:
         self._scrubber = scrubber
         self._buffer = ""
+        self._context = ""
+
+    @property
+    def held(self) -> int:
+        """Characters received but not emitted yet."""
+        return len(self._buffer)
 
     def feed(self, delta: str) -> str:
         """The masked text that is safe to emit after `delta` arrived ('' if none yet)."""
@@ -194,14 +214,24 @@ class StreamMasker:
         if cut <= 0:
             self._buffer = buffer
             return ""
-        matches = self._scrubber.find(buffer)
+        # A match that starts before the cut is complete: it cannot reach past the buffer.
+        matches = self._scan(buffer)
         for m in matches:
             if m.start < cut < m.end:
-                cut = m.start
-        self._buffer = buffer[cut:]
-        return self._scrubber.replace(buffer[:cut], [m for m in matches if m.end <= cut])
+                cut = m.end
+        return self._emit(buffer, cut, [m for m in matches if m.end <= cut])
 
     def flush(self) -> str:
         """Everything held back, masked (the stream ended)."""
-        buffer, self._buffer = self._buffer, ""
-        return self._scrubber.scrub(buffer)
+        buffer = self._buffer
+        return self._emit(buffer, len(buffer), self._scan(buffer))
+
+    def _scan(self, buffer: str) -> list[Match]:
+        offset = len(self._context)
+        found = self._scrubber.find(self._context + buffer, offset)
+        return [Match(m.start - offset, m.end - offset, m.detector) for m in found]
+
+    def _emit(self, buffer: str, cut: int, matches: list[Match]) -> str:
+        self._buffer = buffer[cut:]
+        self._context = (self._context + buffer[:cut])[-self._CONTEXT :]
+        return self._scrubber.replace(buffer[:cut], matches)
