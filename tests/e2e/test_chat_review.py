@@ -10,8 +10,8 @@ import pytest
 
 from hookmesh.client import AgentClient
 from hookmesh.schema import tool_calls, tool_results
-from hookmesh.services.agent import load_config, start_agent_service
 from tests.e2e.commands import run
+from tests.service_tools import confirming_service
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -19,25 +19,8 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 async def target(tmp_path: Path) -> AsyncIterator[str]:
     """A live agent service whose model asks to delete a file, then answers."""
-    config = load_config(
-        None,
-        store=f"sqlite:///{tmp_path}/agent.db",
-        tools=["tests.service_tools:delete_file"],
-        models={
-            "default": {
-                "type": "scripted",
-                "turns": [
-                    {"tool_calls": [{"name": "delete_file", "arguments": {"path": "/tmp/x"}}]},
-                    "done",
-                ],
-            }
-        },
-    )
-    service = await start_agent_service(config, address="127.0.0.1:0")
-    try:
-        yield f"127.0.0.1:{service.port}"
-    finally:
-        await service.stop(None)
+    async with confirming_service(tmp_path) as address:
+        yield address
 
 
 async def test_chat_edits_a_call_after_a_refused_edit(target: str) -> None:

@@ -48,18 +48,19 @@ def _node() -> str:
     return node
 
 
-async def _run_node(*args: str) -> _Run:
-    """Run `node ARGS` to its end, within a deadline, without blocking the event loop."""
+async def _run_node(*args: str, stdin: str = "") -> _Run:
+    """Run `node ARGS` to its end, fed `stdin`, within a deadline, without blocking the
+    event loop."""
     proc = await asyncio.create_subprocess_exec(
         _node(),
         *args,
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     try:
         async with asyncio.timeout(_NODE_TIMEOUT):
-            stdout, stderr = await proc.communicate()
+            stdout, stderr = await proc.communicate(stdin.encode())
     except TimeoutError:
         proc.kill()
         await proc.wait()

@@ -3,7 +3,6 @@ chat.js asks approve / edit / reject, against a live agent service."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,8 +11,8 @@ import pytest
 
 from hookmesh.client import AgentClient
 from hookmesh.schema import EDITED_CALLS_METADATA_KEY, tool_calls, tool_results
-from hookmesh.services.agent import load_config, start_agent_service
-from tests.integration.test_node_client import _CHAT, _NODE_DIR, _NODE_TIMEOUT, _node
+from tests.integration.test_node_client import _CHAT, _NODE_DIR, _node, _run_node
+from tests.service_tools import confirming_service
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -22,44 +21,8 @@ pytestmark = pytest.mark.timeout(60)
 async def target(tmp_path: Path) -> AsyncIterator[str]:
     """A live agent service whose model asks to delete a file, then answers."""
     _node()
-    config = load_config(
-        None,
-        store=f"sqlite:///{tmp_path}/agent.db",
-        tools=["tests.service_tools:delete_file"],
-        models={
-            "default": {
-                "type": "scripted",
-                "turns": [
-                    {"tool_calls": [{"name": "delete_file", "arguments": {"path": "/tmp/x"}}]},
-                    "done",
-                ],
-            }
-        },
-    )
-    service = await start_agent_service(config, address="127.0.0.1:0")
-    try:
-        yield f"127.0.0.1:{service.port}"
-    finally:
-        await service.stop(None)
-
-
-async def _node_run(*args: str, stdin: str = "") -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        _node(),
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        async with asyncio.timeout(_NODE_TIMEOUT):
-            out, err = await proc.communicate(stdin.encode())
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        pytest.fail(f"node {' '.join(args)} did not finish within {_NODE_TIMEOUT:g} s")
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    async with confirming_service(tmp_path) as address:
+        yield address
 
 
 _SCRIPT = """
@@ -97,9 +60,8 @@ process.stdout.write(JSON.stringify(out));
 
 async def test_agent_client_resumes_with_edited_arguments(target: str) -> None:
     module = json.dumps((_NODE_DIR / "lib" / "agent-client.js").as_uri())
-    code, out, err = await _node_run(
-        "--input-type=module", "-e", _SCRIPT % {"module": module}, target
-    )
+    run = await _run_node("--input-type=module", "-e", _SCRIPT % {"module": module}, target)
+    code, out, err = run.code, run.stdout, run.stderr
     assert code == 0, err
     seen = json.loads(out)
     assert seen["paused"] == ["FINISH_REASON_AWAITING_CONFIRMATION"]
@@ -119,9 +81,18 @@ async def test_agent_client_resumes_with_edited_arguments(target: str) -> None:
 
 async def test_chat_js_asks_and_edits(target: str) -> None:
     answers = 'e\nnot json\nmaybe\ne\n{"path": "/tmp/z"}\n'
-    code, out, err = await _node_run(
-        str(_CHAT), "--target", target, "--timeout", "15", "--session", "n2", "go", stdin=answers
+    run = await _run_node(
+        str(_CHAT),
+        "--target",
+        target,
+        "--timeout",
+        "15",
+        "--session",
+        "n2",
+        "go",
+        stdin=answers,
     )
+    code, out, err = run.code, run.stdout, run.stderr
     assert code == 0, err
     assert "? confirm delete_file" in out
     assert "refused: error: INVALID_ARGUMENT INVALID_SCHEMA" in err
@@ -134,8 +105,9 @@ async def test_chat_js_asks_and_edits(target: str) -> None:
 
 
 async def test_chat_js_rejects_with_a_reason(target: str) -> None:
-    code, out, err = await _node_run(
+    run = await _run_node(
         str(_CHAT), "--target", target, "--timeout", "15", "go", stdin="r\nkeep it\n"
     )
+    code, out, err = run.code, run.stdout, run.stderr
     assert code == 0, err
     assert "← delete_file denied: The user denied this call: keep it" in out

@@ -116,20 +116,12 @@ class TimeoutMiddleware(Middleware):
         started = False
         deadline = asyncio.get_running_loop().time() + seconds
         try:
-            while True:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        event = await anext(events)
-                except StopAsyncIteration:
-                    return
+            async for event in _until(deadline, events):
                 started = started or event.type == "tool_result_start"
                 yield event
+            return
         except TimeoutError:
             pass
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
         if not started:
             yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
         text = f"Error: ToolTimeoutError: tool {call.name} did not finish within {seconds:g} s"
@@ -148,15 +140,23 @@ async def _bounded_stream(
     stream: AsyncIterator[Any], deadline: float, name: str, seconds: float
 ) -> AsyncIterator[Any]:
     try:
-        while True:
-            try:
-                async with asyncio.timeout_at(deadline):
-                    chunk = await anext(stream)
-            except StopAsyncIteration:
-                return
+        async for chunk in _until(deadline, stream):
             yield chunk
     except TimeoutError:
         raise _model_timeout(name, seconds) from None
+
+
+async def _until(deadline: float, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """`stream`'s items while the loop clock is before `deadline`; then TimeoutError. The
+    stream is closed either way (a cancelled tool or model stream stops there)."""
+    try:
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    item = await anext(stream)
+            except StopAsyncIteration:
+                return
+            yield item
     finally:
         aclose = getattr(stream, "aclose", None)
         if aclose is not None:
