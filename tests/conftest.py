@@ -58,6 +58,23 @@ def pki() -> dict[str, bytes]:
     return make_pki()
 
 
+@pytest.fixture(scope="session")
+def metric_reader() -> Iterator[Any]:
+    """An SDK meter provider with an in-memory reader (and the Prometheus reader a service's
+    endpoint serves), installed once for the process; points are cumulative, so tests tell
+    theirs apart by attributes."""
+    from opentelemetry import metrics
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader, PrometheusMetricReader()])
+    metrics.set_meter_provider(provider)
+    yield reader
+    provider.shutdown()
+
+
 @pytest.fixture(params=["flat", "agentic"])
 def kind(request: pytest.FixtureRequest) -> MessageKind:
     """Both message kinds: every agent-level test runs on each."""

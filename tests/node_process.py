@@ -9,21 +9,21 @@ import pytest
 
 
 async def run_node(
-    node: str, *args: str, timeout: float, cwd: Path | None = None
+    node: str, *args: str, timeout: float, cwd: Path | None = None, stdin: str = ""
 ) -> tuple[int, str, str]:
-    """Exit code, stdout and stderr of `node ARGS`, without blocking the event loop; the
-    test fails (the process killed) when it takes longer than `timeout` seconds."""
+    """Exit code, stdout and stderr of `node ARGS` fed `stdin`, without blocking the event
+    loop; the test fails (the process killed) when it takes longer than `timeout` seconds."""
     proc = await asyncio.create_subprocess_exec(
         node,
         *args,
         cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     try:
         async with asyncio.timeout(timeout):
-            stdout, stderr = await proc.communicate()
+            stdout, stderr = await proc.communicate(stdin.encode())
     except TimeoutError:
         proc.kill()
         await proc.wait()

@@ -61,5 +61,3 @@ def make_pki() -> dict[str, bytes]:
         "client_key": _pem(client_key),
         "other_ca": _cert("someone else", other_key, None, ca=True),
     }
-
-

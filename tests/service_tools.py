@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 
 from hookmesh.agent import tool
+from hookmesh.services.agent import load_config, start_agent_service
 
 
 class GateState:
@@ -35,3 +39,28 @@ def delete_file(path: str) -> str:
         path: Which file.
     """
     return f"deleted {path}"
+
+
+@asynccontextmanager
+async def confirming_service(tmp_path: Path) -> AsyncIterator[str]:
+    """A live agent service whose model asks to delete /tmp/x (a call that needs the user's
+    confirmation), then answers "done"; yields its address."""
+    config = load_config(
+        None,
+        store=f"sqlite:///{tmp_path}/agent.db",
+        tools=["tests.service_tools:delete_file"],
+        models={
+            "default": {
+                "type": "scripted",
+                "turns": [
+                    {"tool_calls": [{"name": "delete_file", "arguments": {"path": "/tmp/x"}}]},
+                    "done",
+                ],
+            }
+        },
+    )
+    service = await start_agent_service(config, address="127.0.0.1:0")
+    try:
+        yield f"127.0.0.1:{service.port}"
+    finally:
+        await service.stop(None)

@@ -2,6 +2,7 @@
 // hookmesh chat in Node.js: sends one message to an AgentService and streams the reply.
 import { readFileSync } from 'node:fs';
 import process from 'node:process';
+import readline from 'node:readline';
 import { parseArgs } from 'node:util';
 
 import * as grpc from '@grpc/grpc-js';
@@ -24,6 +25,10 @@ for their results, "[name] json" for custom events and "end: <finish reason>" la
   --max-iters N       most reasoning steps (default: the agent's setting)
   --tool-choice C     auto, none, required or a tool name
   --model NAME        a configured model, if the server allows overrides
+When the reply pauses for confirmation, each call is asked about on stderr: "a" approves it,
+"e" edits it (the next line is its arguments, a JSON object), "r" rejects it (the next line is
+the reason the model reads); then the reply resumes. A refused edit is asked again; at the end
+of standard input the reply stays paused.
 Exit status: 0 when the reply ends (completed, paused, interrupted or out of steps),
 1 when the call or the reply fails ("error: ..." on stderr), 2 on bad usage, 130 on Ctrl-C.`;
 
@@ -242,6 +247,81 @@ class HumanPrinter {
   }
 }
 
+/** Standard input, one line at a time: `next()` resolves to the line, or null at its end. */
+class Lines {
+  #queue = [];
+  #waiting = [];
+  #closed = false;
+  #reader;
+
+  constructor(input) {
+    this.#reader = readline.createInterface({ input, terminal: false });
+    this.#reader.on('line', (line) => {
+      const waiter = this.#waiting.shift();
+      if (waiter) waiter(line);
+      else this.#queue.push(line);
+    });
+    this.#reader.on('close', () => {
+      this.#closed = true;
+      for (const waiter of this.#waiting.splice(0)) waiter(null);
+    });
+  }
+
+  next() {
+    if (this.#queue.length) return Promise.resolve(this.#queue.shift());
+    if (this.#closed) return Promise.resolve(null);
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+
+  close() {
+    this.#reader.close();
+  }
+}
+
+/** Asks about each paused call; the confirmations, or null when input ends. */
+async function review(calls, lines) {
+  const ask = async (prompt) => {
+    process.stderr.write(prompt);
+    const line = await lines.next();
+    return line === null ? null : line.trim();
+  };
+  const confirmations = [];
+  for (const call of calls) {
+    let choice = await ask(`${call.name} ${oneLine(call.arguments)}: [a]pprove, [e]dit or [r]eject? `);
+    while (choice !== null && !['a', 'e', 'r'].includes(choice.toLowerCase())) {
+      choice = await ask('type a, e or r: ');
+    }
+    if (choice === null) return null;
+    choice = choice.toLowerCase();
+    if (choice === 'a') {
+      confirmations.push({ callId: call.id, confirmed: true });
+    } else if (choice === 'e') {
+      const edited = await ask('arguments (a JSON object): ');
+      if (edited === null) return null;
+      confirmations.push({ callId: call.id, confirmed: true, arguments: edited });
+    } else {
+      const reason = await ask('reason (the model reads it): ');
+      confirmations.push({ callId: call.id, confirmed: false, reason: reason ?? '' });
+    }
+  }
+  return confirmations;
+}
+
+/** Prints a reply's events; its session, its reply_end and the calls it paused on. */
+async function show(events, printer) {
+  let end;
+  let session;
+  let paused = [];
+  for await (const event of events) {
+    if (printer) printer.print(event);
+    else process.stdout.write(`${jsonLine(event)}\n`);
+    if (event.type === 'require_user_confirm') paused = event.tool_calls;
+    if (event.type === 'reply_start') session = event.session_id;
+    if (event.type === 'reply_end') end = event;
+  }
+  return { end, paused, session };
+}
+
 /** The `error: ...` line(s) for a failure. */
 function describe(err) {
   if (!(err instanceof AgentClientError)) return `error: ${err?.stack ?? err}`;
@@ -270,12 +350,25 @@ async function main() {
   process.once('SIGINT', () => abort.abort());
   const printer = opts.json ? null : new HumanPrinter();
   let end;
+  const lines = new Lines(process.stdin);
   try {
     const events = client.reply(opts.text, { ...opts.reply, signal: abort.signal });
-    for await (const event of events) {
-      if (printer) printer.print(event);
-      else process.stdout.write(`${jsonLine(event)}\n`);
-      if (event.type === 'reply_end') end = event;
+    const first = await show(events, printer);
+    ({ end } = first);
+    let { paused } = first;
+    const sessionId = first.session || opts.reply.sessionId;
+    while (paused.length) {
+      const confirmations = await review(paused, lines);
+      if (confirmations === null) break;
+      try {
+        ({ end, paused } = await show(
+          client.resume(sessionId, { confirmations, signal: abort.signal }),
+          printer,
+        ));
+      } catch (err) {
+        if (!(err instanceof AgentClientError) || err.reason !== 'INVALID_SCHEMA') throw err;
+        process.stderr.write(`refused: ${describe(err)}\n`);
+      }
     }
   } catch (err) {
     if (abort.signal.aborted) {
@@ -285,6 +378,7 @@ async function main() {
     process.stderr.write(`${describe(err)}\n`);
     return EXIT_ERROR;
   } finally {
+    lines.close();
     client.close();
   }
   if (end === undefined) {

@@ -18,20 +18,23 @@ async def run(
     timeout: float = DEADLINE,
     cwd: Path = ROOT,
     env: dict[str, str] | None = None,
+    stdin: str = "",
 ) -> tuple[int, str, str]:
-    """Exit code, stdout and stderr of ``python -m MODULE ARGS...`` (wide terminal)."""
+    """Exit code, stdout and stderr of ``python -m MODULE ARGS...`` (wide terminal), fed
+    `stdin`."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         module,
         *args,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=cwd,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
     async with asyncio.timeout(timeout):
-        out, err = await process.communicate()
+        out, err = await process.communicate(stdin.encode())
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 

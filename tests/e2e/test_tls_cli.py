@@ -16,9 +16,7 @@ from tests.e2e.commands import DEADLINE, ROOT, run
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_serve_and_chat_over_tls_with_a_token(
-    tmp_path: Path, pki: dict[str, bytes]
-) -> None:
+async def test_serve_and_chat_over_tls_with_a_token(tmp_path: Path, pki: dict[str, bytes]) -> None:
     for name, pem in pki.items():
         (tmp_path / f"{name}.pem").write_bytes(pem)
     env = {"AGENT_TOKENS": "alice:s3cret", "ALICE_TOKEN": "s3cret", "WRONG": "guess"}

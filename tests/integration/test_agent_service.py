@@ -15,7 +15,15 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hookmesh.agent import Confirmation
 from hookmesh.client import AgentClient, AgentClientError, SyncAgentClient, text_of_events
-from hookmesh.schema import AgenticMessage, FlatMessage, TextBlock, text_of, tool_results
+from hookmesh.schema import (
+    EDITED_CALLS_METADATA_KEY,
+    AgenticMessage,
+    FlatMessage,
+    TextBlock,
+    text_of,
+    tool_calls,
+    tool_results,
+)
 from hookmesh.services.agent import SERVICE_NAME, AgentService, load_config, start_agent_service
 from hookmesh.v1 import agent_pb2, agent_pb2_grpc, content_pb2, message_pb2
 from tests.agent_helpers import SHORT_TIMEOUT
@@ -337,6 +345,41 @@ async def test_a_paused_reply_resumes_after_a_restart(start: Start) -> None:
         with pytest.raises(AgentClientError) as nothing:
             [e async for e in client.resume("s4")]
         assert nothing.value.reason == "NO_PAUSED_REPLY"
+
+
+async def test_resume_edits_the_arguments_of_a_confirmed_call(start: Start) -> None:
+    turns = [
+        {"tool_calls": [{"name": "delete_file", "arguments": {"path": "/tmp/x"}}]},
+        "deleted it",
+    ]
+    service = await start(turns, agent={"kind": "agentic"})
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        events = [e async for e in client.reply("clean up", session_id="s5")]
+        call_id = events[-2].tool_calls[0].id  # type: ignore[union-attr]
+        with pytest.raises(AgentClientError) as bad:
+            [
+                e
+                async for e in client.resume(
+                    "s5",
+                    confirmations=[
+                        Confirmation(call_id=call_id, confirmed=True, arguments='{"path": 1}')
+                    ],
+                )
+            ]
+        assert (bad.value.code, bad.value.reason, bad.value.violations[0].field) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "INVALID_SCHEMA",
+            "confirmations[0].arguments",
+        )
+        assert (await client.get_session("s5")).status == "awaiting_confirmation"
+        edit = Confirmation(call_id=call_id, confirmed=True, arguments='{"path": "/tmp/y"}')
+        resumed = [e async for e in client.resume("s5", confirmations=[edit])]
+        assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+        session = await client.get_session("s5")
+    assert [r.text for m in session.context for r in tool_results(m)] == ["deleted /tmp/y"]
+    asked = next(m for m in session.context if tool_calls(m))
+    assert tool_calls(asked)[0].arguments == '{"path": "/tmp/y"}'
+    assert asked.metadata == {EDITED_CALLS_METADATA_KEY: {call_id: '{"path": "/tmp/x"}'}}
 
 
 async def test_graceful_shutdown_interrupts_after_the_grace_and_persists(

@@ -48,9 +48,10 @@ def _node() -> str:
     return node
 
 
-async def _run_node(*args: str) -> _Run:
-    """Run `node ARGS` to its end, within a deadline, without blocking the event loop."""
-    return _Run(*await run_node(_node(), *args, timeout=_NODE_TIMEOUT))
+async def _run_node(*args: str, stdin: str = "") -> _Run:
+    """Run `node ARGS` to its end, fed `stdin`, within a deadline, without blocking the
+    event loop."""
+    return _Run(*await run_node(_node(), *args, timeout=_NODE_TIMEOUT, stdin=stdin))
 
 
 async def _chat(target: str, *args: str) -> _Run:

@@ -158,11 +158,16 @@ function toExternalResult(result) {
 }
 
 function toConfirmation(confirmation) {
-  return {
+  const out = {
     call_id: confirmation.call_id ?? confirmation.callId,
     confirmed: Boolean(confirmation.confirmed),
     reason: confirmation.reason ?? '',
   };
+  const { arguments: edited } = confirmation;
+  if (edited !== undefined && edited !== null) {
+    out.arguments = typeof edited === 'string' ? edited : JSON.stringify(edited);
+  }
+  return out;
 }
 
 /**
@@ -323,8 +328,12 @@ export class AgentClient {
    *
    * @param {string} sessionId The session whose reply is paused.
    * @param {object} [options] Options.
-   * @param {{callId: string, confirmed: boolean, reason?: string}[]} [options.confirmations]
-   *   One answer per call awaiting confirmation (`call_id` works too).
+   * @param {{callId: string, confirmed: boolean, reason?: string, arguments?: object|string}[]}
+   *   [options.confirmations] One answer per call awaiting confirmation (`call_id` works
+   *   too): approve (`confirmed: true`), edit (`confirmed: true` with `arguments`, an object
+   *   or JSON text valid for the tool) or reject (`confirmed: false` with a `reason` the
+   *   model reads). An invalid edit fails with INVALID_ARGUMENT `INVALID_SCHEMA` and leaves
+   *   the reply paused.
    * @param {{callId: string, output: string | object[], state?: string}[]}
    *   [options.externalResults] One result per call awaiting external execution: `output`
    *   is a text or ContentBlock objects; `state` a ToolResultState name (success if unset).

@@ -29,6 +29,8 @@ from hookmesh.schema import (
     ToolResultEndEvent,
     ToolResultStartEvent,
     ToolResultState,
+    edit_tool_call,
+    is_assistant,
     make_assistant,
     make_tool_result,
     tool_results,
@@ -182,6 +184,8 @@ class ActingSteps:
             direct_call_id=run.direct_call_id,
         )
         run.paused = True
+        for event in drain(run.outbox):  # e.g. why a permission middleware asks
+            yield event
         if confirm:
             yield RequireUserConfirmEvent(reply_id=run.reply_id, tool_calls=confirm)
             run.end = self._end("awaiting_confirmation")
@@ -204,7 +208,10 @@ class ActingSteps:
                 if not answer.confirmed or tool is None:
                     reason = f": {answer.reason}" if answer.reason else ""
                     steps.append(_ToAnswer(call, f"The user denied this call{reason}", "denied"))
-                elif tool.external:
+                    continue
+                if answer.arguments is not None:
+                    call = self._edit(call, answer.arguments)
+                if tool.external:
                     external.append(call)
                 else:
                     steps.append(_ToRun(call, tool, tool.parse_arguments(call.arguments)))
@@ -222,6 +229,14 @@ class ActingSteps:
                     yield event
                 if self._returns_directly(call, result.state):
                     run.direct_call_id = call.id
+
+    def _edit(self, call: ToolCall, arguments: str) -> ToolCall:
+        """The call with a person's edited arguments, recorded in the assistant message that
+        made it, so the context says what actually ran."""
+        for msg in reversed(self.state.context):
+            if is_assistant(msg) and edit_tool_call(msg, call.id, arguments):
+                break
+        return call.model_copy(update={"arguments": arguments})
 
     def _returns_directly(self, call: ToolCall, state: ToolResultState) -> bool:
         tool = self.toolkit.get(call.name)
@@ -309,17 +324,27 @@ class ActingSteps:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def check_resume(pending: PendingReply, resume: Resume) -> None:
-    """Every awaited call answered exactly once, and nothing else."""
+def check_resume(pending: PendingReply, resume: Resume, toolkit: Toolkit) -> None:
+    """Every awaited call answered exactly once, and nothing else; edited arguments only for
+    approved calls, and valid for the tool's schema."""
+    violations: list[FieldViolation] = []
     if pending.awaiting == "confirmation":
         expected = {c.id for c in pending.confirm_calls}
         given = [c.call_id for c in resume.confirmations]
         field = "confirmations"
+        names = {c.id: c.name for c in pending.confirm_calls}
+        for i, answer in enumerate(resume.confirmations):
+            if answer.arguments is not None:
+                problem = _edit_problem(
+                    answer.confirmed, toolkit.get(names.get(answer.call_id, "")), answer.arguments
+                )
+                if problem:
+                    violations.append(FieldViolation(f"confirmations[{i}].arguments", problem))
     else:
         expected = {c.id for c in pending.external_calls}
         given = [r.call_id for r in resume.external_results]
         field = "external_results"
-    violations = [
+    violations[:0] = [
         FieldViolation(f"{field}[{i}].call_id", f"call {cid!r} is not awaiting an answer")
         for i, cid in enumerate(given)
         if cid not in expected
@@ -333,3 +358,16 @@ def check_resume(pending: PendingReply, resume: Resume) -> None:
         )
     if violations:
         raise SchemaError(violations)
+
+
+def _edit_problem(confirmed: bool, tool: Tool | None, arguments: str) -> str:
+    """Why edited arguments cannot run ('' when they can)."""
+    if not confirmed:
+        return "only an approved call can be edited: set confirmed, or drop the arguments"
+    if tool is None:
+        return ""  # the call is not awaiting an answer, or its tool is gone (then denied)
+    try:
+        tool.parse_arguments(arguments)
+    except ToolArgumentError as exc:
+        return str(exc)
+    return ""

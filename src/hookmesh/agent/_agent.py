@@ -14,6 +14,7 @@ from hookmesh.agent._stream import StreamOutcome, response_events
 from hookmesh.agent.models import ChatModel, ModelResult
 from hookmesh.agent.tools import Tool, Toolkit
 from hookmesh.errors import HookmeshError
+from hookmesh.metrics import record_middleware_error
 from hookmesh.middleware import (
     ALLOW,
     ASK,
@@ -198,7 +199,7 @@ class Agent(ActingSteps):
         pending = self.state.pending
         if pending is None:
             raise AgentBusyError("there is no paused reply to resume")
-        check_resume(pending, resume)
+        check_resume(pending, resume, self.toolkit)
         return self._drive(
             pending.reply_id, {"inputs": [], "resume": resume}, "auto", self.max_iters
         )
@@ -318,6 +319,7 @@ class Agent(ActingSteps):
             # A middleware's own HookmeshError (a sidecar's `done` error among them) keeps
             # its reason and metadata; anything else is MIDDLEWARE_FAILED.
             key = mw.middleware_key()
+            record_middleware_error(key, "fail_closed")
             reason, extra = "MIDDLEWARE_FAILED", {}
             if isinstance(exc, HookmeshError):
                 reason, extra = exc.reason, exc.metadata
@@ -432,6 +434,7 @@ class Agent(ActingSteps):
         context = self.state.context
         messages = [run.system, *context] if run.system is not None else list(context)
         model = self.model
+        run.model_name = model.model_name
         yield ModelCallStartEvent(reply_id=run.reply_id, model_name=model.model_name)
         result = await self._model_chain(
             {
@@ -443,7 +446,7 @@ class Agent(ActingSteps):
         )
         outcome = StreamOutcome()
         async for event in response_events(
-            run.reply_id, result, self.kind, run.block_id, outcome, model.model_name
+            run.reply_id, result, self.kind, run.block_id, outcome, lambda: run.model_name
         ):
             yield event
         if run.outbox:
@@ -455,7 +458,7 @@ class Agent(ActingSteps):
         self._write(response.message)
         yield ModelCallEndEvent(
             reply_id=run.reply_id,
-            model_name=model.model_name,
+            model_name=run.model_name,
             usage=response.usage,
             stop_reason=response.stop_reason,
             response_id=response.response_id,
@@ -464,6 +467,8 @@ class Agent(ActingSteps):
     @core_step
     async def _core_model_call(self, kwargs: dict[str, Any]) -> ModelResult:
         model: ChatModel = kwargs["model"]
+        if self._run is not None:
+            self._run.model_name = model.model_name  # model_call_end names who answered
         return await model(
             kwargs["messages"],
             tools=kwargs["tools"],

@@ -28,6 +28,7 @@ class ReplyRun:
         "interrupted",
         "max_iters",
         "message",
+        "model_name",
         "outbox",
         "paused",
         "reply_id",
@@ -46,6 +47,8 @@ class ReplyRun:
         self.final: Message | None = None
         self.interrupted = False
         self.message: Message | None = None
+        self.model_name = ""
+        """The model that answered the current call (a middleware may call another)."""
         self.outbox: list[AgentEvent] = []
         self.paused = False
         self.direct_call_id = ""

@@ -52,6 +52,11 @@ class Confirmation(_Model):
     """Run it (True) or deny it (False)."""
     reason: str = ""
     """Why it was denied; shown to the model."""
+    arguments: str | None = None
+    """An edit: run the call with these JSON object arguments instead of the model's (only
+    with `confirmed`). They are validated against the tool's schema, and the context then
+    records the call as it ran (the model's arguments stay in the assistant message's
+    metadata under ``hookmesh.edited_tool_calls``)."""
 
 
 class ExternalResult(_Model):

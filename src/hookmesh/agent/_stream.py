@@ -50,7 +50,7 @@ async def response_events(
     kind: MessageKind,
     new_block_id: Callable[[], str],
     outcome: StreamOutcome,
-    model_name: str,
+    model_name: Callable[[], str],
 ) -> AsyncIterator[AgentEvent]:
     """Yield the block events of `result` in streaming-UI order and fill `outcome`.
 
@@ -118,7 +118,7 @@ async def response_events(
         "".join(texts),
         [ToolCall(id=i, name=c.name, arguments="".join(c.arguments)) for i, c in calls.items()],
         reasoning="".join(reasoning),
-        name=model_name,
+        name=model_name(),  # read at the end: a retried stream may come from another model
     )
     outcome.response = ModelResponse(message, usage, stop_reason, response_id)
 

@@ -42,6 +42,8 @@ class Tool:
         func: The implementation (sync, async, or an async generator streaming output).
             None for an external tool, which the caller executes.
         read_only: The tool changes nothing (informational for permission middlewares).
+        idempotent: Calling it again with the same arguments has the effect of calling it
+            once, so a retry middleware may repeat a failed call (read-only tools are).
         concurrency_safe: May run concurrently with other safe calls of the same step.
         return_directly: Its result ends the reply as the final answer.
         needs_confirmation: The core permission check asks the user before each call.
@@ -57,6 +59,7 @@ class Tool:
     return_directly: bool = False
     needs_confirmation: bool = False
     external: bool = False
+    idempotent: bool = False
     _model: type[BaseModel] | None = field(default=None, repr=False)
 
     def definition(self) -> dict[str, Any]:
@@ -208,6 +211,7 @@ def tool(
     concurrency_safe: bool = False,
     return_directly: bool = False,
     needs_confirmation: bool = False,
+    idempotent: bool = False,
 ) -> Any:
     """Make a `Tool` from a type-hinted function (usable bare or with options).
 
@@ -241,6 +245,7 @@ def tool(
             concurrency_safe=concurrency_safe,
             return_directly=return_directly,
             needs_confirmation=needs_confirmation,
+            idempotent=idempotent,
             _model=model,
         )
 

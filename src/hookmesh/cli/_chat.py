@@ -111,6 +111,7 @@ async def _turn(
 
     recorder = SpeechRecorder(WavWriter(speak)) if speak is not None else None
     end = None
+    paused: list[Any] = []
     try:
         async for event in client.reply(text, session_id=state["session"], **options):
             printer.show(event)
@@ -118,8 +119,12 @@ async def _turn(
                 recorder.add(event)
             if event.type == "reply_start":
                 state["session"] = event.session_id
+            elif event.type == "require_user_confirm":
+                paused = event.tool_calls
             elif event.type == "reply_end":
                 end = event
+        if paused:
+            end = await _review(client, state["session"], paused, printer.show) or end
     except AgentClientError as exc:
         printer.flush()
         print(f"error: {exc}", file=sys.stderr)
@@ -135,6 +140,57 @@ async def _turn(
         print(f"error: {end.error.reason}: {end.error.message}", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_OK
+
+
+async def _review(client: Any, session_id: str, calls: list[Any], show: Any) -> Any:
+    """While the reply waits for confirmation, ask about each call (approve, edit its
+    arguments, or reject with a reason) and resume; a refused edit is asked again. Prompts
+    go to stderr (stdout may be JSON lines); at end of input the reply stays paused."""
+    from hookmesh.agent import Confirmation
+    from hookmesh.client import AgentClientError
+
+    end = None
+    while calls:
+        answers = []
+        for call in calls:
+            choice = _ask(f"{call.name} {call.arguments}: [a]pprove, [e]dit or [r]eject? ")
+            while choice not in (None, "a", "e", "r"):
+                choice = _ask("type a, e or r: ")
+            if choice is None:
+                return end
+            if choice == "r":
+                reason = _ask("reason (the model reads it): ") or ""
+                answers.append(Confirmation(call_id=call.id, confirmed=False, reason=reason))
+                continue
+            edited = _ask("arguments (a JSON object): ") if choice == "e" else None
+            if choice == "e" and edited is None:
+                return end
+            answers.append(Confirmation(call_id=call.id, confirmed=True, arguments=edited))
+        paused: list[Any] = []
+        try:
+            async for event in client.resume(session_id, confirmations=answers):
+                show(event)
+                if event.type == "require_user_confirm":
+                    paused = event.tool_calls
+                elif event.type == "reply_end":
+                    end = event
+        except AgentClientError as exc:
+            if exc.reason != "INVALID_SCHEMA":
+                raise
+            print(f"refused: {exc}", file=sys.stderr)
+            continue
+        calls = paused
+    return end
+
+
+def _ask(prompt: str) -> str | None:
+    """One answer line (stripped, lowercased for single letters); None at end of input."""
+    print(prompt, end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        return None
+    answer = line.strip()
+    return answer.lower() if len(answer) == 1 else answer
 
 
 def _save_speech(recorder: Any) -> None:

@@ -122,7 +122,9 @@ def _resume_request(
     return _agent_pb2.ResumeRequest(
         session_id=session_id,
         confirmations=[
-            _agent_pb2.ToolConfirmation(call_id=c.call_id, confirmed=c.confirmed, reason=c.reason)
+            _agent_pb2.ToolConfirmation(
+                call_id=c.call_id, confirmed=c.confirmed, reason=c.reason, arguments=c.arguments
+            )
             for c in confirmations
         ],
         external_results=results,
@@ -235,7 +237,13 @@ class AgentClient:
         token: str | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Continue a paused reply, streaming its events (`client_tools`, `timeout` and
-        `token` as in `reply`)."""
+        `token` as in `reply`).
+
+        Each confirmation approves a call (``confirmed=True``), edits it (``confirmed=True``
+        with ``arguments``, JSON text valid for the tool) or rejects it (``confirmed=False``
+        with a ``reason`` the model reads). Invalid edits raise `AgentClientError`
+        INVALID_ARGUMENT (``INVALID_SCHEMA``) and leave the reply paused.
+        """
         request = _resume_request(session_id, confirmations, external_results, client_tools)
         call = self._stub.Resume(
             request, timeout=timeout or self.timeout, metadata=self._call_metadata(token)

@@ -8,6 +8,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from hookmesh.errors import HookmeshError
+from hookmesh.metrics import record_middleware_error
 from hookmesh.middleware._base import Middleware
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ def culprit(exc: BaseException) -> Middleware | None:
 
 
 def _skip(mw: Middleware, hook: str, exc: BaseException) -> None:
+    record_middleware_error(mw.middleware_key(), "fail_open", hook)
     # A HookmeshError is an expected failure (a sidecar or service down) and says what it
     # is; anything else is a bug in the middleware and keeps its traceback.
     log.warning(

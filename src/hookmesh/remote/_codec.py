@@ -98,6 +98,7 @@ def tool_spec(tool: Tool | dict[str, Any]) -> _mw_pb2.ToolSpec:
         concurrency_safe=tool.concurrency_safe,
         return_directly=tool.return_directly,
         needs_confirmation=tool.needs_confirmation,
+        idempotent=tool.idempotent,
     )
 
 

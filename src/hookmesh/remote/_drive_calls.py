@@ -60,14 +60,7 @@ class CallHookDriver(Middleware):
                 finished = True
                 inv.close(cancel=False)
                 return await next_handler(**changed)  # type: ignore[no-any-return]
-            try:
-                result = await next_handler(**changed)
-            except Exception as exc:
-                inv.outcome(error=c.error_to_pb(exc))
-                events, _ = await inv.wait("done", failed=True)
-                _emit(inv, events)
-                finished = True
-                raise
+            result = await self._attempt(inv, kwargs, next_handler, changed)
             if isinstance(result, ModelResponse):
                 inv.outcome(model_response=c.response_to_pb(result))
                 events, message = await inv.wait("done")
@@ -78,17 +71,48 @@ class CallHookDriver(Middleware):
                 return result
             inv.outcome(stream_start=_STREAM_START)
             finished = True
-            return self._relay_stream(inv, result, routes, observe=False)
+            return self._relay_stream(
+                inv, result, routes, observe=False, retry=(kwargs, next_handler)
+            )
         finally:
             if not finished:
                 inv.close(cancel=True)
 
+    async def _attempt(
+        self,
+        inv: _Invocation,
+        kwargs: dict[str, Any],
+        next_handler: Any,
+        changed: dict[str, Any],
+    ) -> ModelResult:
+        """Run the downstream; after an error outcome the sidecar may answer with another
+        call_next (a retry, perhaps with other overrides) instead of done."""
+        while True:
+            try:
+                return await next_handler(**changed)  # type: ignore[no-any-return]
+            except Exception as exc:
+                inv.outcome(error=c.error_to_pb(exc))
+                events, message = await inv.wait("done", "call_next", failed=True)
+                _emit(inv, events)
+                if message.WhichOneof("message") != "call_next":
+                    raise
+                changed = overrides(self, inv.hook, message.call_next, inv.agent, kwargs)
+
     async def _relay_stream(
-        self, inv: _Invocation, stream: AsyncIterator[Any], routes: Routes, observe: bool
+        self,
+        inv: _Invocation,
+        stream: AsyncIterator[Any],
+        routes: Routes,
+        observe: bool,
+        retry: tuple[dict[str, Any], Any] | None = None,
     ) -> AsyncIterator[Any]:
-        """Relay a model stream, sending subscribed chunks (never awaited), then stream_end."""
+        """Relay a model stream, sending subscribed chunks (never awaited), then stream_end.
+
+        A stream that fails before its first chunk may be run again: the sidecar answers the
+        error outcome with call_next instead of done (`retry`: the kwargs and the handler)."""
         finished = observe
         chunks = routes.sends("chunk")
+        relayed = False
         try:
             iterator = aiter(stream)
             while True:
@@ -100,12 +124,25 @@ class CallHookDriver(Middleware):
                     if observe or exc is inv.broken:
                         raise
                     inv.outcome(error=c.error_to_pb(exc))
-                    events, _ = await inv.wait("done", failed=True)
+                    expected = ("done", "call_next") if retry and not relayed else ("done",)
+                    events, message = await inv.wait(*expected, failed=True)
                     _emit(inv, events)
-                    finished = True
-                    raise
+                    if message.WhichOneof("message") != "call_next" or retry is None:
+                        finished = True
+                        raise
+                    kwargs, next_handler = retry
+                    changed = overrides(self, inv.hook, message.call_next, inv.agent, kwargs)
+                    again = await self._attempt(inv, kwargs, next_handler, changed)
+                    if isinstance(again, ModelResponse):
+                        raise protocol_error(
+                            "a retried model stream came back as a full response", hook=inv.hook
+                        ) from None
+                    inv.outcome(stream_start=_STREAM_START)
+                    iterator = aiter(again)
+                    continue
                 if chunks:
                     inv.item(False, chunk=c.chunk_to_pb(chunk))
+                relayed = True
                 yield chunk
             inv.outcome(stream_end=_STREAM_END)
             if observe:

@@ -42,68 +42,75 @@ class EventHookDriver(Middleware):
             events, message = await inv.wait("call_next")
             for event in events:
                 yield event
-            if message.WhichOneof("message") == "done":
-                finished = True
-                return
-            stream = next_handler(**overrides(self, hook, message.call_next, inv.agent, kwargs))
-            if routes.mode == "pre_only" or message.call_next.final:
-                finished = True
-                inv.close(cancel=False)
-                async for event in stream:
-                    yield event
-                return
-            iterator = aiter(stream)
-            while True:
-                try:
-                    event = await inv.pull(iterator)
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    if exc is inv.broken:
-                        raise
-                    inv.outcome(error=c.error_to_pb(exc))
-                    events, _ = await inv.wait("done", failed=True)
-                    for emitted in events:
-                        yield emitted
-                    finished = True
-                    raise
-                route = routes.route(event.type)
-                if route == PASS:
-                    yield event
-                    continue
-                inv.item(route != READ_ONLY, event=event_to_proto(event))
-                if route == READ_ONLY:
-                    yield event
-                    continue
-                try:
-                    events, message = await inv.wait("verdict")
-                except Exception:
-                    if self.failure_mode == "fail_open":
-                        # NOTE(hookmesh): the middleware is about to be skipped: the event it
-                        # held is released unchanged, as if it had never been subscribed to.
-                        yield event
-                    raise
-                for emitted in events:
-                    yield emitted
-                if message.WhichOneof("message") == "done":
-                    finished = True
-                    aclose = getattr(iterator, "aclose", None)
-                    if aclose is not None:
-                        await aclose()
-                    return
-                verdict = message.verdict
-                if not verdict.drop:
-                    yield event
-                if verdict.final:
+            while message.WhichOneof("message") == "call_next":
+                # NOTE(hookmesh): a call_next in answer to the post phase runs the downstream
+                # again (a retry); the sidecar held what it wanted to hide of the last run.
+                call_next = message.call_next
+                stream = next_handler(**overrides(self, hook, call_next, inv.agent, kwargs))
+                if routes.mode == "pre_only" or call_next.final:
                     finished = True
                     inv.close(cancel=False)
-                    async for event in iterator:
+                    async for event in stream:
                         yield event
                     return
-            inv.outcome(stream_end=_STREAM_END)
-            events, _ = await inv.wait("done")
-            for emitted in events:
-                yield emitted
+                iterator = aiter(stream)
+                retry = False
+                while True:
+                    try:
+                        event = await inv.pull(iterator)
+                    except StopAsyncIteration:
+                        break
+                    except Exception as exc:
+                        if exc is inv.broken:
+                            raise
+                        inv.outcome(error=c.error_to_pb(exc))
+                        events, message = await inv.wait("done", "call_next", failed=True)
+                        for emitted in events:
+                            yield emitted
+                        retry = message.WhichOneof("message") == "call_next"
+                        if retry:
+                            break
+                        finished = True
+                        raise
+                    route = routes.route(event.type)
+                    if route == PASS:
+                        yield event
+                        continue
+                    inv.item(route != READ_ONLY, event=event_to_proto(event))
+                    if route == READ_ONLY:
+                        yield event
+                        continue
+                    try:
+                        events, message = await inv.wait("verdict")
+                    except Exception:
+                        if self.failure_mode == "fail_open":
+                            # NOTE(hookmesh): the middleware is about to be skipped: the event
+                            # it held is released unchanged, as if never subscribed to.
+                            yield event
+                        raise
+                    for emitted in events:
+                        yield emitted
+                    if message.WhichOneof("message") == "done":
+                        finished = True
+                        aclose = getattr(iterator, "aclose", None)
+                        if aclose is not None:
+                            await aclose()
+                        return
+                    verdict = message.verdict
+                    if not verdict.drop:
+                        yield event
+                    if verdict.final:
+                        finished = True
+                        inv.close(cancel=False)
+                        async for event in iterator:
+                            yield event
+                        return
+                if retry:
+                    continue
+                inv.outcome(stream_end=_STREAM_END)
+                events, message = await inv.wait("done", "call_next")
+                for emitted in events:
+                    yield emitted
             finished = True
         finally:
             inv.close(cancel=not finished)

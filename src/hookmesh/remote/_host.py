@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
+from hookmesh.agent.models import ModelError
 from hookmesh.errors import RequestError, SchemaError, to_grpc_status
 from hookmesh.middleware import ONION_HOOKS, Middleware
 from hookmesh.remote import _codec as c
@@ -50,6 +51,26 @@ class DownstreamError(Exception):
     def __init__(self, error: ReplyError) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+class DownstreamModelError(ModelError):
+    """The model failed downstream: a `ModelError` with its HTTP status, as in process, so a
+    middleware's error filter (retry, fallback) treats it the same on both sides."""
+
+    def __init__(self, error: ReplyError) -> None:
+        status = error.metadata.get("httpStatus", "")
+        metadata = {k: v for k, v in error.metadata.items() if k != "httpStatus"}
+        super().__init__(
+            error.message, status=int(status) if status.isdigit() else 0, metadata=metadata
+        )
+        self.error = error
+
+
+def downstream_error(error: ReplyError) -> Exception:
+    """The downstream's failure as the hook sees it (a model error stays a `ModelError`)."""
+    if error.reason == ModelError.reason:
+        return DownstreamModelError(error)
+    return DownstreamError(error)
 
 
 class _HostState:
@@ -132,7 +153,7 @@ class _Call:
         self.sync.take(outcome.state, outcome.context)
         arm = outcome.WhichOneof("result")
         if arm == "error":
-            raise DownstreamError(c.reply_error_from_pb(outcome.error))
+            raise downstream_error(c.reply_error_from_pb(outcome.error))
         return arm or ""
 
 

@@ -303,7 +303,9 @@ class RemoteMiddleware(EventHookDriver, CallHookDriver):
     def on_acting(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
     ) -> AsyncIterator[AgentEvent]:
-        args = _mw_pb2.ActingArgs(tool_call=c.tool_call_to_pb(kwargs["tool_call"]))
+        args = _mw_pb2.ActingArgs(
+            tool_call=c.tool_call_to_pb(kwargs["tool_call"]), tool=c.tool_spec(kwargs["tool"])
+        )
         inv = self._invoke(agent, "on_acting", acting=args)
         return self.drive_events(inv, self._routes["on_acting"], kwargs, next_handler)
 

@@ -34,7 +34,8 @@ def _kwargs(hook: str, invocation: _mw_pb2.HookInvocation) -> dict[str, Any]:
     if hook == "on_reasoning" and arm == "reasoning":
         return {"tool_choice": invocation.reasoning.tool_choice}
     if hook == "on_acting" and arm == "acting":
-        return {"tool_call": c.tool_call_from_pb(invocation.acting.tool_call)}
+        args = invocation.acting
+        return {"tool_call": c.tool_call_from_pb(args.tool_call), "tool": _ToolRef(args.tool)}
     if hook == "on_model_call" and arm == "model_call":
         args = invocation.model_call
         return {
@@ -69,7 +70,7 @@ class ModelChoice:
 
 
 class _ToolRef:
-    """The tool named in an on_check_permission invocation."""
+    """The tool named in an on_acting or on_check_permission invocation."""
 
     def __init__(self, spec: _mw_pb2.ToolSpec) -> None:
         self.name = spec.name
@@ -78,6 +79,7 @@ class _ToolRef:
         self.concurrency_safe = spec.concurrency_safe
         self.return_directly = spec.return_directly
         self.needs_confirmation = spec.needs_confirmation
+        self.idempotent = spec.idempotent
 
 
 def _call_next(hook: str, overrides: dict[str, Any], final: bool = False) -> _mw_pb2.CallNext:

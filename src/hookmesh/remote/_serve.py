@@ -38,7 +38,15 @@ async def serve_middleware(
             `token`.
         max_message_bytes: The largest message accepted (told to agents in Describe, so an
             oversized invocation fails alone instead of breaking the shared stream).
+
+    Raises:
+        ValueError: The middleware runs in process only (`Middleware.serves_remotely`).
     """
+    if not middleware.serves_remotely:
+        raise ValueError(
+            f"{middleware.middleware_key()} runs in the agent's process only: "
+            f"{middleware.local_only_reason or 'it cannot be served by a sidecar'}"
+        )
     servicer = MiddlewareServicer(middleware, max_message_bytes=max_message_bytes)
     return await start_server(
         [Service(SERVICE_NAME, servicer, _mw_grpc.add_MiddlewareServiceServicer_to_server)],

@@ -52,9 +52,11 @@ from hookmesh.schema._events import (
     nest,
 )
 from hookmesh.schema._helpers import (
+    EDITED_CALLS_METADATA_KEY,
     HINT_METADATA_KEY,
     ToolResult,
     copy_message,
+    edit_tool_call,
     estimate_tokens,
     is_assistant,
     is_hint,
@@ -66,6 +68,7 @@ from hookmesh.schema._helpers import (
     make_text,
     make_tool_result,
     make_user_text,
+    map_text,
     reasoning_of,
     text_of,
     tool_calls,
@@ -101,6 +104,7 @@ from hookmesh.schema._proto import (
 from hookmesh.schema._validate import check_messages, message_violations
 
 __all__ = [
+    "EDITED_CALLS_METADATA_KEY",
     "EVENT_TYPES",
     "HINT_METADATA_KEY",
     "AgentEvent",
@@ -160,6 +164,7 @@ __all__ = [
     "block_to_proto",
     "check_messages",
     "copy_message",
+    "edit_tool_call",
     "estimate_tokens",
     "event_from_proto",
     "event_to_proto",
@@ -176,6 +181,7 @@ __all__ = [
     "make_text",
     "make_tool_result",
     "make_user_text",
+    "map_text",
     "message_from_proto",
     "message_to_proto",
     "message_violations",

@@ -82,7 +82,7 @@ class ModelCallStartEvent(_Event):
 
     type: Literal["model_call_start"] = "model_call_start"
     model_name: str = ""
-    """The model being called."""
+    """The agent's model, asked first (a middleware may call another: see model_call_end)."""
 
 
 class ModelCallEndEvent(_Event):
@@ -90,7 +90,8 @@ class ModelCallEndEvent(_Event):
 
     type: Literal["model_call_end"] = "model_call_end"
     model_name: str = ""
-    """The model that was called."""
+    """The model that answered (another than model_call_start's when a middleware such as
+    a fallback called another)."""
     usage: Usage | None = None
     """Tokens used, when the model reported them."""
     stop_reason: str = ""

@@ -7,8 +7,9 @@ tool result is a `tool_result` block inside a user message (possibly next to use
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from hookmesh.schema._blocks import (
     ContentBlock,
@@ -31,6 +32,9 @@ from hookmesh.schema._messages import (
 
 HINT_METADATA_KEY = "hookmesh.hint"
 """Metadata key marking a flat message as a middleware hint (its value is the source)."""
+EDITED_CALLS_METADATA_KEY = "hookmesh.edited_tool_calls"
+"""Assistant message metadata: ``{call_id: the model's original arguments}`` for each call
+whose arguments a person edited before it ran (see `edit_tool_call`)."""
 
 _CHARS_PER_TOKEN = 4
 _MESSAGE_OVERHEAD_TOKENS = 4
@@ -226,6 +230,31 @@ def make_hint(kind: MessageKind, text: str, source: str, *, id: str) -> Message:
     return AgenticMessage(id=id, role="user", blocks=[HintBlock(text=text, source=source, id=id)])
 
 
+def edit_tool_call(msg: Message, call_id: str, arguments: str) -> bool:
+    """Give call `call_id` of assistant message `msg` new arguments, in place, keeping the
+    first original in metadata (`EDITED_CALLS_METADATA_KEY`). False when `msg` has no
+    such call."""
+    if msg.kind == "flat":
+        calls = msg.tool_calls
+        index = next((i for i, c in enumerate(calls) if c.id == call_id), -1)
+        if index < 0:
+            return False
+        original = calls[index].arguments
+        calls[index] = calls[index].model_copy(update={"arguments": arguments})
+    else:
+        block = next(
+            (b for b in msg.blocks if b.type == "tool_call" and b.call_id == call_id), None
+        )
+        if block is None:
+            return False
+        original = block.arguments  # type: ignore[union-attr]
+        block.arguments = arguments  # type: ignore[union-attr]
+    edited = dict((msg.metadata or {}).get(EDITED_CALLS_METADATA_KEY) or {})
+    edited.setdefault(call_id, original)
+    msg.metadata = {**(msg.metadata or {}), EDITED_CALLS_METADATA_KEY: edited}
+    return True
+
+
 def unanswered_tool_calls(messages: Sequence[Message]) -> list[ToolCall]:
     """Tool calls (in order) that no later message answers."""
     answered: set[str] = set()
@@ -271,6 +300,36 @@ def estimate_tokens(messages: Message | Iterable[Message]) -> int:
                     media += 1
         total += _MESSAGE_OVERHEAD_TOKENS + chars // _CHARS_PER_TOKEN + media * _MEDIA_TOKENS
     return total
+
+
+def map_text(msg: Message, change: Callable[[str], str]) -> Message:
+    """`msg` with `change` applied to every text it carries: text and hint blocks, reasoning,
+    and tool results' text (flat: content, text parts, reasoning; agentic: text, reasoning,
+    hint and tool_result text blocks). Tool call arguments and media are left alone. The
+    same object when nothing changed, else a changed deep copy."""
+    copy = msg.model_copy(deep=True)
+    changed = False
+
+    def apply(text: str) -> str:
+        nonlocal changed
+        new = change(text) if text else text
+        changed = changed or new != text
+        return new
+
+    def texts(blocks: Sequence[Any]) -> None:
+        for block in blocks:
+            if isinstance(block, TextBlock | ReasoningBlock | HintBlock):
+                block.text = apply(block.text)
+            elif isinstance(block, ToolResultBlock):
+                texts(block.output)
+
+    if copy.kind == "flat":
+        copy.content = apply(copy.content)
+        copy.reasoning_content = apply(copy.reasoning_content)
+        texts(copy.parts)
+    else:
+        texts(copy.blocks)
+    return copy if changed else msg
 
 
 def copy_message(msg: Message) -> Message:

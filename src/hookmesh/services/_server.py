@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from hookmesh._security import SERVER_KEEPALIVE, ServerTLS, server_credentials
+from hookmesh.metrics import MetricsEndpoint, start_metrics
 from hookmesh.services._auth import OPEN_SERVICES, AuthConfig, Authenticator, is_loopback
 from hookmesh.services._interceptor import ServerCallInterceptor
 
@@ -59,11 +60,15 @@ class RunningServer:
     health: health.aio.HealthServicer
     servicers: dict[str, Any] = field(default_factory=dict)
     """The hosted servicers by service name."""
+    metrics: MetricsEndpoint | None = None
+    """The Prometheus scrape endpoint, when one was asked for."""
 
     async def stop(self, grace: float | None = DEFAULT_GRACE) -> None:
         """Report NOT_SERVING, then stop, giving in-flight calls `grace` seconds."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
+        if self.metrics is not None:
+            self.metrics.close()
 
 
 def check_free(address: str) -> None:
@@ -101,6 +106,7 @@ async def start_server(
     authenticator: Authenticator | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     options: Sequence[tuple[str, Any]] = (),
+    metrics_listen: str = "",
 ) -> RunningServer:
     """Start a grpc.aio server hosting `services` plus health and reflection (v1 and v1alpha).
 
@@ -117,6 +123,9 @@ async def start_server(
         authenticator: Checks credentials, when `auth` is not given.
         interceptors: More server interceptors, run after the caller is known.
         options: gRPC server options.
+        metrics_listen: ``host:port`` of a Prometheus scrape endpoint (``/metrics``) for the
+            process's metrics (`hookmesh.metrics`); empty for none. With the OTLP variables
+            set, metrics are exported over OTLP either way.
 
     Raises:
         AddressInUseError: Another process listens on `address`.
@@ -154,9 +163,15 @@ async def start_server(
     except RuntimeError:
         raise ListenError(errno.EADDRNOTAVAIL, f"cannot listen on {address}") from None
     await server.start()
+    try:
+        endpoint = start_metrics(metrics_listen)
+    except BaseException:
+        await server.stop(None)
+        raise
     for name in ("", *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, port, health_servicer, {s.name: s.servicer for s in services})
+    servicers = {s.name: s.servicer for s in services}
+    return RunningServer(server, port, health_servicer, servicers, endpoint)
 
 
 def _enable_reflection(service_names: Sequence[str], server: grpc.aio.Server) -> None:

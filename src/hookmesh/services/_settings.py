@@ -30,6 +30,8 @@ class ServiceSettings(BaseSettings):
 
     auth: AuthConfig = Field(default_factory=AuthConfig)
     """Who may call: tokens, TLS, mTLS principals, trusted gateways (docs/security.md)."""
+    metrics_listen: str = ""
+    """``host:port`` of a Prometheus scrape endpoint (``GET /metrics``); empty: none."""
 
     @classmethod
     def settings_customise_sources(

@@ -29,15 +29,15 @@ from hookmesh.v1 import event_pb2 as hookmesh_dot_v1_dot_event__pb2
 from hookmesh.v1 import message_pb2 as hookmesh_dot_v1_dot_message__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hookmesh/v1/agent.proto\x12\x0bhookmesh.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookmesh/v1/content.proto\x1a\x17hookmesh/v1/event.proto\x1a\x19hookmesh/v1/message.proto\"\xa5\x01\n\x0cReplyRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12&\n\x08messages\x18\x02 \x03(\x0b\x32\x14.hookmesh.v1.Message\x12*\n\x07options\x18\x03 \x01(\x0b\x32\x19.hookmesh.v1.ReplyOptions\x12-\n\x0c\x63lient_tools\x18\x04 \x03(\x0b\x32\x17.hookmesh.v1.ClientTool\"\\\n\nClientTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"E\n\x0cReplyOptions\x12\x11\n\tmax_iters\x18\x01 \x01(\x05\x12\x13\n\x0btool_choice\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\"7\n\rReplyResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.hookmesh.v1.AgentEvent\"\xc3\x01\n\rResumeRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x34\n\rconfirmations\x18\x02 \x03(\x0b\x32\x1d.hookmesh.v1.ToolConfirmation\x12\x39\n\x10\x65xternal_results\x18\x03 \x03(\x0b\x32\x1f.hookmesh.v1.ExternalToolResult\x12-\n\x0c\x63lient_tools\x18\x04 \x03(\x0b\x32\x17.hookmesh.v1.ClientTool\"F\n\x10ToolConfirmation\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x11\n\tconfirmed\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"}\n\x12\x45xternalToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12)\n\x06output\x18\x02 \x03(\x0b\x32\x19.hookmesh.v1.ContentBlock\x12+\n\x05state\x18\x03 \x01(\x0e\x32\x1c.hookmesh.v1.ToolResultState\"8\n\x0eResumeResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.hookmesh.v1.AgentEvent\"&\n\x10InterruptRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"(\n\x11InterruptResponse\x12\x13\n\x0binterrupted\x18\x01 \x01(\x08\"\'\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\";\n\x12GetSessionResponse\x12%\n\x07session\x18\x01 \x01(\x0b\x32\x14.hookmesh.v1.Session\"\x94\x02\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\x12*\n\x06status\x18\x03 \x01(\x0e\x32\x1a.hookmesh.v1.SessionStatus\x12%\n\x07\x63ontext\x18\x04 \x03(\x0b\x32\x14.hookmesh.v1.Message\x12,\n\rpending_calls\x18\x05 \x03(\x0b\x32\x15.hookmesh.v1.ToolCall\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"<\n\x13ListSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"W\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.hookmesh.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"*\n\x14\x44\x65leteSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x17\n\x15\x44\x65leteSessionResponse*\xbe\x01\n\rSessionStatus\x12\x1e\n\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13SESSION_STATUS_IDLE\x10\x01\x12\x1a\n\x16SESSION_STATUS_RUNNING\x10\x02\x12(\n$SESSION_STATUS_AWAITING_CONFIRMATION\x10\x03\x12.\n*SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION\x10\x04\x32\xdd\x03\n\x0c\x41gentService\x12@\n\x05Reply\x12\x19.hookmesh.v1.ReplyRequest\x1a\x1a.hookmesh.v1.ReplyResponse0\x01\x12\x43\n\x06Resume\x12\x1a.hookmesh.v1.ResumeRequest\x1a\x1b.hookmesh.v1.ResumeResponse0\x01\x12J\n\tInterrupt\x12\x1d.hookmesh.v1.InterruptRequest\x1a\x1e.hookmesh.v1.InterruptResponse\x12M\n\nGetSession\x12\x1e.hookmesh.v1.GetSessionRequest\x1a\x1f.hookmesh.v1.GetSessionResponse\x12S\n\x0cListSessions\x12 .hookmesh.v1.ListSessionsRequest\x1a!.hookmesh.v1.ListSessionsResponse\x12V\n\rDeleteSession\x12!.hookmesh.v1.DeleteSessionRequest\x1a\".hookmesh.v1.DeleteSessionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hookmesh/v1/agent.proto\x12\x0bhookmesh.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookmesh/v1/content.proto\x1a\x17hookmesh/v1/event.proto\x1a\x19hookmesh/v1/message.proto\"\xa5\x01\n\x0cReplyRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12&\n\x08messages\x18\x02 \x03(\x0b\x32\x14.hookmesh.v1.Message\x12*\n\x07options\x18\x03 \x01(\x0b\x32\x19.hookmesh.v1.ReplyOptions\x12-\n\x0c\x63lient_tools\x18\x04 \x03(\x0b\x32\x17.hookmesh.v1.ClientTool\"\\\n\nClientTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"E\n\x0cReplyOptions\x12\x11\n\tmax_iters\x18\x01 \x01(\x05\x12\x13\n\x0btool_choice\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\"7\n\rReplyResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.hookmesh.v1.AgentEvent\"\xc3\x01\n\rResumeRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x34\n\rconfirmations\x18\x02 \x03(\x0b\x32\x1d.hookmesh.v1.ToolConfirmation\x12\x39\n\x10\x65xternal_results\x18\x03 \x03(\x0b\x32\x1f.hookmesh.v1.ExternalToolResult\x12-\n\x0c\x63lient_tools\x18\x04 \x03(\x0b\x32\x17.hookmesh.v1.ClientTool\"l\n\x10ToolConfirmation\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x11\n\tconfirmed\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x16\n\targuments\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x0c\n\n_arguments\"}\n\x12\x45xternalToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12)\n\x06output\x18\x02 \x03(\x0b\x32\x19.hookmesh.v1.ContentBlock\x12+\n\x05state\x18\x03 \x01(\x0e\x32\x1c.hookmesh.v1.ToolResultState\"8\n\x0eResumeResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.hookmesh.v1.AgentEvent\"&\n\x10InterruptRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"(\n\x11InterruptResponse\x12\x13\n\x0binterrupted\x18\x01 \x01(\x08\"\'\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\";\n\x12GetSessionResponse\x12%\n\x07session\x18\x01 \x01(\x0b\x32\x14.hookmesh.v1.Session\"\x94\x02\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\x12*\n\x06status\x18\x03 \x01(\x0e\x32\x1a.hookmesh.v1.SessionStatus\x12%\n\x07\x63ontext\x18\x04 \x03(\x0b\x32\x14.hookmesh.v1.Message\x12,\n\rpending_calls\x18\x05 \x03(\x0b\x32\x15.hookmesh.v1.ToolCall\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"<\n\x13ListSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"W\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.hookmesh.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"*\n\x14\x44\x65leteSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x17\n\x15\x44\x65leteSessionResponse*\xbe\x01\n\rSessionStatus\x12\x1e\n\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13SESSION_STATUS_IDLE\x10\x01\x12\x1a\n\x16SESSION_STATUS_RUNNING\x10\x02\x12(\n$SESSION_STATUS_AWAITING_CONFIRMATION\x10\x03\x12.\n*SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION\x10\x04\x32\xdd\x03\n\x0c\x41gentService\x12@\n\x05Reply\x12\x19.hookmesh.v1.ReplyRequest\x1a\x1a.hookmesh.v1.ReplyResponse0\x01\x12\x43\n\x06Resume\x12\x1a.hookmesh.v1.ResumeRequest\x1a\x1b.hookmesh.v1.ResumeResponse0\x01\x12J\n\tInterrupt\x12\x1d.hookmesh.v1.InterruptRequest\x1a\x1e.hookmesh.v1.InterruptResponse\x12M\n\nGetSession\x12\x1e.hookmesh.v1.GetSessionRequest\x1a\x1f.hookmesh.v1.GetSessionResponse\x12S\n\x0cListSessions\x12 .hookmesh.v1.ListSessionsRequest\x1a!.hookmesh.v1.ListSessionsResponse\x12V\n\rDeleteSession\x12!.hookmesh.v1.DeleteSessionRequest\x1a\".hookmesh.v1.DeleteSessionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'hookmesh.v1.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SESSIONSTATUS']._serialized_start=1711
-  _globals['_SESSIONSTATUS']._serialized_end=1901
+  _globals['_SESSIONSTATUS']._serialized_start=1749
+  _globals['_SESSIONSTATUS']._serialized_end=1939
   _globals['_REPLYREQUEST']._serialized_start=183
   _globals['_REPLYREQUEST']._serialized_end=348
   _globals['_CLIENTTOOL']._serialized_start=350
@@ -49,29 +49,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RESUMEREQUEST']._serialized_start=573
   _globals['_RESUMEREQUEST']._serialized_end=768
   _globals['_TOOLCONFIRMATION']._serialized_start=770
-  _globals['_TOOLCONFIRMATION']._serialized_end=840
-  _globals['_EXTERNALTOOLRESULT']._serialized_start=842
-  _globals['_EXTERNALTOOLRESULT']._serialized_end=967
-  _globals['_RESUMERESPONSE']._serialized_start=969
-  _globals['_RESUMERESPONSE']._serialized_end=1025
-  _globals['_INTERRUPTREQUEST']._serialized_start=1027
-  _globals['_INTERRUPTREQUEST']._serialized_end=1065
-  _globals['_INTERRUPTRESPONSE']._serialized_start=1067
-  _globals['_INTERRUPTRESPONSE']._serialized_end=1107
-  _globals['_GETSESSIONREQUEST']._serialized_start=1109
-  _globals['_GETSESSIONREQUEST']._serialized_end=1148
-  _globals['_GETSESSIONRESPONSE']._serialized_start=1150
-  _globals['_GETSESSIONRESPONSE']._serialized_end=1209
-  _globals['_SESSION']._serialized_start=1212
-  _globals['_SESSION']._serialized_end=1488
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=1490
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=1550
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1552
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1639
-  _globals['_DELETESESSIONREQUEST']._serialized_start=1641
-  _globals['_DELETESESSIONREQUEST']._serialized_end=1683
-  _globals['_DELETESESSIONRESPONSE']._serialized_start=1685
-  _globals['_DELETESESSIONRESPONSE']._serialized_end=1708
-  _globals['_AGENTSERVICE']._serialized_start=1904
-  _globals['_AGENTSERVICE']._serialized_end=2381
+  _globals['_TOOLCONFIRMATION']._serialized_end=878
+  _globals['_EXTERNALTOOLRESULT']._serialized_start=880
+  _globals['_EXTERNALTOOLRESULT']._serialized_end=1005
+  _globals['_RESUMERESPONSE']._serialized_start=1007
+  _globals['_RESUMERESPONSE']._serialized_end=1063
+  _globals['_INTERRUPTREQUEST']._serialized_start=1065
+  _globals['_INTERRUPTREQUEST']._serialized_end=1103
+  _globals['_INTERRUPTRESPONSE']._serialized_start=1105
+  _globals['_INTERRUPTRESPONSE']._serialized_end=1145
+  _globals['_GETSESSIONREQUEST']._serialized_start=1147
+  _globals['_GETSESSIONREQUEST']._serialized_end=1186
+  _globals['_GETSESSIONRESPONSE']._serialized_start=1188
+  _globals['_GETSESSIONRESPONSE']._serialized_end=1247
+  _globals['_SESSION']._serialized_start=1250
+  _globals['_SESSION']._serialized_end=1526
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=1528
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=1588
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1590
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1677
+  _globals['_DELETESESSIONREQUEST']._serialized_start=1679
+  _globals['_DELETESESSIONREQUEST']._serialized_end=1721
+  _globals['_DELETESESSIONRESPONSE']._serialized_start=1723
+  _globals['_DELETESESSIONRESPONSE']._serialized_end=1746
+  _globals['_AGENTSERVICE']._serialized_start=1942
+  _globals['_AGENTSERVICE']._serialized_end=2419
 # @@protoc_insertion_point(module_scope)

@@ -78,14 +78,16 @@ class ResumeRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., confirmations: _Optional[_Iterable[_Union[ToolConfirmation, _Mapping]]] = ..., external_results: _Optional[_Iterable[_Union[ExternalToolResult, _Mapping]]] = ..., client_tools: _Optional[_Iterable[_Union[ClientTool, _Mapping]]] = ...) -> None: ...
 
 class ToolConfirmation(_message.Message):
-    __slots__ = ("call_id", "confirmed", "reason")
+    __slots__ = ("call_id", "confirmed", "reason", "arguments")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     CONFIRMED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     confirmed: bool
     reason: str
-    def __init__(self, call_id: _Optional[str] = ..., confirmed: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    arguments: str
+    def __init__(self, call_id: _Optional[str] = ..., confirmed: _Optional[bool] = ..., reason: _Optional[str] = ..., arguments: _Optional[str] = ...) -> None: ...
 
 class ExternalToolResult(_message.Message):
     __slots__ = ("call_id", "output", "state")

@@ -112,7 +112,7 @@ class HookSpec(_message.Message):
     def __init__(self, hook: _Optional[_Union[Hook, str]] = ..., mode: _Optional[_Union[HookMode, str]] = ..., subscriptions: _Optional[_Iterable[str]] = ..., read_only_subscriptions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ToolSpec(_message.Message):
-    __slots__ = ("name", "description", "parameters", "read_only", "concurrency_safe", "return_directly", "needs_confirmation")
+    __slots__ = ("name", "description", "parameters", "read_only", "concurrency_safe", "return_directly", "needs_confirmation", "idempotent")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +120,7 @@ class ToolSpec(_message.Message):
     CONCURRENCY_SAFE_FIELD_NUMBER: _ClassVar[int]
     RETURN_DIRECTLY_FIELD_NUMBER: _ClassVar[int]
     NEEDS_CONFIRMATION_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENT_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     parameters: _struct_pb2.Struct
@@ -127,7 +128,8 @@ class ToolSpec(_message.Message):
     concurrency_safe: bool
     return_directly: bool
     needs_confirmation: bool
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., read_only: _Optional[bool] = ..., concurrency_safe: _Optional[bool] = ..., return_directly: _Optional[bool] = ..., needs_confirmation: _Optional[bool] = ...) -> None: ...
+    idempotent: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., read_only: _Optional[bool] = ..., concurrency_safe: _Optional[bool] = ..., return_directly: _Optional[bool] = ..., needs_confirmation: _Optional[bool] = ..., idempotent: _Optional[bool] = ...) -> None: ...
 
 class InterceptRequest(_message.Message):
     __slots__ = ("invocation_id", "invocation", "item", "outcome", "cancel")
@@ -231,10 +233,12 @@ class ModelCallArgs(_message.Message):
     def __init__(self, model_name: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[ToolSpec, _Mapping]]] = ..., tool_choice: _Optional[str] = ..., provider_name: _Optional[str] = ...) -> None: ...
 
 class ActingArgs(_message.Message):
-    __slots__ = ("tool_call",)
+    __slots__ = ("tool_call", "tool")
     TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
     tool_call: _message_pb2.ToolCall
-    def __init__(self, tool_call: _Optional[_Union[_message_pb2.ToolCall, _Mapping]] = ...) -> None: ...
+    tool: ToolSpec
+    def __init__(self, tool_call: _Optional[_Union[_message_pb2.ToolCall, _Mapping]] = ..., tool: _Optional[_Union[ToolSpec, _Mapping]] = ...) -> None: ...
 
 class CheckPermissionArgs(_message.Message):
     __slots__ = ("tool_call", "tool")

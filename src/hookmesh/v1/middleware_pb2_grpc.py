@@ -62,6 +62,12 @@ class MiddlewareServiceStub:
     answered), then the chunks, then `stream_end` (answered by `done`).
     `call_next.final` or `verdict.final` ends the invocation early: the
     agent sends nothing more for it and expects nothing more from it.
+    Retries: after an `outcome` carrying an error (and, for event hooks,
+    after `stream_end`) the sidecar may answer with another `call_next`
+    instead of `done`: the agent runs the downstream again (with that
+    call_next's overrides) and sends a new outcome. A model stream that fails
+    before any chunk went upstream may be run again the same way; once a
+    chunk went upstream only `done` is accepted.
     In HOOK_MODE_PRE_ONLY the invocation ends at `call_next` (or `done`),
     subscriptions are ignored and nothing more is sent. In HOOK_MODE_OBSERVE
     the agent never waits: it sends the invocation, subscribed items and the
@@ -161,6 +167,12 @@ class MiddlewareServiceServicer:
     answered), then the chunks, then `stream_end` (answered by `done`).
     `call_next.final` or `verdict.final` ends the invocation early: the
     agent sends nothing more for it and expects nothing more from it.
+    Retries: after an `outcome` carrying an error (and, for event hooks,
+    after `stream_end`) the sidecar may answer with another `call_next`
+    instead of `done`: the agent runs the downstream again (with that
+    call_next's overrides) and sends a new outcome. A model stream that fails
+    before any chunk went upstream may be run again the same way; once a
+    chunk went upstream only `done` is accepted.
     In HOOK_MODE_PRE_ONLY the invocation ends at `call_next` (or `done`),
     subscriptions are ignored and nothing more is sent. In HOOK_MODE_OBSERVE
     the agent never waits: it sends the invocation, subscribed items and the
@@ -298,6 +310,12 @@ class MiddlewareService:
     answered), then the chunks, then `stream_end` (answered by `done`).
     `call_next.final` or `verdict.final` ends the invocation early: the
     agent sends nothing more for it and expects nothing more from it.
+    Retries: after an `outcome` carrying an error (and, for event hooks,
+    after `stream_end`) the sidecar may answer with another `call_next`
+    instead of `done`: the agent runs the downstream again (with that
+    call_next's overrides) and sends a new outcome. A model stream that fails
+    before any chunk went upstream may be run again the same way; once a
+    chunk went upstream only `done` is accepted.
     In HOOK_MODE_PRE_ONLY the invocation ends at `call_next` (or `done`),
     subscriptions are ignored and nothing more is sent. In HOOK_MODE_OBSERVE
     the agent never waits: it sends the invocation, subscribed items and the

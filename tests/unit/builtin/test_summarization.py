@@ -12,6 +12,7 @@ import pytest
 
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
+from hookmesh.middleware.builtin.retry import RetryPolicy
 from hookmesh.middleware.builtin.summarization import (
     DEFAULT_INSTRUCTION,
     SUMMARY_EVENT,
@@ -39,6 +40,9 @@ from hookmesh.schema import (
 )
 from tests.agent_helpers import collect, customs, echo
 from tests.conftest import Attach
+
+NO_WAIT = {"max_attempts": 3, "initial_delay": 0.0, "jitter": 0.0}
+"""Retries at once: the tests count attempts, they do not wait for backoff."""
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -112,7 +116,8 @@ def test_the_docs_page_lists_every_parameter() -> None:
             {"max_messages": 5, "summarizer_max_tokens": 300, "instruction": "x" * 2000},
             "four times the instruction",
         ),
-        ({"max_messages": 5, "retries": -1}, "retries must be an int >= 0"),
+        ({"max_messages": 5, "retry": {"max_attempts": 0}}, "max_attempts must be at least 1"),
+        ({"max_messages": 5, "retry": {"tries": 2}}, "unknown retry setting"),
         ({"max_messages": 5, "failure_mode": "closed"}, "failure_mode must be"),
     ],
 )
@@ -127,7 +132,7 @@ def test_defaults_and_independent_triggers() -> None:
     only_tokens = SummarizationMiddleware(max_tokens=1000)
     assert only_tokens.max_messages is None
     assert (only_tokens.keep_user_tokens, only_tokens.summarizer_max_tokens) == (2_000, 100_000)
-    assert (only_tokens.retries, only_tokens.failure_mode) == (2, "fail_closed")
+    assert (only_tokens.retry, only_tokens.failure_mode) == (RetryPolicy(), "fail_closed")
     assert only_tokens.model is None and only_tokens.instruction == DEFAULT_INSTRUCTION
 
 
@@ -358,7 +363,7 @@ async def test_a_long_history_is_summarised_in_bounded_chunks(
 
 async def test_a_failing_summariser_is_retried(kind: MessageKind, attach: Attach) -> None:
     summariser = Summariser(fail=2)
-    mw = SummarizationMiddleware(max_messages=3, retries=2, model=summariser.model)
+    mw = SummarizationMiddleware(max_messages=3, retry=NO_WAIT, model=summariser.model)
     agent = _agent(kind, [await attach(mw)])
     agent.state.context.extend(_history(kind, steps=1))
     events = await collect(agent.reply("go"))
@@ -373,7 +378,10 @@ async def test_after_the_retries_the_failure_mode_decides(
 ) -> None:
     summariser = Summariser(fail=99)
     mw = SummarizationMiddleware(
-        max_messages=3, retries=1, model=summariser.model, failure_mode=failure_mode
+        max_messages=3,
+        retry={**NO_WAIT, "max_attempts": 2},
+        model=summariser.model,
+        failure_mode=failure_mode,
     )
     agent = _agent(kind, [await attach(mw)])
     history = _history(kind, steps=1)

@@ -152,8 +152,8 @@ async def test_a_pause_records_the_pending_tools(
 async def test_without_an_sdk_provider_nothing_is_traced(kind: MessageKind) -> None:
     from hookmesh.middleware.builtin import tracing
 
-    real = tracing._sdk_installed
-    tracing._sdk_installed = lambda: False  # type: ignore[assignment]
+    real = tracing._recording
+    tracing._recording = lambda tracer: False  # type: ignore[assignment]
     try:
         seen: list[Sequence[Message]] = []
         model = ScriptedChatModel(lambda m, t, c: seen.append(m) or ScriptedTurn(text="ok"))
@@ -161,4 +161,4 @@ async def test_without_an_sdk_provider_nothing_is_traced(kind: MessageKind) -> N
         events = await collect(agent.reply("go"))
         assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
     finally:
-        tracing._sdk_installed = real  # type: ignore[assignment]
+        tracing._recording = real  # type: ignore[assignment]

@@ -13,9 +13,15 @@ from typing import Any
 _MODULES = {
     "AgentsMdMiddleware": "agents_md",
     "BudgetMiddleware": "budget",
+    "CallLimitMiddleware": "call_limits",
     "FileMemoryMiddleware": "file_memory",
     "FilesystemMiddleware": "filesystem",
+    "HumanReviewMiddleware": "human_review",
     "MemoryMiddleware": "memory",
+    "MetricsMiddleware": "metrics",
+    "ModelFallbackMiddleware": "fallback",
+    "ModelRetryMiddleware": "retry",
+    "PIIMiddleware": "pii",
     "PatchToolCallsMiddleware": "patch_tool_calls",
     "RAGMiddleware": "rag",
     "ReductionMiddleware": "reduction",
@@ -23,7 +29,10 @@ _MODULES = {
     "SummarizationMiddleware": "summarization",
     "TTSMiddleware": "tts",
     "TasksMiddleware": "tasks",
+    "TimeoutMiddleware": "timeouts",
+    "ToolRetryMiddleware": "retry",
     "ToolSearchMiddleware": "tool_search",
+    "ToolSelectorMiddleware": "tool_selector",
     "TracingMiddleware": "tracing",
 }
 

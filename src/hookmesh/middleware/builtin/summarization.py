@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from hookmesh.agent.models import ChatModel, ModelResponse, ModelResult
 from hookmesh.middleware._base import CompressHandler, FailureMode, Middleware
+from hookmesh.middleware.builtin._retry import RetryPolicy
 from hookmesh.schema import (
     CustomEvent,
     Message,
@@ -26,8 +26,6 @@ from hookmesh.schema import (
 
 if TYPE_CHECKING:
     from hookmesh.agent import Agent
-
-log = logging.getLogger("hookmesh.middleware.summarization")
 
 SUMMARY_METADATA_KEY = "hookmesh.summary"
 """Message metadata key (value ``True``) tagging the summary message."""
@@ -86,10 +84,10 @@ class SummarizationMiddleware(Middleware):
     call was summarised away. Nothing happens when every message after the leading system
     ones would be kept anyway, or only a previous summary would go. A history longer than
     `summarizer_max_tokens` is summarised in chunks, each with the summary so far, so the
-    summariser's own input stays under that bound. A failed model call is retried
-    `retries` times; then the middleware raises `SummarizationError` and its
-    `failure_mode` decides (``fail_closed``: the reply ends with an error; ``fail_open``:
-    the context is left untouched and the reply goes on).
+    summariser's own input stays under that bound. A failed model call (or an empty
+    answer) is retried by `retry` (backoff with jitter); then the middleware raises
+    `SummarizationError` and its `failure_mode` decides (``fail_closed``: the reply ends
+    with an error; ``fail_open``: the context is left untouched and the reply goes on).
 
     State: a per-reply count of summaries in ``middle_context["summarization"][reply_id]``
     (``summaries``). A ``hookmesh.summarization`` custom event reports each summary.
@@ -115,7 +113,8 @@ class SummarizationMiddleware(Middleware):
         instruction: The summariser's system instruction.
         keep_user_tokens: Token budget of the recent user turns kept verbatim.
         summarizer_max_tokens: Bound of one summariser call's input (token estimate).
-        retries: Extra attempts after a failed summariser call.
+        retry: Attempts and backoff of each summariser call (a `RetryPolicy` or a mapping of
+            its fields; any error is retried).
         failure_mode: ``fail_closed`` (default) or ``fail_open``.
     """
 
@@ -130,7 +129,7 @@ class SummarizationMiddleware(Middleware):
         instruction: str = DEFAULT_INSTRUCTION,
         keep_user_tokens: int = 2_000,
         summarizer_max_tokens: int = 100_000,
-        retries: int = 2,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
         failure_mode: FailureMode = "fail_closed",
     ) -> None:
         self.max_tokens = _trigger("max_tokens", max_tokens)
@@ -155,7 +154,7 @@ class SummarizationMiddleware(Middleware):
                 f"summarizer_max_tokens ({summarizer_max_tokens}) must be at least four times "
                 f"the instruction's token estimate ({needed // 4})"
             )
-        self.retries = _count("retries", retries, 0)
+        self.retry = RetryPolicy.of(retry)
         if failure_mode not in ("fail_closed", "fail_open"):
             raise ValueError(
                 f"failure_mode must be 'fail_closed' or 'fail_open', not {failure_mode!r}"
@@ -286,20 +285,23 @@ class SummarizationMiddleware(Middleware):
         return room
 
     async def _ask(self, model: ChatModel, kind: MessageKind, messages: list[Message]) -> str:
-        last: Exception | None = None
-        for attempt in range(1, self.retries + 2):
-            try:
-                result = await model(messages, tools=[], tool_choice="none", kind=kind)
-                text = (await _text(result)).strip()
-                if not text:
-                    raise SummarizationError("the summariser answered with no text")
-                return text
-            except Exception as exc:
-                last = exc
-                log.warning("summariser attempt %d failed: %s", attempt, exc)
-        raise SummarizationError(
-            f"the summariser failed {self.retries + 1} times; last error: {last}"
-        ) from last
+        try:
+            async for attempt in self.retry.retrying(_any_error, "summariser call"):
+                with attempt:
+                    result = await model(messages, tools=[], tool_choice="none", kind=kind)
+                    text = (await _text(result)).strip()
+                    if not text:
+                        raise SummarizationError("the summariser answered with no text")
+                    return text
+        except Exception as exc:
+            raise SummarizationError(
+                f"the summariser failed {self.retry.max_attempts} times; last error: {exc}"
+            ) from exc
+        raise AssertionError("unreachable: tenacity re-raises the last error")
+
+
+def _any_error(exc: BaseException) -> bool:
+    return isinstance(exc, Exception)
 
 
 async def _text(result: ModelResult) -> str:

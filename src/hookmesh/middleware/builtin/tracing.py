@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -18,7 +20,19 @@ from opentelemetry.trace import (
 
 from hookmesh.agent.models import ModelResponse
 from hookmesh.middleware._base import EventHandler, Middleware, ModelHandler
-from hookmesh.schema import AgentEvent, RequireExternalExecutionEvent, RequireUserConfirmEvent
+from hookmesh.middleware.builtin._genai import (
+    call_part,
+    input_messages,
+    media_part,
+    message_parts,
+    output_message,
+)
+from hookmesh.schema import (
+    AgentEvent,
+    RequireExternalExecutionEvent,
+    RequireUserConfirmEvent,
+    ToolCall,
+)
 
 if TYPE_CHECKING:
     from hookmesh.agent import Agent
@@ -29,9 +43,17 @@ _PAUSES = {
 }
 
 
-def _sdk_installed() -> bool:
-    provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+def _recording(tracer: trace.Tracer) -> bool:
+    """Whether `tracer`'s spans go anywhere: a tracer provider other than the no-op one is
+    installed (possibly after the tracer was made).
+
+    NOTE(hookmesh): asked through the API's proxy tracer, which checks its module global:
+    `trace.get_tracer_provider()` also looks the environment up on every call, which costs
+    1.5 µs here, most of this middleware's per-reply budget when tracing is off.
+    """
+    if isinstance(tracer, trace.ProxyTracer):
+        tracer = tracer._tracer
+    return not isinstance(tracer, trace.NoOpTracer)
 
 
 class TracingMiddleware(Middleware):
@@ -51,24 +73,44 @@ class TracingMiddleware(Middleware):
     sees is the downstream's, which it records and re-raises. (``fail_open`` would add a
     guard layer per hook for nothing: about 2.5 µs per reply, bench/tracing_overhead.py.)
 
-    State: ``{"trace": [trace_id, span_id] | None}`` in ``middle_context[key][reply_id]``: the
-    reply span's ids, so the child spans (also when this middleware runs in a sidecar) are
-    parented without keeping span objects on the instance.
+    A reply that pauses and resumes stays one trace: the resumed ``invoke_agent`` span is a
+    child of the first one (``hookmesh.resumed``), and each tool the caller executed while
+    the reply waited gets a synthetic ``execute_tool`` span (``hookmesh.tool.external``) from
+    the pause to its result.
 
-    Not supported: recording prompts and completions (opt-in content attributes).
+    Content capture (`capture_content`, off by default: prompts and answers may hold personal
+    data): chat spans get ``gen_ai.system_instructions``, ``gen_ai.input.messages`` and
+    ``gen_ai.output.messages``, tool spans ``gen_ai.tool.call.arguments`` and
+    ``gen_ai.tool.call.result``, as GenAI message parts (JSON), for both message kinds. Media
+    are references (their URL, or a SHA-256 of inline bytes and their size), never bytes.
+
+    State: ``{"trace": [trace_id, span_id], "root": [...], "external": {call_id: name},
+    "paused_ns": int}`` in ``middle_context[key][reply_id]``: the reply span's ids (so child
+    spans, also in a sidecar, are parented without span objects on the instance), the first
+    span of the reply (a resume joins it), and the calls the caller runs while it waits.
 
     Example:
-        >>> Agent(model, middlewares=[TracingMiddleware()])
+        >>> Agent(model, middlewares=[TracingMiddleware(capture_content=True)])
     """
 
     subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
-        "on_reply": ("reply_end", *_PAUSES),
+        "on_reply": ("reply_end", "tool_result_end", *_PAUSES),
         "on_acting": ("tool_result_end",),
         "on_model_call": ("chunk",),
     }
 
-    def __init__(self, tracer_name: str = "hookmesh") -> None:
+    def __init__(self, tracer_name: str = "hookmesh", *, capture_content: bool = False) -> None:
         self._tracer = trace.get_tracer(tracer_name)
+        self.capture_content = capture_content
+        if capture_content:
+            # A sidecar then needs the prompt and every piece of tool output: this instance
+            # subscribes to more than the class does.
+            self.needs_context = True
+            self.subscriptions = {  # type: ignore[misc]
+                "on_reply": ("reply_end", "tool_result_delta", "tool_result_end", *_PAUSES),
+                "on_acting": ("tool_result_delta", "tool_result_end"),
+                "on_model_call": ("chunk",),
+            }
 
     def middleware_key(self) -> str:
         return "tracing"
@@ -76,41 +118,62 @@ class TracingMiddleware(Middleware):
     def _parent(self, agent: Agent) -> Any:
         by_reply = agent.state.middle_context.get(self.middleware_key())
         ids = by_reply.get(agent.reply_id, {}).get("trace") if by_reply else None
-        if not ids:
-            return None
-        context = SpanContext(
-            int(ids[0], 16), int(ids[1], 16), is_remote=True, trace_flags=TraceFlags(1)
-        )
-        return trace.set_span_in_context(NonRecordingSpan(context))
+        return _context(ids) if ids else None
 
     def on_reply(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
     ) -> AsyncIterator[AgentEvent]:
         """Wraps the whole reply in ``invoke_agent``; decides once whether tracing is on."""
-        if not _sdk_installed():
+        if not _recording(self._tracer):
             return next_handler()
-        return self._reply(agent, next_handler)
+        return self._reply(agent, kwargs.get("resume") is not None, next_handler)
 
-    async def _reply(self, agent: Agent, next_handler: EventHandler) -> AsyncIterator[AgentEvent]:
+    async def _reply(
+        self, agent: Agent, resumed: bool, next_handler: EventHandler
+    ) -> AsyncIterator[AgentEvent]:
         name = agent.name or ""
+        state = self.state(agent)
+        root = state.get("root") if resumed else None
         span = self._tracer.start_span(
             f"invoke_agent {name}".strip(),
+            context=_context(root) if root else None,
             kind=SpanKind.INTERNAL,
             attributes={
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": name,
                 "gen_ai.conversation.id": agent.session_id,
                 "hookmesh.reply_id": agent.reply_id,
+                "hookmesh.resumed": resumed,
             },
         )
         context = span.get_span_context()
-        self.state(agent)["trace"] = [f"{context.trace_id:032x}", f"{context.span_id:016x}"]
+        ids = [f"{context.trace_id:032x}", f"{context.span_id:016x}"]
+        state["trace"] = ids
+        if not root:
+            state["root"] = ids
+        external: dict[str, str] = state.pop("external", {}) if resumed else {}
+        paused_ns: int = state.pop("paused_ns", 0) if resumed else 0
+        outputs: dict[str, list[Any]] = {}
         try:
             async for event in next_handler():
                 if event.source_path:
                     pass  # a nested run's events say nothing about this reply
                 elif isinstance(event, RequireUserConfirmEvent | RequireExternalExecutionEvent):
                     span.set_attribute(_PAUSES[event.type], [c.name for c in event.tool_calls])
+                    if event.type == "require_external_execution":
+                        state = self.state(agent)
+                        state["external"] = {c.id: c.name for c in event.tool_calls}
+                        state["paused_ns"] = time.time_ns()
+                elif event.type == "tool_result_delta" and event.call_id in external:
+                    outputs.setdefault(event.call_id, []).append(event.media or event.text)
+                elif event.type == "tool_result_end" and event.call_id in external:
+                    self._external_tool(
+                        span,
+                        ToolCall(id=event.call_id, name=external.pop(event.call_id)),
+                        event.state,
+                        paused_ns,
+                        outputs.pop(event.call_id, []),
+                    )
                 elif event.type == "reply_end":
                     span.set_attribute("hookmesh.finish_reason", event.finish_reason)
                     if event.error is not None:
@@ -123,6 +186,30 @@ class TracingMiddleware(Middleware):
         finally:
             span.end()
 
+    def _external_tool(
+        self, reply_span: Span, call: ToolCall, state: str, paused_ns: int, output: list[Any]
+    ) -> None:
+        """A synthetic execute_tool span for a call the caller ran while the reply waited:
+        from the pause to its result, a child of the resumed reply's span."""
+        span = self._tracer.start_span(
+            f"execute_tool {call.name}",
+            context=trace.set_span_in_context(reply_span),
+            kind=SpanKind.INTERNAL,
+            start_time=paused_ns or None,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id,
+                "hookmesh.tool.external": True,
+            },
+        )
+        if self.capture_content:
+            span.set_attribute("gen_ai.tool.call.result", _result_json(output))
+        if state != "success":
+            span.set_status(Status(StatusCode.ERROR, f"tool result: {state}"))
+            span.set_attribute("error.type", state)
+        span.end()
+
     def on_model_call(  # type: ignore[override]
         self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
     ) -> Awaitable[Any]:
@@ -130,9 +217,10 @@ class TracingMiddleware(Middleware):
         parent = self._parent(agent)
         if parent is None:
             return next_handler()
-        return self._chat(parent, kwargs["model"], next_handler)
+        return self._chat(parent, kwargs, next_handler)
 
-    async def _chat(self, parent: Any, model: Any, next_handler: ModelHandler) -> Any:
+    async def _chat(self, parent: Any, kwargs: dict[str, Any], next_handler: ModelHandler) -> Any:
+        model = kwargs["model"]
         span = self._tracer.start_span(
             f"chat {model.model_name}",
             context=parent,
@@ -143,6 +231,10 @@ class TracingMiddleware(Middleware):
                 "gen_ai.request.model": model.model_name,
             },
         )
+        if self.capture_content:
+            system, messages = input_messages(kwargs["messages"])
+            span.set_attribute("gen_ai.system_instructions", system)
+            span.set_attribute("gen_ai.input.messages", messages)
         try:
             result = await next_handler()
         except BaseException as exc:
@@ -152,10 +244,15 @@ class TracingMiddleware(Middleware):
         if isinstance(result, ModelResponse):
             span.set_attribute("gen_ai.request.stream", False)
             _record(span, result.usage, result.stop_reason, result.response_id)
+            if self.capture_content:
+                parts = message_parts(result.message)
+                span.set_attribute(
+                    "gen_ai.output.messages", output_message(parts, result.stop_reason)
+                )
             span.end()
             return result
         span.set_attribute("gen_ai.request.stream", True)
-        return _traced_stream(span, result)
+        return _traced_stream(span, result, self.capture_content)
 
     def on_acting(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
@@ -167,7 +264,7 @@ class TracingMiddleware(Middleware):
         return self._acting(parent, kwargs["tool_call"], next_handler)
 
     async def _acting(
-        self, parent: Any, call: Any, next_handler: EventHandler
+        self, parent: Any, call: ToolCall, next_handler: EventHandler
     ) -> AsyncIterator[AgentEvent]:
         span = self._tracer.start_span(
             f"execute_tool {call.name}",
@@ -179,8 +276,16 @@ class TracingMiddleware(Middleware):
                 "gen_ai.tool.call.id": call.id,
             },
         )
+        output: list[Any] | None = None
+        if self.capture_content:
+            span.set_attribute("gen_ai.tool.call.arguments", call.arguments)
+            output = []
         try:
             async for event in next_handler():
+                if output is not None and event.type == "tool_result_delta":
+                    output.append(event.media or event.text)
+                elif output is not None and event.type == "tool_result_end":
+                    span.set_attribute("gen_ai.tool.call.result", _result_json(output))
                 if event.type == "tool_result_end" and event.state != "success":
                     span.set_status(Status(StatusCode.ERROR, f"tool result: {event.state}"))
                     span.set_attribute("error.type", event.state)
@@ -213,15 +318,53 @@ def _record(span: Span, usage: Any, stop_reason: str, response_id: str) -> None:
         span.set_attribute("gen_ai.response.id", response_id)
 
 
-async def _traced_stream(span: Span, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+def _context(ids: list[str]) -> Any:
+    """A context whose current span is the one with these ids (a remote parent)."""
+    context = SpanContext(
+        int(ids[0], 16), int(ids[1], 16), is_remote=True, trace_flags=TraceFlags(1)
+    )
+    return trace.set_span_in_context(NonRecordingSpan(context))
+
+
+def _result_json(output: list[Any]) -> str:
+    """A tool's output pieces (text, media blocks) as one JSON list of parts."""
+    text = "".join(p for p in output if isinstance(p, str))
+    parts = [{"type": "text", "content": text}] if text else []
+    parts.extend(media_part(p) for p in output if not isinstance(p, str))
+    return json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+
+
+async def _traced_stream(
+    span: Span, stream: AsyncIterator[Any], capture: bool
+) -> AsyncIterator[Any]:
     usage, stop_reason, response_id = None, "", ""
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[str, list[str]] = {}
     try:
         async for chunk in stream:
             usage = chunk.usage or usage
             stop_reason = chunk.stop_reason or stop_reason
             response_id = chunk.response_id or response_id
+            if capture:
+                texts.append(chunk.text)
+                reasoning.append(chunk.reasoning)
+                if chunk.tool_call is not None:
+                    piece = chunk.tool_call
+                    calls.setdefault(piece.call_id, [piece.name]).append(piece.arguments)
             yield chunk
         _record(span, usage, stop_reason, response_id)
+        if capture:
+            parts: list[dict[str, Any]] = []
+            if text := "".join(reasoning):
+                parts.append({"type": "reasoning", "content": text})
+            if text := "".join(texts):
+                parts.append({"type": "text", "content": text})
+            parts.extend(
+                call_part(ToolCall(id=i, name=p[0], arguments="".join(p[1:])))
+                for i, p in calls.items()
+            )
+            span.set_attribute("gen_ai.output.messages", output_message(parts, stop_reason))
     except BaseException as exc:
         _fail(span, exc)
         raise

@@ -433,7 +433,12 @@ def _resume(request: _agent_pb2.ResumeRequest) -> Resume:
         state = tool_result_state_from_proto(r.state, f"external_results[{i}].state")
         results.append(ExternalResult(call_id=r.call_id, output=output, state=state))  # type: ignore[arg-type]
     confirmations = [
-        Confirmation(call_id=c.call_id, confirmed=c.confirmed, reason=c.reason)
+        Confirmation(
+            call_id=c.call_id,
+            confirmed=c.confirmed,
+            reason=c.reason,
+            arguments=c.arguments if c.HasField("arguments") else None,
+        )
         for c in request.confirmations
     ]
     return Resume(confirmations=confirmations, external_results=results)

@@ -92,6 +92,7 @@ async def start_memory_service(
             address or config.listen,
             auth=config.auth,
             options=[("grpc.max_receive_message_length", 2 * config.max_request_bytes)],
+            metrics_listen=config.metrics_listen,
         )
     except BaseException:
         await stack.aclose()

@@ -76,6 +76,7 @@ async def start_retrieval_service(
             address or config.listen,
             auth=config.auth,
             options=[("grpc.max_receive_message_length", size)],
+            metrics_listen=config.metrics_listen,
         )
     except BaseException:
         await store.close()

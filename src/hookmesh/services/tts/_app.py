@@ -72,5 +72,6 @@ async def start_tts_service(
         [Service(SERVICE_NAME, servicer, _tts_grpc.add_TTSServiceServicer_to_server)],
         address or config.listen,
         auth=config.auth,
+        metrics_listen=config.metrics_listen,
     )
     return TTSService(server, servicer, engine)

@@ -1,0 +1,29 @@
+"""OpenTelemetry metrics: replies, model calls (GenAI token usage and operation duration),
+tool calls, middleware errors and remote hook latency; exported over OTLP when configured
+and scraped by Prometheus from any service's optional endpoint."""
+
+from hookmesh.metrics._export import (
+    MetricsEndpoint,
+    install_meter_provider,
+    start_metrics,
+    start_metrics_endpoint,
+)
+from hookmesh.metrics._instruments import (
+    record_middleware_error,
+    record_model_call,
+    record_remote_hook,
+    record_reply,
+    record_tool_call,
+)
+
+__all__ = [
+    "MetricsEndpoint",
+    "install_meter_provider",
+    "record_middleware_error",
+    "record_model_call",
+    "record_remote_hook",
+    "record_reply",
+    "record_tool_call",
+    "start_metrics",
+    "start_metrics_endpoint",
+]
