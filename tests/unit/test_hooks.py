@@ -185,6 +185,40 @@ async def test_after_agent_runs_after_a_return_directly_tool(
     assert text_of(agent.state.context[-1]) == "note:A"
 
 
+@pytest.mark.parametrize("awaiting", ["confirmation", "external_execution"])
+async def test_after_agent_never_runs_when_a_reply_pauses_only_when_it_completes(
+    kind: MessageKind, attach: Attach, awaiting: str
+) -> None:
+    from hookmesh.agent import Confirmation, ExternalResult, Resume, external_tool, tool
+
+    @tool(needs_confirmation=True)
+    def wipe(path: str) -> str:
+        return f"wiped {path}"
+
+    ask_later = external_tool("wipe", "Wipe a path elsewhere.", {"type": "object"})
+    turns = [ScriptedTurn(tool_calls=[("wipe", {"path": "/tmp/x"})]), "all done"]
+    agent = Agent(
+        ScriptedChatModel(turns),
+        kind=kind,
+        tools=[wipe if awaiting == "confirmation" else ask_later],
+        middlewares=[await attach(mws.AfterNote("A"))],
+    )
+    events = await collect(agent.reply("go"))
+    assert events[-1].finish_reason == f"awaiting_{awaiting}"  # type: ignore[union-attr]
+    assert agent.state.pending is not None
+    assert not any(text_of(m).startswith("note:") for m in agent.state.context)
+    call_id = events[-2].tool_calls[0].id  # type: ignore[union-attr]
+    resume = (
+        Resume(confirmations=[Confirmation(call_id=call_id, confirmed=True)])
+        if awaiting == "confirmation"
+        else Resume(external_results=[ExternalResult(call_id=call_id, output="gone")])
+    )
+    resumed = await collect(agent.resume(resume))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    notes = [text_of(m) for m in agent.state.context if text_of(m).startswith("note:")]
+    assert notes == ["note:A"]
+
+
 async def test_after_agent_never_runs_after_an_interrupt(kind: MessageKind, attach: Attach) -> None:
     gate = asyncio.Event()
 
