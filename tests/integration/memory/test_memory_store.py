@@ -14,7 +14,7 @@ import pytest
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.errors import HookmeshError, SchemaError
 from hookmesh.memory import MemoryScope, MemoryStore
-from hookmesh.retrieval import Embedder
+from hookmesh.retrieval import Document, Embedder
 from hookmesh.schema import Message, MessageKind, make_assistant, make_user_text
 from tests.integration.memory.conftest import MemoryBackend
 
@@ -158,6 +158,37 @@ async def test_users_are_isolated(store: MemoryStore) -> None:
         assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "MEMORY_NOT_FOUND")
     assert await store.delete_all(bob) == 1
     assert (await store.get("alice", secret.id)).text == secret.text
+
+
+async def test_a_record_of_another_user_misfiled_in_a_users_base_stays_hidden(
+    store: MemoryStore,
+) -> None:
+    """Each user's base is the boundary; the stored user id on every record is checked too,
+    so a record copied into the wrong base (a bug, a hand-made import) is not read as the
+    base owner's."""
+    alices = (await store.add(ALICE, facts=["The user plays chess on Sundays."])).memories[0]
+    bobs = (await store.add(MemoryScope("bob"), facts=["The user's PIN is 4921."])).memories[0]
+    knowledge = store.knowledge
+    base_of = {
+        doc.id: kb.name
+        for kb in await knowledge.list_knowledge_bases()
+        for doc in await knowledge.list_documents(kb.name)
+    }
+    record = await knowledge.get_document(base_of[bobs.memory.id], bobs.memory.id)
+    misfiled = Document(record.id, record.text, record.metadata)
+    await knowledge.ingest(base_of[alices.memory.id], [misfiled])
+    for call in (
+        store.get("alice", record.id),
+        store.update("alice", record.id, text="The user's PIN is 0000."),
+    ):
+        error = await _error(call)
+        assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "MEMORY_NOT_FOUND")
+    assert [m.text for m in (await store.list(ALICE)).memories] == [
+        "The user plays chess on Sundays."
+    ]
+    hits = await store.search("what is the PIN?", ALICE, top_k=10)
+    assert [h.memory.scope.user_id for h in hits] == ["alice"]
+    assert (await store.get("bob", record.id)).text == "The user's PIN is 4921."
 
 
 async def test_listing_pages_oldest_first(store: MemoryStore) -> None:
