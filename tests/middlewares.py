@@ -19,6 +19,7 @@ from hookmesh.schema import (
     make_assistant,
     make_text,
     text_of,
+    to_agentic,
     unanswered_tool_calls,
 )
 
@@ -156,6 +157,16 @@ class AfterNote(Middleware):
         if self.fail:
             raise RuntimeError(f"after_agent {self.name} broke")
         agent.state.context.append(make_text(agent.kind, "user", f"note:{self.name}"))
+
+
+class FinalShape(Middleware):
+    """after_agent notes the block types of the final message it was given."""
+
+    needs_context = True
+
+    async def after_agent(self, agent: Agent, final: Message) -> None:
+        shape = ",".join(b.type for b in to_agentic([final])[0].blocks)
+        agent.state.context.append(make_text(agent.kind, "user", f"final:{shape}"))
 
 
 class CallCounter(Reporting):

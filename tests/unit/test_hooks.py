@@ -11,7 +11,16 @@ import pytest
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ModelError, ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
-from hookmesh.schema import AgentEvent, Message, MessageKind, text_of
+from hookmesh.schema import (
+    AgentEvent,
+    ImageBlock,
+    InlineSource,
+    Message,
+    MessageKind,
+    TextBlock,
+    text_of,
+    to_agentic,
+)
 from tests import middlewares as mws
 from tests.agent_helpers import collect, customs, echo, report, types
 from tests.conftest import Attach
@@ -217,6 +226,32 @@ async def test_after_agent_never_runs_when_a_reply_pauses_only_when_it_completes
     assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
     notes = [text_of(m) for m in agent.state.context if text_of(m).startswith("note:")]
     assert notes == ["note:A"]
+
+
+async def test_a_return_directly_tools_blocks_all_reach_the_final_message(
+    kind: MessageKind, attach: Attach
+) -> None:
+    from hookmesh.agent import tool
+
+    image = ImageBlock(source=InlineSource(data=b"\x89PNG-chart", mime_type="image/png"))
+
+    @tool(return_directly=True)
+    def chart(city: str) -> list[Any]:
+        return [TextBlock(text=f"{city} this week:"), image, TextBlock(text="source: met.no")]
+
+    model = ScriptedChatModel([ScriptedTurn(tool_calls=[("chart", {"city": "Oslo"})]), "never"])
+    agent = Agent(model, kind=kind, tools=[chart], middlewares=[await attach(mws.FinalShape())])
+    events = await collect(agent.reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    final = agent.final_message
+    assert final is not None and final.kind == kind and final.role == "assistant"
+    assert to_agentic([final])[0].blocks == [
+        TextBlock(text="Oslo this week:"),
+        image,
+        TextBlock(text="source: met.no"),
+    ]
+    assert agent.state.context[-2] is final
+    assert text_of(agent.state.context[-1]) == "final:text,image,text"
 
 
 async def test_after_agent_never_runs_after_an_interrupt(kind: MessageKind, attach: Attach) -> None:

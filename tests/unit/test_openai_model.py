@@ -25,6 +25,8 @@ from hookmesh.schema import (
     ToolCallBlock,
     ToolResultBlock,
     Usage,
+    make_assistant,
+    make_user_text,
     reasoning_of,
     text_of,
     tool_calls,
@@ -862,6 +864,35 @@ async def test_media_parts_and_tool_output_media(model, server):
             ],
         },
     ]
+
+
+@pytest.mark.parametrize("kind", ["flat", "agentic"])
+async def test_assistant_media_follows_as_a_user_message(model, server, kind):
+    # What a return-directly tool with an image leaves as the final answer.
+    image = ImageBlock(source=InlineSource(data=PNG, mime_type="image/png"))
+    answer = make_assistant(kind, blocks=[TextBlock(text="Your chart:"), image])
+    server.replies.append(Reply.json(TEXT_ANSWER))
+
+    await _call(model, [answer, make_user_text(kind, "Explain it.")])
+
+    assert server.requests[0].body["messages"] == [
+        {"role": "assistant", "content": "Your chart:"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Media of the assistant's answer above:"},
+                {"type": "image_url", "image_url": {"url": PNG_URL}},
+            ],
+        },
+        {"role": "user", "content": "Explain it."},
+    ]
+
+
+async def test_system_media_raises_before_sending(model, server):
+    image = ImageBlock(source=InlineSource(data=PNG, mime_type="image/png"))
+    with pytest.raises(ModelError, match="only in user messages, not system"):
+        await _call(model, [FlatMessage(role="system", content="look", parts=[image])])
+    assert server.requests == []
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,8 @@ class Tool:
             None for an external tool, which the caller executes.
         read_only: The tool changes nothing (informational for permission middlewares).
         concurrency_safe: May run concurrently with other safe calls of the same step.
-        return_directly: Its result ends the reply as the final answer.
+        return_directly: Its result ends the reply as the final answer (an assistant
+            message with every block of the result: text and media, in order).
         needs_confirmation: The core permission check asks the user before each call.
         external: The caller runs it: the reply pauses with require_external_execution.
     """
