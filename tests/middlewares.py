@@ -209,6 +209,16 @@ class PromptSuffix(Middleware):
         return prompt + self.suffix
 
 
+class PromptStep(Middleware):
+    """Appends the number of prompts it has built in this reply: the model sees which step's
+    prompt it got."""
+
+    async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
+        state = self.state(agent)
+        state["built"] = state.get("built", 0) + 1
+        return f"{prompt}|step {state['built']}"
+
+
 class Exploder(Middleware):
     """Raises in one hook, before or after calling next_handler."""
 

@@ -311,6 +311,49 @@ async def test_list_tools_adds_tools_and_system_prompts_chain_in_order(
     assert deltas == ["HEY"]
 
 
+async def test_the_system_prompt_is_built_before_each_reasoning_step(
+    kind: MessageKind, attach: Attach
+) -> None:
+    seen: list[str] = []
+
+    def script(messages: Sequence[Message], tools: Any, tool_choice: Any) -> ScriptedTurn:
+        seen.append(text_of(messages[0]))
+        if len(seen) % 3:
+            return ScriptedTurn(tool_calls=[("echo", {"text": "x"})])
+        return ScriptedTurn(text="done")
+
+    agent = Agent(
+        ScriptedChatModel(script),
+        kind=kind,
+        system_prompt="base",
+        tools=[echo],
+        middlewares=[await attach(mws.PromptStep())],
+    )
+    await collect(agent.reply("go"))
+    await collect(agent.reply("again"))
+    # A tool run between two steps (e.g. a memory file written) reaches the next prompt.
+    assert seen == [f"base|step {n}" for n in (1, 2, 3, 1, 2, 3)]
+
+
+async def test_without_prompt_middlewares_the_system_message_is_built_once(
+    kind: MessageKind,
+) -> None:
+    seen: list[Message] = []
+
+    def script(messages: Sequence[Message], tools: Any, tool_choice: Any) -> ScriptedTurn:
+        seen.append(messages[0])
+        return ScriptedTurn(tool_calls=[("echo", {"text": "x"})] if len(seen) == 1 else [])
+
+    agent = Agent(ScriptedChatModel(script), kind=kind, system_prompt="base", tools=[echo])
+    await collect(agent.reply("go"))
+    await collect(agent.reply("again"))
+    assert len(seen) == 3 and text_of(seen[0]) == "base" and seen[0].role == "system"
+    assert all(message is seen[0] for message in seen)
+    bare = Agent(ScriptedChatModel(script), kind=kind, tools=[echo])
+    await collect(bare.reply("go"))
+    assert seen[-1].role == "user"  # no system prompt: no system message
+
+
 HOOK_CASES = [
     ("on_reply", False),
     ("on_reasoning", False),

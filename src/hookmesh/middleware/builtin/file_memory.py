@@ -130,7 +130,8 @@ class FileMemoryMiddleware(Middleware):
     YAML frontmatter ``name``, ``description`` and ``type`` (``user``, ``feedback``,
     ``project`` or ``reference``), and ``MEMORY.md``, an index with one line per file.
 
-    - System prompt (`on_system_prompt`): a short note and the index, cut to
+    - System prompt (`on_system_prompt`, before every reasoning step, so an index line
+      written mid-reply is in the next step's prompt): a short note and the index, cut to
       `index_max_tokens` (about 4 characters a token).
     - Recall: before the first reasoning step of a reply, a chat model (`model`, else the
       agent's own in process) sees the user's input and the frontmatter list (the
