@@ -85,9 +85,9 @@ class ReductionMiddleware(Middleware):
     streaming a long result's deltas to the consumer as they come (they are held until the
     result ends, then the preview is sent). A store that fails is logged and the model is
     told the full text could not be saved; the context stays bounded either way. In a
-    sidecar, the offload files and the read tool live on the sidecar's machine. Clearing
-    rewrites messages in place (same ids): served by a sidecar, that needs a host that
-    sends in-place context edits back (see docs/middleware/reduction.md).
+    sidecar, the offload files and the read tool live on the sidecar's machine; clearing
+    rewrites messages in place (same ids), which the sidecar host sends back as a context
+    replacement, so it works there too.
 
     Example:
         >>> from pathlib import Path
