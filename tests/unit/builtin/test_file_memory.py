@@ -169,6 +169,33 @@ async def test_the_agent_writes_memories_through_the_tool(
     assert "- pets.md (user): Pets: Rex, Kiki" in text_of(rec.selections[-1][1])
 
 
+async def test_an_index_line_is_found_by_its_exact_link(
+    kind: MessageKind, attach: Attach, tmp_path: Path
+) -> None:
+    root = tmp_path / "Memory"
+    diet = {"name": "diet", "description": "Vegetarian; see [sport](sport.md)", "type": "user"}
+    sport = {"name": "sport", "description": "Tennis", "type": "user", "content": "Tennis."}
+    rec = Recorder(
+        json.dumps({"files": []}),
+        ScriptedTurn(tool_calls=[("write_memory", {**diet, "content": "No meat."})]),
+        ScriptedTurn(tool_calls=[("write_memory", sport)]),
+        ScriptedTurn(tool_calls=[("write_memory", {**sport, "description": "Tennis, Sundays"})]),
+        ScriptedTurn(text="Saved."),
+    )
+    mw = FileMemoryMiddleware(root, model=rec.model)
+    agent = Agent(rec.model, kind=kind, middlewares=[await attach(mw)])
+    events = await collect(agent.reply("Remember my diet and my sport."))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    results = [r for m in agent.state.context for r in tool_results(m)]
+    assert [r.state for r in results] == ["success"] * 3
+    # diet's description mentions "](sport.md)": sport's own line is still the one replaced.
+    assert (root / INDEX).read_text().splitlines() == [
+        "# Memory index",
+        "- [diet](diet.md) (user) — Vegetarian; see [sport](sport.md)",
+        "- [sport](sport.md) (user) — Tennis, Sundays",
+    ]
+
+
 @pytest.mark.parametrize(
     "name",
     ["../evil", "../../etc/passwd", "/etc/passwd", "sub/dir", "MEMORY", "memory.md", ".hidden", ""],

@@ -59,6 +59,7 @@ SELECT_INSTRUCTION = (
 """The selection model's system instruction (``{max_files}`` is filled in)."""
 
 _CHARS_PER_TOKEN = 4
+_INDEX_LINK = re.compile(r"- \[[^\]\n]*\]\(([^)\s]+)\)")  # an index line's own link
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}\.md$")
 _MAX_DESCRIPTION = 300
 _MAX_FILE_CHARS = 50_000
@@ -117,6 +118,13 @@ def _cut(text: str, max_chars: int, note: str) -> str:
         cut = max_chars
     rest = text[cut:].count("\n")
     return text[:cut].rstrip() + f"\n… ({note}; {rest} more lines not shown)"
+
+
+def _linked(line: str) -> str | None:
+    """The file an index line lists: the target of the link it starts with (a link inside a
+    description is not the line's own)."""
+    match = _INDEX_LINK.match(line)
+    return match.group(1) if match else None
 
 
 def _one_line(text: str) -> str:
@@ -310,8 +318,7 @@ class FileMemoryMiddleware(Middleware):
                 raise ToolArgumentError(f"{INDEX} is a link; not touching it")
             old = index.read_text(encoding="utf-8") if index.is_file() else "# Memory index\n"
             lines = old.rstrip("\n").split("\n")
-            marker = f"]({path.name})"
-            spot = next((i for i, line in enumerate(lines) if marker in line), None)
+            spot = next((i for i, line in enumerate(lines) if _linked(line) == path.name), None)
             if spot is None:
                 lines.append(entry)
             else:
