@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import sys
-from typing import NoReturn
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn, TypeVar, cast
 
 import grpc
 
 from hookmesh.errors import HookmeshError, RequestError, to_grpc_status
+
+_Rpc = TypeVar("_Rpc", bound=Callable[..., Awaitable[Any]])
 
 # SQLite primary result codes that mean "not now": another writer holds the file, the file
 # cannot be opened, or the disk failed an I/O. Anything else ("no such table", a constraint,
@@ -75,3 +79,26 @@ async def abort_with_store_error(
     """End the call with `store_error(exc, ...)`."""
     await context.abort_with_status(to_grpc_status(store_error(exc, store, log)))
     raise AssertionError("abort_with_status returned")  # it raises: the call ends here
+
+
+def store_rpc(store: str, log: logging.Logger) -> Callable[[_Rpc], _Rpc]:
+    """Decorator for the RPCs of a servicer over a store: whatever the method raises ends
+    the call with `store_error` (a `HookmeshError` as itself, an outage as UNAVAILABLE,
+    anything else as INTERNAL), so each method is only its happy path.
+
+    Args:
+        store: The store's name in messages, e.g. ``"memory store"``.
+        log: Where outages and bugs are logged.
+    """
+
+    def wrap(method: _Rpc) -> _Rpc:
+        @functools.wraps(method)
+        async def rpc(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return await method(self, request, context)
+            except Exception as exc:
+                await abort_with_store_error(context, exc, store, log)
+
+        return cast(_Rpc, rpc)
+
+    return wrap
