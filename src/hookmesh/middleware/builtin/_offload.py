@@ -7,10 +7,11 @@ import asyncio
 import hashlib
 import os
 import re
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
+
+from hookmesh.middleware.builtin._atomic import write_text_atomically
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX_NAME = 96
@@ -84,7 +85,7 @@ class FileStore(OffloadStore):
 
     async def write(self, key: Sequence[str], text: str) -> str:
         path = self.path_for(key)
-        await asyncio.to_thread(_write_file, path, text)
+        await asyncio.to_thread(write_text_atomically, path, text)
         return str(path)
 
     async def read(self, location: str) -> str:
@@ -94,16 +95,3 @@ class FileStore(OffloadStore):
             return await asyncio.to_thread(path.read_text, encoding="utf-8")
         except (FileNotFoundError, IsADirectoryError):
             raise LookupError(f"no offloaded output at {location}") from None
-
-
-def _write_file(path: Path, text: str) -> None:
-    """Write atomically: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

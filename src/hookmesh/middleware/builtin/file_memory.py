@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from hookmesh.agent import Tool, ToolArgumentError, tool
 from hookmesh.agent.models import ChatModel, ModelResponse
 from hookmesh.middleware._base import EventHandler, FailureMode, HookMode, Middleware
+from hookmesh.middleware.builtin._atomic import write_text_atomically
 from hookmesh.schema import (
     AgentEvent,
     CustomEvent,
@@ -312,7 +312,7 @@ class FileMemoryMiddleware(Middleware):
         entry = f"- [{title}]({path.name}) ({kind}) — {description}"
         with self._write_lock:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _replace(path, body)
+            write_text_atomically(path, body)
             index = path.parent / INDEX
             if index.is_symlink():
                 raise ToolArgumentError(f"{INDEX} is a link; not touching it")
@@ -323,7 +323,7 @@ class FileMemoryMiddleware(Middleware):
                 lines.append(entry)
             else:
                 lines[spot] = entry
-            _replace(index, "\n".join(lines) + "\n")
+            write_text_atomically(index, "\n".join(lines) + "\n")
         return f"Saved {path.name} and listed it in {INDEX}."
 
     def _read(self, name: str) -> str:
@@ -458,14 +458,3 @@ class FileMemoryMiddleware(Middleware):
             if file in known:
                 out.setdefault(file, None)
         return list(out)[: self.max_files]
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically: a temporary file in the folder, then a rename (which
-    replaces a link itself, never its target)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
