@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hookmesh.agent import Tool, ToolArgumentError, tool
-from hookmesh.agent.models import ChatModel, ModelResponse
+from hookmesh.agent.models import ChatModel, answer_text, json_answer
 from hookmesh.middleware._base import EventHandler, FailureMode, HookMode, Middleware
 from hookmesh.middleware.builtin._atomic import write_text_atomically
 from hookmesh.schema import (
@@ -63,7 +63,6 @@ _INDEX_LINK = re.compile(r"- \[[^\]\n]*\]\(([^)\s]+)\)")  # an index line's own 
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}\.md$")
 _MAX_DESCRIPTION = 300
 _MAX_FILE_CHARS = 50_000
-_FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
 class _Frontmatter(BaseModel):
@@ -436,18 +435,12 @@ class FileMemoryMiddleware(Middleware):
             make_text(agent.kind, "user", f"Request:\n{query}\n\nMemory files:\n{listing}"),
         ]
         async with asyncio.timeout(self.timeout):
-            result = await model(prompt, tools=[], tool_choice="none", kind=agent.kind)
-            if isinstance(result, ModelResponse):
-                answer = text_of(result.message)
-            else:
-                answer = "".join([chunk.text async for chunk in result])
+            answer = await answer_text(model, prompt, agent.kind)
         return self._chosen(answer, [f.file for f in files])
 
     def _chosen(self, answer: str, listed: list[str]) -> list[str]:
-        fenced = _FENCE.match(answer)
-        try:
-            picked = _Selection.model_validate_json((fenced.group(1) if fenced else answer).strip())
-        except ValidationError:
+        picked = json_answer(answer, _Selection)
+        if picked is None:
             log.info('the selection model\'s answer is not {"files": [...]}: %r', answer[:80])
             return []
         known = set(listed)
