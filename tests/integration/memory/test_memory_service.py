@@ -30,6 +30,7 @@ from hookmesh.services.memory import (
 from hookmesh.v1 import memory_pb2 as pb
 from hookmesh.v1 import memory_pb2_grpc as pb_grpc
 from tests.integration.memory.conftest import MemoryBackend
+from tests.servers import stopped_at_exit, target
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -40,23 +41,13 @@ Start = Callable[..., Awaitable[MemoryService]]
 @pytest.fixture
 async def start(backend: MemoryBackend) -> AsyncIterator[Start]:
     """Start memory services on 127.0.0.1:0 on the test's backend; stopped at the end."""
-    services: list[MemoryService] = []
 
     async def run(**config: Any) -> MemoryService:
         settings = load_memory_config(None, **backend.config(grace_seconds=0.5, **config))
-        service = await start_memory_service(settings, address="127.0.0.1:0")
-        services.append(service)
-        return service
+        return await start_memory_service(settings, address="127.0.0.1:0")
 
-    try:
-        yield run
-    finally:
-        for service in services:
-            await service.stop(None)
-
-
-def target(service: MemoryService) -> str:
-    return f"127.0.0.1:{service.port}"
+    async with stopped_at_exit(run) as started:
+        yield started
 
 
 def extraction_model(*answers: str) -> dict[str, Any]:
