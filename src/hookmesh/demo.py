@@ -14,8 +14,6 @@ from hookmesh.middleware import Middleware
 from hookmesh.schema import AgentEvent, CustomEvent
 from hookmesh.services.agent import AgentServiceConfig, load_config
 
-QUESTION = "What should I wear in Oslo today?"
-
 
 @tool(read_only=True, concurrency_safe=True)
 def get_weather(city: str) -> str:
