@@ -1,17 +1,27 @@
 """Memory service benchmark: AddMemories and SearchMemories latency (p50/p99) over gRPC at
-10k memories per user, on SQLite and PostgreSQL. Prints figures and their setup; asserts
-nothing.
+10k memories per user, SQLite against PostgreSQL, like with like. Prints figures and their
+setup; asserts nothing.
 
-Setup: one memory service per backend on loopback (no extraction model), two users with
-10,000 memories each (half from each of two agents), bulk-loaded with
-`MemoryStore.import_memories` (no duplicate check) from synthetic one-sentence facts about a
-user (templates over names, places, foods, hobbies...; every fact distinct). Real
-all-MiniLM-L6-v2 vectors, embedded once and reused for the second backend. Then, through
-`MemoryClient`, one call outstanding at a time:
+Setup: one memory service per backend on loopback (no extraction model), both running for
+the whole run, each holding two users with 10,000 memories (half from each of two agents),
+bulk-loaded with `MemoryStore.import_memories` (no duplicate check) from synthetic
+one-sentence facts about a user (templates over names, places, foods, hobbies...; every fact
+distinct). Real all-MiniLM-L6-v2 vectors. Like with like:
 
-- floor: a grpc.health Check round trip (what any RPC costs here);
+- the bulk corpus is embedded once, before either backend loads it, and both load the same
+  vectors (so "loaded in" is storage alone, for both);
+- every timed call embeds its own text when it is made, on either backend: nothing computed
+  for one backend is reused by the other, and no warm-up text is timed again;
+- both commit durably: SQLite in WAL with synchronous=FULL (an fsync per commit), PostgreSQL
+  with its default fsync and synchronous_commit (`EmbeddedPostgres(durable=True)`);
+- the two backends are sampled in short interleaved rounds (order alternating), each round
+  sending both the same inputs, so the machine's drift hits both alike.
+
+Then, through `MemoryClient`, one call outstanding at a time:
+
+- floor: a grpc.health Check round trip (what any RPC costs here), per backend;
 - add: one new fact per AddMemories (near-duplicate search over the user's 10k memories,
-  embedding, durable commit; SQLite commits are fsync'd);
+  embedding, durable commit);
 - search: one distinct query per SearchMemories (query embedding, dense and keyword legs,
   rank fusion), user scope, then user + agent scope (half the user's memories), top_k 5;
 - search x4: four calls outstanding, for throughput.
@@ -23,26 +33,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from hookmesh.client import MemoryClient
 from hookmesh.memory import MemoryScope
 from hookmesh.retrieval import Embedder, MiniLMEmbedder, Vectors, default_embedder
 from hookmesh.services.memory import MemoryService, load_memory_config, start_memory_service
-from tests.pg import EmbeddedPostgres
+from hookmesh.testing import EmbeddedPostgres
+
+ROUND = 20
+"""Calls per backend per round."""
+USERS = [MemoryScope("bench-alice", "agent-a"), MemoryScope("bench-bob", "agent-a")]
 
 _NAMES = "Ana Ben Chloe Dev Eva Finn Gia Hugo Iris Jon Kai Lena Milo Nora Omar Pia Raj Sara Tom Uma"
 _PLACES = "Lisbon Porto Oslo Lyon Kyoto Quito Lima Perth Cork Graz Bonn Turin Split Riga Malmo Pune"
@@ -85,12 +97,14 @@ def facts(count: int, seed: int) -> list[str]:
     return list(out)
 
 
-class ReusedEmbedder:
-    """The real embedder, computing each text once (the second backend reuses the vectors)."""
+class PreloadedEmbedder:
+    """The real embedder, with the bulk corpus's vectors computed once up front: both
+    backends load the same vectors, and every other text (what a timed call sends) is
+    embedded when it is asked for, every time."""
 
     def __init__(self, embedder: MiniLMEmbedder) -> None:
         self.embedder = embedder
-        self.vectors: dict[str, np.ndarray] = {}
+        self.corpus: dict[str, np.ndarray] = {}
 
     @property
     def name(self) -> str:
@@ -104,14 +118,16 @@ class ReusedEmbedder:
     def tokenizer(self) -> Any:
         return self.embedder.tokenizer
 
+    async def preload(self, texts: Sequence[str]) -> None:
+        for text, row in zip(texts, await self.embedder.embed(texts), strict=True):
+            self.corpus[text] = row
+
     async def embed(self, texts: Sequence[str]) -> Vectors:
-        missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
-        if missing:
-            for text, row in zip(missing, await self.embedder.embed(missing), strict=True):
-                self.vectors[text] = row
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.stack([self.vectors[t] for t in texts]).astype(np.float32)
+        if all(t in self.corpus for t in texts):
+            return np.stack([self.corpus[t] for t in texts]).astype(np.float32)
+        return await self.embedder.embed(texts)
 
 
 def quantiles(samples: list[float]) -> tuple[float, float]:
@@ -137,71 +153,93 @@ async def timed(calls: Sequence[Callable[[], Awaitable[Any]]], outstanding: int 
     return out
 
 
-def report(label: str, samples: list[float], floor: float | None = None) -> None:
-    p50, p99 = quantiles(samples)
-    ratio = f"   {p50 / floor:6.1f}x floor" if floor else ""
-    print(f"  {label:30s} p50 {p50:8.2f} ms   p99 {p99:8.2f} ms   n={len(samples)}{ratio}")
+@dataclass
+class Backend:
+    """One memory service under test and its clients."""
+
+    name: str
+    service: MemoryService
+    client: MemoryClient
+    channel: grpc.aio.Channel
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    rates: list[float] = field(default_factory=list)
+
+    async def health(self) -> None:
+        stub = health_pb2_grpc.HealthStub(self.channel)
+        await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
 
 
-async def bench_backend(
-    name: str, config: dict[str, Any], embedder: Embedder, per_user: int, calls: int
-) -> None:
+async def start(name: str, config: dict[str, Any], embedder: Embedder, per_user: int) -> Backend:
     service: MemoryService = await start_memory_service(
         load_memory_config(None, **config), address="127.0.0.1:0", embedder=embedder
     )
+    began = time.perf_counter()
+    for i, scope in enumerate(USERS):
+        texts = facts(per_user, seed=i)
+        half = len(texts) // 2
+        await service.store.import_memories(scope, texts[:half], batch=256)
+        other = MemoryScope(scope.user_id, "agent-b")
+        await service.store.import_memories(other, texts[half:], batch=256)
+    loaded = time.perf_counter() - began
+    analyze = getattr(service.store.knowledge, "analyze", None)
+    if analyze is not None:
+        await analyze()
+    print(
+        f"{name}: {len(USERS)} users x {per_user} memories (half from each of two agents)"
+        f" loaded in {loaded:.1f} s (vectors precomputed)"
+    )
     target = f"127.0.0.1:{service.port}"
-    users = [MemoryScope("bench-alice", "agent-a"), MemoryScope("bench-bob", "agent-a")]
-    try:
-        start = time.perf_counter()
-        for i, scope in enumerate(users):
-            texts = facts(per_user, seed=i)
-            half = len(texts) // 2
-            await service.store.import_memories(scope, texts[:half], batch=256)
-            other = MemoryScope(scope.user_id, "agent-b")
-            await service.store.import_memories(other, texts[half:], batch=256)
-        loaded = time.perf_counter() - start
-        print(
-            f"{name}: {len(users)} users x {per_user} memories (half from each of two agents)"
-            f" loaded in {loaded:.1f} s"
-        )
-        analyze = getattr(service.store.knowledge, "analyze", None)
-        if analyze is not None:
-            await analyze()
-        async with grpc.aio.insecure_channel(target) as channel, MemoryClient(target) as client:
-            await channel.channel_ready()
-            await client.wait_ready(10)
-            health = health_pb2_grpc.HealthStub(channel)
-            check = health_pb2.HealthCheckRequest(service="")
-            await timed([lambda: health.Check(check, timeout=10)] * 50)  # warm up
-            floor = quantiles(await timed([lambda: health.Check(check, timeout=10)] * calls))[0]
-            report("floor (health Check)", await timed([lambda: health.Check(check)] * calls))
-            alice = users[0]
-            queries = [q.replace("The user", "Who") for q in facts(calls * 3, seed=99)]
-            await timed([lambda q=q: client.search(q, alice) for q in queries[:20]])  # warm up
-            fresh = facts(per_user + calls, seed=0)[per_user:]
-            adds = [lambda f=f: client.add(alice, facts=[f]) for f in fresh]
-            report("add (1 fact, dedup check)", await timed(adds), floor)
-            user_scope = MemoryScope(alice.user_id)
-            report(
-                "search (user scope)",
-                await timed([lambda q=q: client.search(q, user_scope) for q in queries[:calls]]),
-                floor,
+    channel = grpc.aio.insecure_channel(target)
+    client = MemoryClient(target, timeout=30)
+    await channel.channel_ready()
+    await client.wait_ready(10)
+    return Backend(name, service, client, channel)
+
+
+async def stop(backend: Backend) -> None:
+    await backend.client.close()
+    await backend.channel.close()
+    await backend.service.stop(None)
+
+
+Make = Callable[[Backend, Any], Callable[[], Awaitable[Any]]]
+
+
+async def interleaved(
+    backends: list[Backend], label: str, inputs: Sequence[Any], make: Make, outstanding: int = 1
+) -> None:
+    """Send `inputs` to every backend in rounds of ROUND, alternating which goes first."""
+    for backend in backends:
+        backend.samples[label] = []
+    for r, start_at in enumerate(range(0, len(inputs), ROUND)):
+        chunk = inputs[start_at : start_at + ROUND]
+        for backend in backends if r % 2 == 0 else backends[::-1]:
+            began = time.perf_counter()
+            calls = [make(backend, item) for item in chunk]
+            backend.samples[label] += await timed(calls, outstanding)
+            if outstanding > 1:
+                backend.rates.append(len(chunk) / (time.perf_counter() - began))
+
+
+def report(backends: list[Backend]) -> None:
+    labels = list(backends[0].samples)
+    print()
+    print(f"{'':32s}" + "".join(f"{b.name:>34s}" for b in backends))
+    print(
+        f"{'':32s}"
+        + "".join(f"{'p50 ms':>10s}{'p99 ms':>10s}{'/floor':>8s}{'n':>6s}" for _ in backends)
+    )
+    for label in labels:
+        cells = []
+        for backend in backends:
+            p50, p99 = quantiles(backend.samples[label])
+            floor = quantiles(backend.samples["floor (health Check)"])[0]
+            cells.append(
+                f"{p50:10.2f}{p99:10.2f}{p50 / floor:7.1f}x{len(backend.samples[label]):6d}"
             )
-            report(
-                "search (user + agent scope)",
-                await timed(
-                    [lambda q=q: client.search(q, alice) for q in queries[calls : 2 * calls]]
-                ),
-                floor,
-            )
-            start = time.perf_counter()
-            window = [lambda q=q: client.search(q, user_scope) for q in queries[2 * calls :]]
-            samples = await timed(window, outstanding=4)
-            rate = len(samples) / (time.perf_counter() - start)
-            report("search x4 outstanding", samples, floor)
-            print(f"  {'':30s} {rate:.0f} searches/s")
-    finally:
-        await service.stop(None)
+        print(f"  {label:30s}" + "".join(cells))
+    rates = ", ".join(f"{b.name} {statistics.median(b.rates):.0f}" for b in backends if b.rates)
+    print(f"  search x4 outstanding, searches/s (median over rounds): {rates}")
 
 
 async def main() -> None:
@@ -209,23 +247,82 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1k memories per user, few calls")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args()
-    per_user, calls = (1_000, 50) if args.quick else (10_000, 300)
+    per_user, calls = (1_000, 60) if args.quick else (10_000, 300)
+    load_before, began = os.getloadavg()[0], time.perf_counter()
     real = default_embedder()
     await real.load()
-    embedder = ReusedEmbedder(real)
-    start = time.perf_counter()
-    await embedder.embed(facts(per_user, seed=0)[:500])
-    rate = 500 / (time.perf_counter() - start)
-    print(f"setup: {per_user} memories per user, {calls} timed calls per figure")
-    print(f"embedder: {real.name}, {rate:.0f} facts/s (bulk); query vectors are computed per call")
+    embedder = PreloadedEmbedder(real)
+    corpus = [t for i in range(len(USERS)) for t in facts(per_user, seed=i)]
+    start_embed = time.perf_counter()
+    await embedder.preload(corpus)
+    rate = len(corpus) / (time.perf_counter() - start_embed)
+    print(f"setup: {per_user} memories per user, {calls} timed calls per figure and backend")
+    print(f"embedder: {real.name}, {rate:.0f} facts/s (bulk corpus, embedded once for both)")
     with tempfile.TemporaryDirectory(prefix="hookmesh-bench-memory-") as tmp:
-        await bench_backend(
-            "sqlite", {"store": f"sqlite:///{tmp}/memory.db"}, embedder, per_user, calls
-        )
-    if not args.no_postgres:
-        with EmbeddedPostgres() as pg:
-            config = {"store": pg.url, "namespace": "bench_memory"}
-            await bench_backend("postgresql", config, embedder, per_user, calls)
+        pg = None if args.no_postgres else EmbeddedPostgres(durable=True)
+        backends: list[Backend] = []
+        try:
+            # NOTE(bench): PostgreSQL first: its initdb forks, best before gRPC has threads.
+            url = await asyncio.to_thread(pg.start) if pg is not None else None
+            backends.append(
+                await start("sqlite", {"store": f"sqlite:///{tmp}/memory.db"}, embedder, per_user)
+            )
+            if url is not None:
+                config = {"store": url, "namespace": "bench_memory"}
+                backends.append(await start("postgresql", config, embedder, per_user))
+            await measure(backends, per_user, calls)
+        finally:
+            for backend in backends:
+                await stop(backend)
+            if pg is not None:
+                pg.stop()
+    print(
+        f"\n{os.cpu_count()} cpus, load average {load_before:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after; whole run {time.perf_counter() - began:.0f} s"
+    )
+
+
+async def measure(backends: list[Backend], per_user: int, calls: int) -> None:
+    alice = USERS[0]
+    user_scope = MemoryScope(alice.user_id)
+    queries = [q.replace("The user", "Who") for q in facts(calls * 3 + 40, seed=99)]
+    warm, queries = queries[:40], queries[40:]
+    fresh = facts(per_user + calls + 20, seed=0)[per_user:]
+    warm_adds, fresh = fresh[:20], fresh[20:]
+    for backend in backends:  # warm up: never timed again
+        for _ in range(50):
+            await backend.health()
+        for q in warm:
+            await backend.client.search(q, alice)
+        for f in warm_adds:
+            await backend.client.add(alice, facts=[f])
+    await interleaved(backends, "floor (health Check)", range(calls), lambda b, _: b.health)
+    await interleaved(
+        backends,
+        "add (1 fact, dedup check)",
+        fresh,
+        lambda b, f: lambda: b.client.add(alice, facts=[f]),
+    )
+    await interleaved(
+        backends,
+        "search (user scope)",
+        queries[:calls],
+        lambda b, q: lambda: b.client.search(q, user_scope),
+    )
+    await interleaved(
+        backends,
+        "search (user + agent scope)",
+        queries[calls : 2 * calls],
+        lambda b, q: lambda: b.client.search(q, alice),
+    )
+    await interleaved(
+        backends,
+        "search x4 outstanding",
+        queries[2 * calls :],
+        lambda b, q: lambda: b.client.search(q, user_scope),
+        outstanding=4,
+    )
+    report(backends)
 
 
 if __name__ == "__main__":

@@ -38,8 +38,6 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from hookmesh.retrieval import (
     Chunker,
     Document,
@@ -51,7 +49,7 @@ from hookmesh.retrieval import (
     l2_normalise,
     open_knowledge_store,
 )
-from tests.pg import EmbeddedPostgres
+from hookmesh.testing import EmbeddedPostgres
 
 _SKIP = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "ensurepip"}
 _SKIP |= {"venv", "lib2to3", "pydoc", "webbrowser", "test", "curses", "readline", "pty", "tty"}

@@ -19,6 +19,7 @@ from hookmesh.schema import (
     make_assistant,
     make_text,
     text_of,
+    to_agentic,
     unanswered_tool_calls,
 )
 
@@ -158,6 +159,16 @@ class AfterNote(Middleware):
         agent.state.context.append(make_text(agent.kind, "user", f"note:{self.name}"))
 
 
+class FinalShape(Middleware):
+    """after_agent notes the block types of the final message it was given."""
+
+    needs_context = True
+
+    async def after_agent(self, agent: Agent, final: Message) -> None:
+        shape = ",".join(b.type for b in to_agentic([final])[0].blocks)
+        agent.state.context.append(make_text(agent.kind, "user", f"final:{shape}"))
+
+
 class CallCounter(Reporting):
     """Counts model calls of the current reply in middle_context."""
 
@@ -196,6 +207,16 @@ class PromptSuffix(Middleware):
 
     async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
         return prompt + self.suffix
+
+
+class PromptStep(Middleware):
+    """Appends the number of prompts it has built in this reply: the model sees which step's
+    prompt it got."""
+
+    async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
+        state = self.state(agent)
+        state["built"] = state.get("built", 0) + 1
+        return f"{prompt}|step {state['built']}"
 
 
 class Exploder(Middleware):

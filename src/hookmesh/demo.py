@@ -15,7 +15,6 @@ from hookmesh.middleware import Middleware
 from hookmesh.schema import AgentEvent, CustomEvent
 from hookmesh.services.agent import AgentServiceConfig, load_config
 
-QUESTION = "What should I wear in Oslo today?"
 SKILLS = str(Path(__file__).with_name("demo_skills"))
 """The demo's skills folder (one skill, ``winter-layers``)."""
 

@@ -27,6 +27,7 @@ from hookmesh.schema import (
 from hookmesh.services.agent import SERVICE_NAME, AgentService, load_config, start_agent_service
 from hookmesh.v1 import agent_pb2, agent_pb2_grpc, content_pb2, message_pb2
 from tests.agent_helpers import SHORT_TIMEOUT
+from tests.servers import stopped_at_exit, target
 from tests.service_tools import GateState
 
 pytestmark = pytest.mark.timeout(60)
@@ -39,7 +40,6 @@ Start = Callable[..., Awaitable[AgentService]]
 @pytest.fixture
 async def start(tmp_path: Path) -> AsyncIterator[Start]:
     """Start agent services on 127.0.0.1:0 with a store in tmp_path; stopped at the end."""
-    services: list[AgentService] = []
     GateState.reset()
 
     async def run(turns: list[Any] | None = None, **config: Any) -> AgentService:
@@ -57,19 +57,10 @@ async def start(tmp_path: Path) -> AsyncIterator[Start]:
             grace_seconds=0.5,
             **config,
         )
-        service = await start_agent_service(settings, address="127.0.0.1:0")
-        services.append(service)
-        return service
+        return await start_agent_service(settings, address="127.0.0.1:0")
 
-    try:
-        yield run
-    finally:
-        for service in services:
-            await service.stop(None)
-
-
-def target(service: AgentService) -> str:
-    return f"127.0.0.1:{service.port}"
+    async with stopped_at_exit(run) as started:
+        yield started
 
 
 @pytest.mark.parametrize("kind", ["flat", "agentic"])

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -28,7 +28,6 @@ from hookmesh.schema import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
-    text_of,
     tool_calls,
 )
 
@@ -114,10 +113,56 @@ def _wait_until_up(proc: subprocess.Popen, url: str, log) -> None:
     pytest.fail(f"llama_cpp.server did not answer GET {url}/models within {STARTUP_DEADLINE}s")
 
 
-def _model(base_url: str, *, stream: bool) -> OpenAIChatModel:
+def _model(
+    base_url: str, *, stream: bool, client: httpx.AsyncClient | None = None
+) -> OpenAIChatModel:
     return OpenAIChatModel(
-        base_url, "smollm2", stream=stream, timeout=CALL_TIMEOUT, extra_body=SETTINGS
-    )
+        base_url, "smollm2", stream=stream, timeout=CALL_TIMEOUT, extra_body=SETTINGS,
+        client=client,
+    )  # fmt: skip
+
+
+class _TappedBody(httpx.AsyncByteStream):
+    """A response body that keeps a copy of every byte the model reads."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, copy: bytearray) -> None:
+        self._inner = inner
+        self._copy = copy
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._inner:
+            self._copy.extend(part)
+            yield part
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Tap(httpx.AsyncBaseTransport):
+    """The real transport, recording what the server sent, so a test can compare the
+    model's chunks with the wire."""
+
+    def __init__(self) -> None:
+        self.wire = bytearray()
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_TappedBody(response.stream, self.wire),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def events(self) -> list[dict]:
+        """The JSON events of the SSE body (the [DONE] sentinel left out)."""
+        lines = bytes(self.wire).decode().splitlines()
+        return [json.loads(line[5:]) for line in lines if line.startswith("data: {")]
 
 
 async def _collect(model: OpenAIChatModel, *args, **kwargs) -> list[ModelChunk]:
@@ -134,16 +179,28 @@ def _user(text: str) -> list[FlatMessage]:
 
 
 async def test_streamed_text(base_url):
-    async with _model(base_url, stream=True) as model:
+    tap = _Tap()
+    async with (
+        httpx.AsyncClient(transport=tap) as client,
+        _model(base_url, stream=True, client=client) as model,
+    ):
         chunks = await _collect(model, _user("Say hello."))
 
-    assert any(c.text for c in chunks)
+    events = tap.events()
+    sent = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+    assert sent and "".join(c.text for c in chunks) == sent
     final = chunks[-1]
+    assert final.stop_reason == events[-1]["choices"][0]["finish_reason"]
     assert final.stop_reason in ("stop", "length")
-    assert final.response_id.startswith("chatcmpl-")
+    assert final.response_id == events[0]["id"] and final.response_id.startswith("chatcmpl-")
     # NOTE(llama): llama-cpp-python 0.3.36 ignores stream_options.include_usage and sends no
-    # usage chunk, so a streamed call against it has no usage; check it if one ever arrives.
-    assert final.usage is None or final.usage.output_tokens > 0
+    # usage chunk; the model must report exactly what the wire held, never invent usage.
+    usage = [e["usage"] for e in events if e.get("usage")]
+    if usage:
+        assert final.usage is not None
+        assert final.usage.output_tokens == usage[-1]["completion_tokens"]
+    else:
+        assert final.usage is None
 
 
 @pytest.mark.parametrize("kind", ["flat", "agentic"])
@@ -218,13 +275,28 @@ async def test_tool_results_in_history_are_accepted(base_url):
             ],
         ),
     ]
+    longer = [
+        *conversation[:3],
+        AgenticMessage(
+            role="user",
+            blocks=[
+                ToolResultBlock(
+                    call_id="call_1",
+                    name="get_weather",
+                    output=[TextBlock(text="sunny, 21 C, a light west wind and no rain all day")],
+                )
+            ],
+        ),
+    ]
     async with _model(base_url, stream=False) as model, asyncio.timeout(CALL_TIMEOUT):
         response = await model(conversation, tools=[WEATHER_TOOL], kind="agentic")
+        fuller = await model(longer, tools=[WEATHER_TOOL], kind="agentic")
 
-    assert response.message.kind == "agentic"
-    assert isinstance(text_of(response.message), str)
-    assert response.usage is not None
-    assert response.usage.input_tokens > 0
+    assert isinstance(response, ModelResponse) and isinstance(fuller, ModelResponse)
+    assert response.message.kind == "agentic" and response.message.role == "assistant"
+    assert response.usage is not None and fuller.usage is not None
+    # The server read the tool result: a longer result makes a longer prompt.
+    assert fuller.usage.input_tokens > response.usage.input_tokens > 0
 
 
 async def test_context_overflow_is_a_model_error(base_url):

@@ -29,6 +29,7 @@ from hookmesh.services.retrieval import (
 from hookmesh.v1 import retrieval_pb2 as pb
 from hookmesh.v1 import retrieval_pb2_grpc as pb_grpc
 from tests.pg import postgres_url  # noqa: F401  (the session-wide PostgreSQL server)
+from tests.servers import stopped_at_exit, target
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -48,25 +49,15 @@ NOTES = [
 @pytest.fixture
 async def start(tmp_path: Path) -> AsyncIterator[Start]:
     """Start retrieval services on 127.0.0.1:0 with a SQLite store in tmp_path."""
-    services: list[RetrievalService] = []
 
     async def run(**config: Any) -> RetrievalService:
         config.setdefault("store", f"sqlite:///{tmp_path}/retrieval.db")
-        service = await start_retrieval_service(
+        return await start_retrieval_service(
             load_retrieval_config(None, grace_seconds=0.5, **config), address="127.0.0.1:0"
         )
-        services.append(service)
-        return service
 
-    try:
-        yield run
-    finally:
-        for service in services:
-            await service.stop(None)
-
-
-def target(service: RetrievalService) -> str:
-    return f"127.0.0.1:{service.port}"
+    async with stopped_at_exit(run) as started:
+        yield started
 
 
 async def _stream(*requests: pb.IngestRequest) -> AsyncIterator[pb.IngestRequest]:

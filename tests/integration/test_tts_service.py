@@ -21,6 +21,7 @@ from hookmesh.client import AgentClientError, TTSClient
 from hookmesh.services.tts import SERVICE_NAME, TTSService, load_tts_config, start_tts_service
 from hookmesh.tts import AudioChunk, EspeakBackend, Segmenter, parse_voices
 from hookmesh.v1 import tts_pb2, tts_pb2_grpc
+from tests.servers import stopped_at_exit, target
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,22 +36,12 @@ Start = Callable[..., Awaitable[TTSService]]
 @pytest.fixture
 async def start() -> AsyncIterator[Start]:
     """Start TTS services on 127.0.0.1:0 (real espeak-ng); stopped at the end."""
-    services: list[TTSService] = []
 
     async def run(**config: Any) -> TTSService:
-        service = await start_tts_service(load_tts_config(**config), address="127.0.0.1:0")
-        services.append(service)
-        return service
+        return await start_tts_service(load_tts_config(**config), address="127.0.0.1:0")
 
-    try:
-        yield run
-    finally:
-        for service in services:
-            await service.stop(None)
-
-
-def target(service: TTSService) -> str:
-    return f"127.0.0.1:{service.port}"
+    async with stopped_at_exit(run) as started:
+        yield started
 
 
 def rms(pcm: bytes) -> float:

@@ -11,7 +11,16 @@ import pytest
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ModelError, ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware, MiddlewareDefinitionError
-from hookmesh.schema import AgentEvent, Message, MessageKind, text_of
+from hookmesh.schema import (
+    AgentEvent,
+    ImageBlock,
+    InlineSource,
+    Message,
+    MessageKind,
+    TextBlock,
+    text_of,
+    to_agentic,
+)
 from tests import middlewares as mws
 from tests.agent_helpers import collect, customs, echo, report, types
 from tests.conftest import Attach
@@ -185,6 +194,66 @@ async def test_after_agent_runs_after_a_return_directly_tool(
     assert text_of(agent.state.context[-1]) == "note:A"
 
 
+@pytest.mark.parametrize("awaiting", ["confirmation", "external_execution"])
+async def test_after_agent_never_runs_when_a_reply_pauses_only_when_it_completes(
+    kind: MessageKind, attach: Attach, awaiting: str
+) -> None:
+    from hookmesh.agent import Confirmation, ExternalResult, Resume, external_tool, tool
+
+    @tool(needs_confirmation=True)
+    def wipe(path: str) -> str:
+        return f"wiped {path}"
+
+    ask_later = external_tool("wipe", "Wipe a path elsewhere.", {"type": "object"})
+    turns = [ScriptedTurn(tool_calls=[("wipe", {"path": "/tmp/x"})]), "all done"]
+    agent = Agent(
+        ScriptedChatModel(turns),
+        kind=kind,
+        tools=[wipe if awaiting == "confirmation" else ask_later],
+        middlewares=[await attach(mws.AfterNote("A"))],
+    )
+    events = await collect(agent.reply("go"))
+    assert events[-1].finish_reason == f"awaiting_{awaiting}"  # type: ignore[union-attr]
+    assert agent.state.pending is not None
+    assert not any(text_of(m).startswith("note:") for m in agent.state.context)
+    call_id = events[-2].tool_calls[0].id  # type: ignore[union-attr]
+    resume = (
+        Resume(confirmations=[Confirmation(call_id=call_id, confirmed=True)])
+        if awaiting == "confirmation"
+        else Resume(external_results=[ExternalResult(call_id=call_id, output="gone")])
+    )
+    resumed = await collect(agent.resume(resume))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    notes = [text_of(m) for m in agent.state.context if text_of(m).startswith("note:")]
+    assert notes == ["note:A"]
+
+
+async def test_a_return_directly_tools_blocks_all_reach_the_final_message(
+    kind: MessageKind, attach: Attach
+) -> None:
+    from hookmesh.agent import tool
+
+    image = ImageBlock(source=InlineSource(data=b"\x89PNG-chart", mime_type="image/png"))
+
+    @tool(return_directly=True)
+    def chart(city: str) -> list[Any]:
+        return [TextBlock(text=f"{city} this week:"), image, TextBlock(text="source: met.no")]
+
+    model = ScriptedChatModel([ScriptedTurn(tool_calls=[("chart", {"city": "Oslo"})]), "never"])
+    agent = Agent(model, kind=kind, tools=[chart], middlewares=[await attach(mws.FinalShape())])
+    events = await collect(agent.reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    final = agent.final_message
+    assert final is not None and final.kind == kind and final.role == "assistant"
+    assert to_agentic([final])[0].blocks == [
+        TextBlock(text="Oslo this week:"),
+        image,
+        TextBlock(text="source: met.no"),
+    ]
+    assert agent.state.context[-2] is final
+    assert text_of(agent.state.context[-1]) == "final:text,image,text"
+
+
 async def test_after_agent_never_runs_after_an_interrupt(kind: MessageKind, attach: Attach) -> None:
     gate = asyncio.Event()
 
@@ -240,6 +309,49 @@ async def test_list_tools_adds_tools_and_system_prompts_chain_in_order(
     assert text_of(seen[0][0]) == "base+A+B"
     deltas = [e.text for e in events if e.type == "tool_result_delta"]  # type: ignore[union-attr]
     assert deltas == ["HEY"]
+
+
+async def test_the_system_prompt_is_built_before_each_reasoning_step(
+    kind: MessageKind, attach: Attach
+) -> None:
+    seen: list[str] = []
+
+    def script(messages: Sequence[Message], tools: Any, tool_choice: Any) -> ScriptedTurn:
+        seen.append(text_of(messages[0]))
+        if len(seen) % 3:
+            return ScriptedTurn(tool_calls=[("echo", {"text": "x"})])
+        return ScriptedTurn(text="done")
+
+    agent = Agent(
+        ScriptedChatModel(script),
+        kind=kind,
+        system_prompt="base",
+        tools=[echo],
+        middlewares=[await attach(mws.PromptStep())],
+    )
+    await collect(agent.reply("go"))
+    await collect(agent.reply("again"))
+    # A tool run between two steps (e.g. a memory file written) reaches the next prompt.
+    assert seen == [f"base|step {n}" for n in (1, 2, 3, 1, 2, 3)]
+
+
+async def test_without_prompt_middlewares_the_system_message_is_built_once(
+    kind: MessageKind,
+) -> None:
+    seen: list[Message] = []
+
+    def script(messages: Sequence[Message], tools: Any, tool_choice: Any) -> ScriptedTurn:
+        seen.append(messages[0])
+        return ScriptedTurn(tool_calls=[("echo", {"text": "x"})] if len(seen) == 1 else [])
+
+    agent = Agent(ScriptedChatModel(script), kind=kind, system_prompt="base", tools=[echo])
+    await collect(agent.reply("go"))
+    await collect(agent.reply("again"))
+    assert len(seen) == 3 and text_of(seen[0]) == "base" and seen[0].role == "system"
+    assert all(message is seen[0] for message in seen)
+    bare = Agent(ScriptedChatModel(script), kind=kind, tools=[echo])
+    await collect(bare.reply("go"))
+    assert seen[-1].role == "user"  # no system prompt: no system message
 
 
 HOOK_CASES = [

@@ -25,6 +25,8 @@ from hookmesh.schema import (
     ToolCallBlock,
     ToolResultBlock,
     Usage,
+    make_assistant,
+    make_user_text,
     reasoning_of,
     text_of,
     tool_calls,
@@ -230,12 +232,17 @@ STREAMED_REASONING = _sse(
 
 @dataclass
 class Reply:
-    """One scripted HTTP answer; `frames` are written (chunked) one by one, `delay` apart."""
+    """One scripted HTTP answer; `frames` are written (chunked) one by one, `delay` apart.
+
+    With `gate`, the server stops after `gate_after` frames until the test sets it.
+    """
 
     status: int = 200
     frames: list[bytes] = field(default_factory=list)
     content_type: str = "application/json"
     delay: float = 0.0
+    gate: asyncio.Event | None = None
+    gate_after: int = 0
 
     @classmethod
     def json(cls, body: dict, status: int = 200) -> Reply:
@@ -313,7 +320,9 @@ class ReplayServer:
             f"Content-Type: {reply.content_type}\r\nTransfer-Encoding: chunked\r\n\r\n"
         )
         writer.write(head.encode())
-        for frame in reply.frames:
+        for sent, frame in enumerate(reply.frames):
+            if reply.gate is not None and sent == reply.gate_after:
+                await reply.gate.wait()
             if reader.at_eof():
                 raise ConnectionResetError("client hung up")
             writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
@@ -515,20 +524,22 @@ async def test_streamed_reasoning_content(streaming, server):
 
 
 async def test_stream_yields_chunks_as_bytes_arrive(streaming, server):
-    server.replies.append(Reply.sse(STREAMED_TEXT, delay=0.3))
+    # The server sends two frames (role, then "Hello") and holds the rest until the first
+    # text chunk has reached the test: a model that waited for the whole body would never
+    # yield it (the deadline fails the test).
+    rest = asyncio.Event()
+    server.replies.append(Reply(200, STREAMED_TEXT, "text/event-stream", gate=rest, gate_after=2))
 
     async with asyncio.timeout(SHORT_TIMEOUT):
         stream = await streaming(_user("hi"))
-        loop = asyncio.get_running_loop()
-        start = loop.time()
+        texts: list[str] = []
         async for chunk in stream:
             if chunk.text:
-                break
-        first_text_after = loop.time() - start
-        await stream.aclose()
-
-    # Two frames (role, then "Hello") have been sent; the other six would take ~1.8 s more.
-    assert first_text_after < 1.0
+                texts.append(chunk.text)
+                if not rest.is_set():
+                    assert texts == ["Hello"]
+                    rest.set()
+        assert texts == ["Hello", "! How", " can I help?"]
 
 
 async def test_stopping_early_closes_the_connection(streaming, server):
@@ -853,6 +864,35 @@ async def test_media_parts_and_tool_output_media(model, server):
             ],
         },
     ]
+
+
+@pytest.mark.parametrize("kind", ["flat", "agentic"])
+async def test_assistant_media_follows_as_a_user_message(model, server, kind):
+    # What a return-directly tool with an image leaves as the final answer.
+    image = ImageBlock(source=InlineSource(data=PNG, mime_type="image/png"))
+    answer = make_assistant(kind, blocks=[TextBlock(text="Your chart:"), image])
+    server.replies.append(Reply.json(TEXT_ANSWER))
+
+    await _call(model, [answer, make_user_text(kind, "Explain it.")])
+
+    assert server.requests[0].body["messages"] == [
+        {"role": "assistant", "content": "Your chart:"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Media of the assistant's answer above:"},
+                {"type": "image_url", "image_url": {"url": PNG_URL}},
+            ],
+        },
+        {"role": "user", "content": "Explain it."},
+    ]
+
+
+async def test_system_media_raises_before_sending(model, server):
+    image = ImageBlock(source=InlineSource(data=PNG, mime_type="image/png"))
+    with pytest.raises(ModelError, match="only in user messages, not system"):
+        await _call(model, [FlatMessage(role="system", content="look", parts=[image])])
+    assert server.requests == []
 
 
 @pytest.mark.parametrize(

@@ -235,6 +235,24 @@ def test_make_assistant(kind: MessageKind) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_make_assistant_keeps_blocks_in_order(kind: MessageKind) -> None:
+    blocks = [TextBlock(text="before"), _IMAGE, TextBlock(text="after")]
+    msg = make_assistant(kind, blocks=blocks, name="bot")
+    assert text_of(msg) == "before\nafter" and msg.name == "bot"
+    assert to_kind([msg], "agentic")[0].blocks == blocks  # type: ignore[union-attr]
+    if isinstance(msg, FlatMessage):  # the leading text is the content, as to_flat writes it
+        assert (msg.content, msg.parts) == ("before", blocks[1:])
+        assert to_kind([to_kind([msg], "agentic")[0]], "flat") == [msg]
+    full = make_assistant(kind, "lead", _CALLS[:1], reasoning="why", blocks=[_IMAGE])
+    assert [b.type for b in to_kind([full], "agentic")[0].blocks] == [  # type: ignore[union-attr]
+        "reasoning",
+        "text",
+        "image",
+        "tool_call",
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_make_hint(kind: MessageKind) -> None:
     msg = make_hint(kind, "3 passages follow", "rag", id="rag-1")
     assert (msg.kind, msg.role, msg.id) == (kind, "user", "rag-1")

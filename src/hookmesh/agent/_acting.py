@@ -243,14 +243,15 @@ class ActingSteps:
         return tool is not None and tool.return_directly and state == "success"
 
     def _finish_directly(self, run: ReplyRun) -> None:
-        """End the reply with the return-directly tool's result as the final answer."""
-        text = ""
+        """End the reply with the return-directly tool's result as the final answer: every
+        block of it (text and media, in order)."""
+        output: list[ToolOutputBlock] = []
         for msg in reversed(self.state.context):
             found = [r for r in tool_results(msg) if r.call_id == run.direct_call_id]
             if found:
-                text = found[0].text
+                output = [block.model_copy(deep=True) for block in found[0].output]
                 break
-        run.final = make_assistant(self.kind, text, name=self.name)
+        run.final = make_assistant(self.kind, blocks=output, name=self.name)
         self._write(run.final)
 
     async def _execute(self, steps: list[_Step]) -> AsyncIterator[AgentEvent]:

@@ -74,7 +74,8 @@ class Agent(ActingSteps):
     Args:
         model: The chat model.
         name: The agent's name (in reply_start and traces).
-        system_prompt: Base system prompt; `on_system_prompt` middlewares transform it.
+        system_prompt: Base system prompt; `on_system_prompt` middlewares transform it before
+            each reasoning step.
         tools: Tools the model may call (middlewares may add more via `list_tools`).
         middlewares: Index 0 is the outermost layer of every onion hook.
         kind: ``flat`` or ``agentic``: the kind of every message in the context.
@@ -107,7 +108,7 @@ class Agent(ActingSteps):
             raise ValueError("max_iters must be at least 1")
         self.model = model
         self.name = name
-        self.system_prompt = system_prompt
+        self._system_prompt = system_prompt
         self.kind: MessageKind = kind
         self.max_iters = max_iters
         self.state = state or AgentState()
@@ -147,6 +148,13 @@ class Agent(ActingSteps):
             else None
         )
         self._prompt_middlewares = by_hook["on_system_prompt"]
+        # NOTE(hookmesh): with no transformer the system message never changes: built once
+        # here, shared by every step of every reply.
+        self._static_system = (
+            make_text(kind, "system", system_prompt)
+            if system_prompt and not self._prompt_middlewares
+            else None
+        )
         self._after_middlewares = by_hook["after_agent"]
         self._run: ReplyRun | None = None
         self.reply_id = ""
@@ -157,6 +165,12 @@ class Agent(ActingSteps):
         """How the last reply ended (also set when its consumer went away)."""
 
     # --- public API ------------------------------------------------------------------------
+
+    @property
+    def system_prompt(self) -> str:
+        """The base system prompt (fixed at construction; `on_system_prompt` middlewares
+        transform it before each reasoning step)."""
+        return self._system_prompt
 
     def reply(
         self,
@@ -356,8 +370,7 @@ class Agent(ActingSteps):
             reply_id=run.reply_id, session_id=self.session_id, agent_name=self.name
         )
         try:
-            prompt = await self._system_prompt()
-            run.system = make_text(self.kind, "system", prompt) if prompt else None
+            run.system = self._static_system
             resume: Resume | None = kwargs.get("resume")
             first = 0
             if resume is None:
@@ -374,6 +387,8 @@ class Agent(ActingSteps):
                 for iteration in range(first, run.max_iters):
                     if self._compress_chain is not None:
                         await self._compress_chain({})
+                    if self._prompt_middlewares:
+                        run.system = await self._system_message()
                     run.message = None
                     choice = run.tool_choice if iteration == first else "auto"
                     async for event in self._reasoning_chain({"tool_choice": choice}):
@@ -403,8 +418,10 @@ class Agent(ActingSteps):
             run.end = self._error_end(exc)
             yield run.end
 
-    async def _system_prompt(self) -> str:
-        prompt = self.system_prompt
+    async def _system_message(self) -> Message | None:
+        """The system message for the next reasoning step: the base prompt through every
+        `on_system_prompt` transformer, in list order (none when it comes out empty)."""
+        prompt = self._system_prompt
         for mw in self._prompt_middlewares:
             try:
                 prompt = await mw.on_system_prompt(self, prompt)
@@ -414,7 +431,7 @@ class Agent(ActingSteps):
                 log.warning(
                     "middleware %s failed in on_system_prompt: %s", mw.middleware_key(), exc
                 )
-        return prompt
+        return make_text(self.kind, "system", prompt) if prompt else None
 
     async def _after_agent(self, run: ReplyRun) -> None:
         final = run.final or make_assistant(self.kind, "")

@@ -45,7 +45,8 @@ class Tool:
         idempotent: Calling it again with the same arguments has the effect of calling it
             once, so a retry middleware may repeat a failed call (read-only tools are).
         concurrency_safe: May run concurrently with other safe calls of the same step.
-        return_directly: Its result ends the reply as the final answer.
+        return_directly: Its result ends the reply as the final answer (an assistant
+            message with every block of the result: text and media, in order).
         needs_confirmation: The core permission check asks the user before each call.
         external: The caller runs it: the reply pauses with require_external_execution.
     """

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from hookmesh.agent.models import ChatModel, ModelResponse
+from hookmesh.agent.models import ChatModel, answer_text, json_answer
 from hookmesh.schema import Message, is_assistant, is_user, make_text, text_of
 
 from ._types import ExtractionOutcome, MemoryOrigin
@@ -29,8 +28,6 @@ DEFAULT_EXTRACTION_INSTRUCTION = (
     '{"facts": []} when nothing is worth remembering.'
 )
 """The extraction model's default system instruction."""
-
-_FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
 class _Facts(BaseModel):
@@ -84,11 +81,8 @@ def parse_facts(answer: str, max_facts: int, max_chars: int) -> list[str] | None
     A surrounding Markdown code fence is tolerated; blank and repeated facts are dropped,
     long ones cut to `max_chars`, and at most `max_facts` kept.
     """
-    fenced = _FENCE.match(answer)
-    body = fenced.group(1) if fenced else answer
-    try:
-        parsed = _Facts.model_validate_json(body.strip())
-    except ValidationError:
+    parsed = json_answer(answer, _Facts)
+    if parsed is None:
         return None
     seen: dict[str, None] = {}
     for fact in parsed.facts:
@@ -96,13 +90,6 @@ def parse_facts(answer: str, max_facts: int, max_chars: int) -> list[str] | None
         if fact:
             seen.setdefault(fact, None)
     return list(seen)[:max_facts]
-
-
-async def _answer(model: ChatModel, messages: list[Message]) -> str:
-    result = await model(messages, tools=[], tool_choice="none", kind="flat")
-    if isinstance(result, ModelResponse):
-        return text_of(result.message)
-    return "".join([chunk.text async for chunk in result])
 
 
 async def extract(
@@ -131,7 +118,7 @@ async def extract(
     ]
     try:
         async with asyncio.timeout(timeout):
-            answer = await _answer(model, prompt)
+            answer = await answer_text(model, prompt, "flat")
     except Exception as exc:
         log.warning("memory extraction failed; storing the user's turns verbatim: %s", exc)
         return verbatim(messages, max_chars), "fallback"

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
-from collections.abc import Mapping
 from typing import Any
 
 import grpc
 
 from hookmesh.errors import FieldViolation, RequestError, SchemaError
-from hookmesh.retrieval import MetadataValue
+from hookmesh.retrieval import Limits, MetadataValue
+from hookmesh.retrieval import check_metadata as check_document_metadata
 
 from ._types import MemoryLimits, MemoryScope
 
@@ -97,27 +96,16 @@ def check_text(text: Any, field: str, limits: MemoryLimits) -> str:
     return text
 
 
-def _scalar(value: Any, field: str) -> MetadataValue:
-    if value is None or isinstance(value, bool | str):
-        if isinstance(value, str) and len(value) > _MAX_STRING_VALUE:
-            raise SchemaError.single(field, f"strings are at most {_MAX_STRING_VALUE} characters")
-        return value
-    if isinstance(value, int):
-        if not -(2**63) <= value < 2**63:
-            raise SchemaError.single(field, "integers must fit in 64 bits")
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise SchemaError.single(field, "numbers must be finite")
-        return int(value) if value.is_integer() and abs(value) < 2**53 else value
-    kind = type(value).__name__
-    raise SchemaError.single(
-        field, f"values are JSON scalars (string, number, boolean, null); got {kind}"
-    )
+def _integral(value: MetadataValue) -> MetadataValue:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
 
 
 def check_metadata(metadata: Any, limits: MemoryLimits) -> dict[str, MetadataValue]:
-    """A plain copy of the caller's metadata, if its keys and values follow the rules.
+    """A plain copy of the caller's metadata, if its keys and values follow the knowledge
+    store's rules (memories are its documents), keys shortened to leave room for the
+    layout's prefix.
 
     Integral floats (protobuf numbers) come back as ints.
 
@@ -126,26 +114,11 @@ def check_metadata(metadata: Any, limits: MemoryLimits) -> dict[str, MetadataVal
     """
     if metadata is None:
         return {}
-    if not isinstance(metadata, Mapping):
-        raise SchemaError.single("metadata", "a mapping of string keys to JSON scalars")
-    if len(metadata) > limits.max_metadata_keys:
-        raise SchemaError.single("metadata", f"at most {limits.max_metadata_keys} keys")
-    out: dict[str, MetadataValue] = {}
-    for key, value in metadata.items():
-        if (
-            not isinstance(key, str)
-            or not 1 <= len(key) <= _MAX_KEY
-            or _control(key)
-            or '"' in key
-            or "\\" in key
-        ):
-            raise SchemaError.single(
-                "metadata",
-                f"keys are 1-{_MAX_KEY} characters without control characters, '\"' or '\\'; "
-                f"got {key!r:.80}",
-            )
-        out[key] = _scalar(value, f"metadata[{key}]")
-    return out
+    bounds = Limits(
+        max_metadata_keys=limits.max_metadata_keys, max_metadata_value_chars=_MAX_STRING_VALUE
+    )
+    checked = check_document_metadata(metadata, "metadata", bounds, max_key_chars=_MAX_KEY)
+    return {key: _integral(value) for key, value in checked.items()}
 
 
 def check_search(

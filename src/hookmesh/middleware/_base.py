@@ -244,7 +244,9 @@ class Middleware:
         raise self._not_implemented("on_compress_context")
 
     async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
-        """Transform the system prompt; runs in list order once at the start of each reply."""
+        """Transform the system prompt; runs in list order before each reasoning step (after
+        context compression, outside `on_reasoning`), so what a tool wrote in one step can
+        reach the next step's prompt. A fail_closed error ends the reply."""
         raise self._not_implemented("on_system_prompt")
 
     async def after_agent(self, agent: Agent, final: Message) -> None:

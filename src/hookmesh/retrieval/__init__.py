@@ -10,7 +10,7 @@ from ._chunker import Chunker
 from ._dense import DenseIndex
 from ._embedder import Embedder, RegexTokenizer, Tokenizer, Vectors, l2_normalise
 from ._fusion import DEFAULT_RRF_K, Fused, reciprocal_rank_fusion
-from ._limits import MAX_TOP_K, Limits
+from ._limits import MAX_TOP_K, Limits, check_metadata
 from ._minilm import (
     MODEL_NAME,
     EmbedderUnavailableError,
@@ -71,6 +71,7 @@ __all__ = [
     "Tokenizer",
     "Vectors",
     "WordPieceTokenizer",
+    "check_metadata",
     "default_embedder",
     "fts5_available",
     "l2_normalise",

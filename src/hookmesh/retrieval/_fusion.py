@@ -29,8 +29,11 @@ def reciprocal_rank_fusion(
 ) -> list[Fused[K]]:
     """Fuse rankings (each best first) by rank alone, never by their raw scores.
 
-    Ties are broken by the best single rank, then by the order of the rankings and the
-    position in them, so the result is deterministic.
+    Equal scores are ordered by the best single rank, then by where the item first shows up
+    when the rankings are read in the given order: its position there, then that ranking's
+    index. So ties interleave the rankings rank by rank (position 1 of each, then 2, ...)
+    rather than emptying the first ranking before the second, and the result is
+    deterministic.
 
     Args:
         rankings: Item keys, best first; an item may appear in several rankings.

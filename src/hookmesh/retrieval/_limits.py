@@ -180,11 +180,14 @@ def _check_scalar(value: Any, field: str, limits: Limits) -> MetadataValue:
     )
 
 
-def check_metadata(metadata: Any, field: str, limits: Limits) -> dict[str, MetadataValue]:
+def check_metadata(
+    metadata: Any, field: str, limits: Limits, *, max_key_chars: int = _MAX_METADATA_KEY
+) -> dict[str, MetadataValue]:
     """A plain dict copy of `metadata`, if its keys and values follow the rules.
 
-    Keys are 1-128 characters without control characters, ``"`` or ``\\``; values are JSON
-    scalars. Used for document metadata and for search filters alike.
+    Keys are 1-`max_key_chars` (128) characters without control characters, ``"`` or
+    ``\\``; values are JSON scalars. Used for document metadata and search filters alike, and
+    by stores built on documents (memory) for their own metadata.
 
     Raises:
         SchemaError: ``INVALID_SCHEMA`` naming the first bad key or value.
@@ -197,14 +200,14 @@ def check_metadata(metadata: Any, field: str, limits: Limits) -> dict[str, Metad
     for key, value in metadata.items():
         if (
             not isinstance(key, str)
-            or not 1 <= len(key) <= _MAX_METADATA_KEY
+            or not 1 <= len(key) <= max_key_chars
             or _has_control(key)
             or '"' in key
             or "\\" in key
         ):
             raise SchemaError.single(
                 field,
-                f"keys are 1-{_MAX_METADATA_KEY} characters without control characters, "
+                f"keys are 1-{max_key_chars} characters without control characters, "
                 f"'\"' or '\\'; got {key!r:.80}",
             )
         out[key] = _check_scalar(value, f"{field}[{key}]", limits)

@@ -105,8 +105,9 @@ def _document(kb: KnowledgeBaseRef, row: Sequence[Any]) -> StoredDocument:
 class SqliteKnowledgeStore(KnowledgeStore):
     """Knowledge bases in one SQLite file; no server.
 
-    - Durability: WAL with ``synchronous=FULL``: a write that returned has fsync'd its
-      commit, so a crash (even ``kill -9``) right after loses nothing (`SqliteDatabase`).
+    - Durability: a write that returned is committed to the WAL, which survives the
+      process being killed; ``synchronous=FULL`` fsyncs each commit against OS crashes and
+      power loss (`SqliteDatabase`).
     - Dense search is exact: a knowledge base's vectors are loaded from SQLite into a numpy
       matrix on its first dense search and then updated on every ingest and delete.
     - Lexical search is FTS5 ``bm25`` (porter stemming, diacritics folded), one FTS5 table

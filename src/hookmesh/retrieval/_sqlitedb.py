@@ -1,4 +1,5 @@
-"""A SQLite file for asyncio code: WAL, fsync'd commits, every call in a worker thread."""
+"""A SQLite file for asyncio code: WAL, a commit fsync'd before it returns, every call in a
+worker thread."""
 
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ def fts5_available() -> bool:
 class SqliteDatabase:
     """One SQLite file shared by the tasks of one process (reusable by any store).
 
-    - Journal: WAL, so readers run beside the writer; ``synchronous=FULL``, so a commit is
-      fsync'd before `transaction` returns and survives a crash or ``kill -9`` right after.
+    - Journal: WAL, so readers run beside the writer. When `transaction` returns, its
+      commit is in the WAL file, so a process crash (``kill -9``) right after loses nothing;
+      ``synchronous=FULL`` on every connection makes SQLite fsync the WAL at each commit,
+      so it also survives an OS crash or power loss (on a disk that honours fsync).
     - Threads: `run` executes a function in a private pool; each pool thread has its own
       connection, so the event loop never waits on SQLite. Writes are serialised by a lock
       (no ``SQLITE_BUSY`` between our own threads; other processes wait up to 30 s).

@@ -196,27 +196,39 @@ def make_assistant(
     calls: Iterable[ToolCall] = (),
     *,
     reasoning: str = "",
+    blocks: Sequence[ToolOutputBlock] = (),
     id: str = "",
     name: str = "",
 ) -> Message:
-    """An assistant message with optional reasoning, text and tool calls, in that order."""
+    """An assistant message with optional reasoning, text, more text and media `blocks`, and
+    tool calls, in that order.
+
+    Flat: `blocks` become the parts (a leading text block the content when `text` is empty,
+    as `to_flat` writes it); agentic: they follow the text block.
+    """
     calls = list(calls)
+    rest = _output(blocks)
     if kind == "flat":
+        if not text and rest and isinstance(first := rest[0], TextBlock):
+            text = first.text
+            del rest[0]
         return FlatMessage(
             id=id,
             role="assistant",
             content=text,
+            parts=rest,
             tool_calls=calls,
             reasoning_content=reasoning,
             name=name,
         )
-    blocks: list[ContentBlock] = []
+    content: list[ContentBlock] = []
     if reasoning:
-        blocks.append(ReasoningBlock(text=reasoning))
+        content.append(ReasoningBlock(text=reasoning))
     if text:
-        blocks.append(TextBlock(text=text))
-    blocks.extend(ToolCallBlock(call_id=c.id, name=c.name, arguments=c.arguments) for c in calls)
-    return AgenticMessage(id=id, role="assistant", blocks=blocks, name=name)
+        content.append(TextBlock(text=text))
+    content.extend(rest)
+    content.extend(ToolCallBlock(call_id=c.id, name=c.name, arguments=c.arguments) for c in calls)
+    return AgenticMessage(id=id, role="assistant", blocks=content, name=name)
 
 
 def make_hint(kind: MessageKind, text: str, source: str, *, id: str) -> Message:

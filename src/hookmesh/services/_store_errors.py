@@ -2,15 +2,54 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import NoReturn
+import sqlite3
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn, TypeVar, cast
 
 import grpc
 
 from hookmesh.errors import HookmeshError, RequestError, to_grpc_status
 
-# Driver errors (psycopg, sqlite3) that mean the store cannot be reached right now.
-_UNAVAILABLE = frozenset({"OperationalError", "PoolTimeout", "InterfaceError"})
+_Rpc = TypeVar("_Rpc", bound=Callable[..., Awaitable[Any]])
+
+# SQLite primary result codes that mean "not now": another writer holds the file, the file
+# cannot be opened, or the disk failed an I/O. Anything else ("no such table", a constraint,
+# corruption) is a fault that retrying does not fix.
+_SQLITE_OUTAGES = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
+# PostgreSQL SQLSTATEs of the same kind: connection exceptions (class 08), the server
+# shutting down or starting up (57P01-57P03), too many connections (53300).
+_PG_OUTAGE_CLASSES = ("08",)
+_PG_OUTAGES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether `exc` says the store cannot be reached right now (worth a retry), judged by
+    its type and the driver's error code, never by its class name or message."""
+    if isinstance(exc, ConnectionError):
+        return True
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        return code is not None and code & 0xFF in _SQLITE_OUTAGES
+    # NOTE(services): psycopg is imported only by the PostgreSQL store; if it is not loaded,
+    # no psycopg error can exist, so a process on SQLite never pays for the import.
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None and isinstance(exc, psycopg.Error):
+        state = exc.sqlstate
+        if state is None:  # raised by the client: the connection failed, a pool timed out
+            return isinstance(exc, psycopg.OperationalError)
+        return state.startswith(_PG_OUTAGE_CLASSES) or state in _PG_OUTAGES
+    return False
 
 
 def store_error(exc: Exception, store: str, log: logging.Logger) -> HookmeshError:
@@ -23,7 +62,7 @@ def store_error(exc: Exception, store: str, log: logging.Logger) -> HookmeshErro
     """
     if isinstance(exc, HookmeshError):
         return exc
-    if type(exc).__name__ in _UNAVAILABLE or isinstance(exc, ConnectionError):
+    if is_outage(exc):
         log.warning("%s unavailable: %s: %s", store, type(exc).__name__, exc)
         return RequestError(
             grpc.StatusCode.UNAVAILABLE,
@@ -40,3 +79,26 @@ async def abort_with_store_error(
     """End the call with `store_error(exc, ...)`."""
     await context.abort_with_status(to_grpc_status(store_error(exc, store, log)))
     raise AssertionError("abort_with_status returned")  # it raises: the call ends here
+
+
+def store_rpc(store: str, log: logging.Logger) -> Callable[[_Rpc], _Rpc]:
+    """Decorator for the RPCs of a servicer over a store: whatever the method raises ends
+    the call with `store_error` (a `HookmeshError` as itself, an outage as UNAVAILABLE,
+    anything else as INTERNAL), so each method is only its happy path.
+
+    Args:
+        store: The store's name in messages, e.g. ``"memory store"``.
+        log: Where outages and bugs are logged.
+    """
+
+    def wrap(method: _Rpc) -> _Rpc:
+        @functools.wraps(method)
+        async def rpc(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return await method(self, request, context)
+            except Exception as exc:
+                await abort_with_store_error(context, exc, store, log)
+
+        return cast(_Rpc, rpc)
+
+    return wrap

@@ -14,7 +14,6 @@ VoiceGender = Literal["male", "female", ""]
 """A voice's gender; empty when the engine does not say."""
 
 AUDIO_FORMATS: tuple[AudioFormat, ...] = ("pcm", "wav")
-WAV_HEADER_BYTES = 44
 STREAMING_SIZE = 0xFFFFFFFF
 """The size fields of a streamed WAV header: the length is unknown while streaming."""
 

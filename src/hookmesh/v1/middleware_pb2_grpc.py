@@ -217,7 +217,8 @@ class MiddlewareServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def TransformSystemPrompt(self, request, context):
-        """The on_system_prompt transformer.
+        """The on_system_prompt transformer, called before each reasoning step of a
+        reply (so what a tool wrote in one step can reach the next step's prompt).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

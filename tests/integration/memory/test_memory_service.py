@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ from hookmesh.services.memory import (
 from hookmesh.v1 import memory_pb2 as pb
 from hookmesh.v1 import memory_pb2_grpc as pb_grpc
 from tests.integration.memory.conftest import MemoryBackend
+from tests.servers import stopped_at_exit, target
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -39,23 +41,13 @@ Start = Callable[..., Awaitable[MemoryService]]
 @pytest.fixture
 async def start(backend: MemoryBackend) -> AsyncIterator[Start]:
     """Start memory services on 127.0.0.1:0 on the test's backend; stopped at the end."""
-    services: list[MemoryService] = []
 
     async def run(**config: Any) -> MemoryService:
         settings = load_memory_config(None, **backend.config(grace_seconds=0.5, **config))
-        service = await start_memory_service(settings, address="127.0.0.1:0")
-        services.append(service)
-        return service
+        return await start_memory_service(settings, address="127.0.0.1:0")
 
-    try:
-        yield run
-    finally:
-        for service in services:
-            await service.stop(None)
-
-
-def target(service: MemoryService) -> str:
-    return f"127.0.0.1:{service.port}"
+    async with stopped_at_exit(run) as started:
+        yield started
 
 
 def extraction_model(*answers: str) -> dict[str, Any]:
@@ -209,6 +201,38 @@ async def test_unknown_and_foreign_ids_are_not_found(start: Start) -> None:
             assert caught.value.code == grpc.StatusCode.NOT_FOUND
             assert caught.value.reason == "MEMORY_NOT_FOUND"
         assert (await memory.get("alice", mine.memory.id)).text == "The user hums."
+
+
+def _drop_documents(path: str) -> None:
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("DROP TABLE documents")
+    finally:
+        db.close()
+
+
+async def test_a_missing_table_is_an_internal_error_not_an_outage(
+    start: Start, backend: MemoryBackend
+) -> None:
+    """A schema gone from under the service is a fault to fix, not "retry later"."""
+    service = await start()
+    async with MemoryClient(target(service), timeout=SHORT_TIMEOUT) as memory:
+        mine = (await memory.add(MemoryScope("alice"), facts=["The user hums."])).memories[0]
+        if backend.name == "sqlite":
+            await asyncio.to_thread(_drop_documents, backend.url.removeprefix("sqlite:///"))
+        else:
+            import psycopg
+
+            async with await psycopg.AsyncConnection.connect(backend.url, autocommit=True) as conn:
+                await conn.execute(f"DROP TABLE {backend.namespace}.documents CASCADE")  # type: ignore[arg-type]
+        with pytest.raises(AgentClientError) as caught:
+            await memory.get("alice", mine.memory.id)
+        assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.INTERNAL, "INTERNAL")
+        assert "documents" not in str(caught.value)  # no internals in the message
+        async with grpc.aio.insecure_channel(target(service)) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=SHORT_TIMEOUT)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
 async def test_users_in_parallel_never_see_each_others_memories(start: Start) -> None:

@@ -14,6 +14,7 @@ import pytest
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.errors import HookmeshError, SchemaError
 from hookmesh.memory import MemoryScope, MemoryStore
+from hookmesh.retrieval import Document, Embedder
 from hookmesh.schema import Message, MessageKind, make_assistant, make_user_text
 from tests.integration.memory.conftest import MemoryBackend
 
@@ -27,6 +28,7 @@ FACTS = [
     "The user's daughter Mia plays the violin.",
     "The user is training for the Porto marathon in October.",
     "The user's router shows error code XJ4711 after storms.",
+    "Kowalczyk does the user's taxes every spring.",
 ]
 
 
@@ -106,14 +108,20 @@ async def test_the_merge_threshold_is_configurable(backend: MemoryBackend) -> No
     assert len((await never.list(ALICE)).memories) == 2
 
 
-async def test_hybrid_search_finds_by_meaning_and_by_keyword(store: MemoryStore) -> None:
+async def test_hybrid_search_finds_by_meaning_and_by_keyword(
+    store: MemoryStore, embedder: Embedder
+) -> None:
     await store.add(ALICE, facts=FACTS)
     hits = await store.search("what food should I cook for the user?", ALICE, top_k=2)
     assert hits[0].memory.text == FACTS[0] and [h.rank for h in hits] == [1, 2]
     assert hits[0].similarity is not None and hits[0].score > hits[1].score
-    # An opaque code: the keyword ranking finds it.
-    code = await store.search("XJ4711", ALICE, top_k=1)
-    assert code[0].memory.text == FACTS[4]
+    # A name only the keyword ranking ties to its memory: by meaning the question is about
+    # the violin, so the meaning ranking alone would answer with Mia's fact.
+    question = "who teaches her fiddle? Kowalczyk"
+    vectors = await embedder.embed([question, FACTS[2], FACTS[5]])
+    assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2])
+    name = await store.search(question, ALICE, top_k=1)
+    assert [h.memory.text for h in name] == [FACTS[5]]
     # A cosine floor keeps only what the meaning ranking found above it.
     floor = await store.search("which instrument does the child play", ALICE, score_threshold=0.3)
     assert [h.memory.text for h in floor] == [FACTS[2]]
@@ -150,6 +158,37 @@ async def test_users_are_isolated(store: MemoryStore) -> None:
         assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "MEMORY_NOT_FOUND")
     assert await store.delete_all(bob) == 1
     assert (await store.get("alice", secret.id)).text == secret.text
+
+
+async def test_a_record_of_another_user_misfiled_in_a_users_base_stays_hidden(
+    store: MemoryStore,
+) -> None:
+    """Each user's base is the boundary; the stored user id on every record is checked too,
+    so a record copied into the wrong base (a bug, a hand-made import) is not read as the
+    base owner's."""
+    alices = (await store.add(ALICE, facts=["The user plays chess on Sundays."])).memories[0]
+    bobs = (await store.add(MemoryScope("bob"), facts=["The user's PIN is 4921."])).memories[0]
+    knowledge = store.knowledge
+    base_of = {
+        doc.id: kb.name
+        for kb in await knowledge.list_knowledge_bases()
+        for doc in await knowledge.list_documents(kb.name)
+    }
+    record = await knowledge.get_document(base_of[bobs.memory.id], bobs.memory.id)
+    misfiled = Document(record.id, record.text, record.metadata)
+    await knowledge.ingest(base_of[alices.memory.id], [misfiled])
+    for call in (
+        store.get("alice", record.id),
+        store.update("alice", record.id, text="The user's PIN is 0000."),
+    ):
+        error = await _error(call)
+        assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "MEMORY_NOT_FOUND")
+    assert [m.text for m in (await store.list(ALICE)).memories] == [
+        "The user plays chess on Sundays."
+    ]
+    hits = await store.search("what is the PIN?", ALICE, top_k=10)
+    assert [h.memory.scope.user_id for h in hits] == ["alice"]
+    assert (await store.get("bob", record.id)).text == "The user's PIN is 4921."
 
 
 async def test_listing_pages_oldest_first(store: MemoryStore) -> None:

@@ -6,8 +6,8 @@ import asyncio
 import os
 import sqlite3
 import sys
-import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,54 +16,25 @@ from hookmesh.retrieval import (
     Embedder,
     KnowledgeStore,
     SqliteKnowledgeStore,
+    fts5_available,
     open_knowledge_store,
 )
-from hookmesh.retrieval._sqlite import fts5_available
+from tests.sqlite_writer import NOTES
 
 pytestmark = pytest.mark.timeout(60)
 SHORT_TIMEOUT = 30.0
 
-_STUB = """
-import zlib
-import numpy as np
-from hookmesh.retrieval import l2_normalise
-
-class StubEmbedder:
-    name = "stub-crc32"
-    dimension = 8
-
-    async def embed(self, texts):
-        rows = [np.random.default_rng(zlib.crc32(t.encode())).normal(size=8) for t in texts]
-        return l2_normalise(np.array(rows, dtype=np.float32).reshape(len(texts), 8))
-"""
-_WRITER = (
-    _STUB
-    + """
-import asyncio, sys
-from hookmesh.retrieval import Document, SqliteKnowledgeStore
-
-async def main():
-    store = await SqliteKnowledgeStore.open(sys.argv[1], StubEmbedder())
-    await store.create_knowledge_base("kb")
-    for i in range(3):
-        await store.ingest("kb", [Document(f"d{i}", f"durable note number {i} about herons")])
-    await store.delete_document("kb", "d1")
-    print("committed", flush=True)
-    sys.stdin.readline()  # hold the connections open until killed
-
-asyncio.run(main())
-"""
-)
-namespace: dict[str, object] = {}
-exec(textwrap.dedent(_STUB), namespace)
-StubEmbedder = namespace["StubEmbedder"]
+ROOT = Path(__file__).resolve().parents[3]
 
 
-async def test_a_returned_ingest_survives_kill_9(tmp_path: Path) -> None:
+async def test_a_returned_ingest_survives_kill_9(tmp_path: Path, embedder: Embedder) -> None:
+    """A process crash loses no acknowledged write: the commits sit in the WAL file, which the
+    kernel holds for the next opener. (Power loss is what `synchronous=FULL` is for; see the
+    pragma test.)"""
     path = tmp_path / "kb.db"
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _WRITER, str(path),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        sys.executable, "-m", "tests.sqlite_writer", str(path),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip
     try:
         assert process.stdout is not None
@@ -80,12 +51,12 @@ async def test_a_returned_ingest_survives_kill_9(tmp_path: Path) -> None:
     wal_size = await asyncio.to_thread(os.path.getsize, f"{path}-wal")
     assert wal_size > 0  # the commits are still only in the WAL
 
-    store = await SqliteKnowledgeStore.open(path, StubEmbedder())  # type: ignore[operator]
+    store = await SqliteKnowledgeStore.open(path, embedder)
     try:
         assert [d.id for d in await store.list_documents("kb")] == ["d0", "d2"]
         hits = await store.search("herons", ["kb"], mode="lexical")
         assert sorted(h.document_id for h in hits) == ["d0", "d2"]
-        dense = await store.search("durable note number 2 about herons", ["kb"], mode="dense")
+        dense = await store.search(NOTES[2], ["kb"], mode="dense")
         assert dense[0].document_id == "d2" and dense[0].score == pytest.approx(1.0, abs=1e-5)
     finally:
         await store.close()
@@ -143,13 +114,30 @@ async def test_the_dense_index_follows_writes_after_loading(
         await fresh.close()
 
 
-async def test_wal_fsync_and_fts5(tmp_path: Path, embedder: Embedder) -> None:
+async def test_every_connection_is_wal_with_synchronous_full_and_fts5(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """`synchronous` is per connection, so it is read from the store's own worker
+    connections: FULL (2) makes SQLite fsync the WAL at every commit, which is what carries
+    an acknowledged write through an OS crash or power loss (no test can cut the power)."""
     assert fts5_available()  # the stdlib sqlite3 here has FTS5: no extra package needed
-    store = await open_knowledge_store(f"sqlite:///{tmp_path}/sub/dir/kb.db", embedder)
-    await store.close()
+    store = await SqliteKnowledgeStore.open(tmp_path / "sub/dir/kb.db", embedder, threads=2)
+    database = store.database
+
+    def pragmas() -> tuple[Any, Any]:
+        db = database.connection()
+        return db.execute("PRAGMA journal_mode").fetchone(), db.execute(
+            "PRAGMA synchronous"
+        ).fetchone()
+
+    try:
+        seen = await asyncio.gather(*(database.run(pragmas) for _ in range(8)))
+        assert set(seen) == {(("wal",), (2,))}
+    finally:
+        await store.close()
     db = sqlite3.connect(tmp_path / "sub/dir/kb.db")
     try:
-        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # kept in the file
     finally:
         db.close()
     with pytest.raises(RuntimeError, match="closed"):

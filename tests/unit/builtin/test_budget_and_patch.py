@@ -12,15 +12,18 @@ from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.budget import DEFAULT_HINT, BudgetMiddleware
 from hookmesh.middleware.builtin.patch_tool_calls import PatchToolCallsMiddleware
 from hookmesh.schema import (
+    AgenticMessage,
     Message,
     MessageKind,
+    TextBlock,
     ToolCall,
+    ToolResultBlock,
     Usage,
     is_hint,
     make_assistant,
-    make_tool_result,
     make_user_text,
     text_of,
+    to_kind,
     tool_results,
     unanswered_tool_calls,
 )
@@ -93,29 +96,41 @@ def test_budget_rejects_bad_parameters() -> None:
 
 
 def dangling_history(kind: MessageKind) -> list[Message]:
+    """Call b of m1 is never answered; the user answers a and asks again in one turn (one
+    mixed agentic message; flat: a tool message, then the user's text)."""
     calls = [
         ToolCall(id="a", name="echo", arguments="{}"),
         ToolCall(id="b", name="echo", arguments="{}"),
     ]
+    mixed = AgenticMessage(
+        id="u2",
+        role="user",
+        blocks=[
+            ToolResultBlock(call_id="a", name="echo", output=[TextBlock(text="answer a")]),
+            TextBlock(text="never mind, second question"),
+        ],
+    )
     return [
         make_user_text(kind, "first question", id="u1"),
         make_assistant(kind, "", calls, id="m1"),
-        make_tool_result(kind, "a", "echo", "answer a", id="r1"),
-        make_user_text(kind, "never mind, second question", id="u2"),
+        *to_kind([mixed], kind),
     ]
 
 
-def test_patching_places_results_right_after_the_calls(kind: MessageKind) -> None:
-    patched = PatchToolCallsMiddleware().patched(dangling_history(kind), kind)
-    assert [m.id for m in patched] == ["u1", "m1", "r1", "patch-b", "u2"]
-    result = tool_results(patched[3])[0]
+def test_patching_places_results_right_after_the_calling_message(kind: MessageKind) -> None:
+    history = dangling_history(kind)
+    patched = PatchToolCallsMiddleware().patched(history, kind)
+    assert [m.id for m in patched] == ["u1", "m1", "patch-b", *[m.id for m in history[2:]]]
+    result = tool_results(patched[2])[0]
     assert (result.call_id, result.state) == ("b", "interrupted")
     assert (
         result.text
         == "Tool call echo (id b) was cancelled — another message arrived before it completed."
     )
-    assert patched[3].kind == kind
+    assert patched[2].kind == kind
     assert unanswered_tool_calls(patched) == []
+    # Nothing the user said comes between the call and its placeholder.
+    assert text_of(patched[-1]) == "never mind, second question"
 
 
 async def test_the_model_never_sees_a_dangling_call(kind: MessageKind, attach: Attach) -> None:
@@ -127,11 +142,11 @@ async def test_the_model_never_sees_a_dangling_call(kind: MessageKind, attach: A
 
     patch = await attach(PatchToolCallsMiddleware(lambda call: f"no result for {call.id}"))
     agent = Agent(ScriptedChatModel(script), kind=kind, middlewares=[patch])
-    agent.state.context.extend(dangling_history(kind)[:-1])
-    events = await collect(agent.reply("second question"))
+    agent.state.context.extend(dangling_history(kind))
+    events = await collect(agent.reply("third question"))
     assert types(events)[-1] == "reply_end"
     assert unanswered_tool_calls(seen[0]) == []
     results = [r for m in agent.state.context for r in tool_results(m)]
-    assert [(r.call_id, r.text) for r in results] == [("a", "answer a"), ("b", "no result for b")]
+    assert [(r.call_id, r.text) for r in results] == [("b", "no result for b"), ("a", "answer a")]
     ids = [m.id for m in agent.state.context]
-    assert ids.index("patch-b") == ids.index("r1") + 1
+    assert ids.index("patch-b") == ids.index("m1") + 1

@@ -135,6 +135,28 @@ async def test_the_index_and_each_file_are_cut_to_their_budgets(memory: Path) ->
     assert len(hint) < 100 * 4 + 200 and "file truncated" in hint
 
 
+async def _tool_calls_reply(
+    kind: MessageKind, attach: Attach, root: Path, ask: str, *calls: tuple[str, dict[str, Any]]
+) -> tuple[Agent, Recorder, list[Any]]:
+    """One reply in which the model makes `calls` one step each, then answers; every call
+    must succeed. Returns the agent, the recorder and the tool results."""
+    rec = Recorder(
+        json.dumps({"files": []}),
+        *(ScriptedTurn(tool_calls=[call]) for call in calls),
+        ScriptedTurn(text="Saved."),
+    )
+    agent = Agent(
+        rec.model,
+        kind=kind,
+        middlewares=[await attach(FileMemoryMiddleware(root, model=rec.model))],
+    )
+    events = await collect(agent.reply(ask))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    results = [r for m in agent.state.context for r in tool_results(m)]
+    assert [r.state for r in results] == ["success"] * len(calls)
+    return agent, rec, results
+
+
 async def test_the_agent_writes_memories_through_the_tool(
     kind: MessageKind, attach: Attach, tmp_path: Path
 ) -> None:
@@ -145,19 +167,15 @@ async def test_the_agent_writes_memories_through_the_tool(
         "type": "user",
         "content": "A dog called Rex.\n\n---\nnot: frontmatter",
     }
-    rec = Recorder(
-        json.dumps({"files": []}),
-        ScriptedTurn(tool_calls=[("write_memory", note)]),
-        ScriptedTurn(tool_calls=[("write_memory", {**note, "description": "Pets: Rex, Kiki"})]),
-        ScriptedTurn(tool_calls=[("read_memory", {"name": "pets"})]),
-        ScriptedTurn(text="Saved."),
+    agent, rec, results = await _tool_calls_reply(
+        kind,
+        attach,
+        root,
+        "Remember that my dog is called Rex.",
+        ("write_memory", note),
+        ("write_memory", {**note, "description": "Pets: Rex, Kiki"}),
+        ("read_memory", {"name": "pets"}),
     )
-    mw = FileMemoryMiddleware(root, model=rec.model)
-    agent = Agent(rec.model, kind=kind, middlewares=[await attach(mw)])
-    events = await collect(agent.reply("Remember that my dog is called Rex."))
-    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
-    results = [r for m in agent.state.context for r in tool_results(m)]
-    assert [r.state for r in results] == ["success"] * 3
     meta, body = parse_memory_file((root / "pets.md").read_text())
     assert meta is not None and (meta.name, meta.type) == ("pets", "user")
     assert meta.description == "Pets: Rex, Kiki" and body.strip().startswith("A dog called Rex.")
@@ -167,6 +185,29 @@ async def test_the_agent_writes_memories_through_the_tool(
     # The next reply's selection lists the new file.
     await collect(agent.reply("What is my dog called?"))
     assert "- pets.md (user): Pets: Rex, Kiki" in text_of(rec.selections[-1][1])
+
+
+async def test_an_index_line_is_found_by_its_exact_link(
+    kind: MessageKind, attach: Attach, tmp_path: Path
+) -> None:
+    root = tmp_path / "Memory"
+    diet = {"name": "diet", "description": "Vegetarian; see [sport](sport.md)", "type": "user"}
+    sport = {"name": "sport", "description": "Tennis", "type": "user", "content": "Tennis."}
+    await _tool_calls_reply(
+        kind,
+        attach,
+        root,
+        "Remember my diet and my sport.",
+        ("write_memory", {**diet, "content": "No meat."}),
+        ("write_memory", sport),
+        ("write_memory", {**sport, "description": "Tennis, Sundays"}),
+    )
+    # diet's description mentions "](sport.md)": sport's own line is still the one replaced.
+    assert (root / INDEX).read_text().splitlines() == [
+        "# Memory index",
+        "- [diet](diet.md) (user) — Vegetarian; see [sport](sport.md)",
+        "- [sport](sport.md) (user) — Tennis, Sundays",
+    ]
 
 
 @pytest.mark.parametrize(

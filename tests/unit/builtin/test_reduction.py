@@ -62,15 +62,16 @@ async def pieces(count: int, size: int) -> AsyncIterator[str]:
 
 
 @tool(read_only=True)
-async def pictures(size: int) -> AsyncIterator[Any]:
+async def pictures(size: int, tail: int = 10) -> AsyncIterator[Any]:
     """Text, an image, more text.
 
     Args:
         size: Letters before the image.
+        tail: Letters after it.
     """
     yield "x" * size
     yield ImageBlock(source=InlineSource(data=b"\x89PNG", mime_type="image/png"))
-    yield "y" * 10
+    yield "y" * tail
 
 
 def _letters(count: int, size: int) -> str:
@@ -261,17 +262,30 @@ async def test_excluded_tools_are_never_truncated(
     assert _entries(tmp_path) == []
 
 
-async def test_media_is_kept_after_the_preview(
-    kind: MessageKind, attach: Attach, tmp_path: Path
+@pytest.mark.parametrize(
+    ("size", "tail", "first", "last"),
+    [
+        (150, 10, "x" * 20, ""),  # the preview ends before the image
+        (5, 200, "x" * 5, "y" * 15),  # it goes on after it
+    ],
+    ids=["preview-before-image", "preview-across-image"],
+)
+async def test_truncating_a_multipart_result_keeps_its_structure(
+    kind: MessageKind, attach: Attach, tmp_path: Path, size: int, tail: int, first: str, last: str
 ) -> None:
     mw = ReductionMiddleware(tmp_path, max_length=100, preview_chars=20)
-    turns = [ScriptedTurn(tool_calls=[("pictures", {"size": 150})]), "done"]
+    turns = [ScriptedTurn(tool_calls=[("pictures", {"size": size, "tail": tail})]), "done"]
     agent = _agent(kind, turns, [await attach(mw)], tools=[pictures])
     await collect(agent.reply("go"))
     [result] = _results(agent)
-    assert [o.type for o in result.output] == ["text", "image"]
-    assert result.output[0].text.startswith("x" * 20 + "\n\n")
-    assert _location(result.text).read_text() == "x" * 150 + "\n" + "y" * 10
+    # [text, image, text] stays [text, image, text]: the preview takes the first 20
+    # characters in order, the image keeps its place, the pointer closes the last text.
+    assert [o.type for o in result.output] == ["text", "image", "text"]
+    assert result.output[0].text == first
+    tail_text = result.output[2].text
+    assert tail_text.startswith(last + ("\n\n" if last else "") + "[hookmesh: output truncated")
+    assert f"showing the first 20 of {size + 1 + tail} characters" in tail_text
+    assert _location(result.text).read_text() == "x" * size + "\n" + "y" * tail
 
 
 async def test_the_model_reads_offloaded_output_back_page_by_page(

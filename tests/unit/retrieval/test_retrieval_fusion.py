@@ -39,6 +39,23 @@ def test_rrf_is_deterministic_and_validates_k() -> None:
     assert small_k[0].score == pytest.approx(1 / 2 + 1 / 3)
 
 
+def test_rrf_breaks_ties_by_best_rank_then_first_position_then_ranking() -> None:
+    # a and c tie on score (1/61 + 1/62) and on best rank (1). a first shows up in ranking 0
+    # at position 2, c in ranking 1 at position 1: the earlier position wins over the
+    # earlier ranking, so c comes first.
+    fused = reciprocal_rank_fusion([["g", "a", "f"], ["c"], ["a", "c", "g", "f"]])
+    assert [f.key for f in fused] == ["c", "a", "g", "f"]
+    assert fused[0].score == fused[1].score and fused[0].best_rank == fused[1].best_rank == 1
+    # y (ranks 5 and 1) and x (ranks 2 and 2) tie on score, 1/6 + 1/2 == 1/3 + 1/3 with k=1:
+    # y's best rank wins although x shows up earlier.
+    by_best = reciprocal_rank_fusion([["a", "x", "b", "c", "y"], ["y", "x"]], k=1)
+    assert [(f.key, f.best_rank) for f in by_best[:2]] == [("y", 1), ("x", 2)]
+    assert by_best[0].score == by_best[1].score
+    # Only the position left: the rankings interleave, position 1 of each before position 2.
+    interleaved = reciprocal_rank_fusion([["p1", "p2"], ["q1", "q2"]])
+    assert [f.key for f in interleaved] == ["p1", "q1", "p2", "q2"]
+
+
 def _unit(rows: int, dim: int = 8, seed: int = 0) -> np.ndarray:
     return l2_normalise(np.random.default_rng(seed).normal(size=(rows, dim)))
 

@@ -1,5 +1,7 @@
-"""Chat models: the interface, a scripted model, and an OpenAI-compatible HTTP model."""
+"""Chat models: the interface, a scripted model, an OpenAI-compatible HTTP model, and
+helpers for asking one for a (JSON) answer."""
 
+from hookmesh.agent.models._answers import answer_text, json_answer
 from hookmesh.agent.models._base import (
     TOOL_CHOICE_MODES,
     ChatModel,
@@ -35,5 +37,7 @@ __all__ = [
     "ScriptedTurn",
     "ToolCallDelta",
     "ToolChoice",
+    "answer_text",
     "build_model",
+    "json_answer",
 ]

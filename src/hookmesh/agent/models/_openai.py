@@ -41,8 +41,9 @@ class OpenAIChatModel(ChatModel):
     Messages of either kind are converted through `to_flat`. Media goes in user messages only:
     images as ``image_url``, wav/mp3 audio as ``input_audio``, documents as ``file`` (inline
     sources only for audio and documents); media in a tool result follows the tool messages
-    as a user message, since the API accepts only text there. Video, and media in system or
-    assistant messages, fail with `ModelError`. Reasoning is read from answers but never sent
+    as a user message, since the API accepts only text there, and so does media of an
+    assistant message (a return-directly tool's image). Video, and media in system messages,
+    fail with `ModelError`. Reasoning is read from answers but never sent
     back; message names are not sent.
 
     A streamed result holds an HTTP connection until it is exhausted or closed: iterate it to

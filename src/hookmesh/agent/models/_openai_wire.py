@@ -89,8 +89,6 @@ def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 tool_media.extend(_part(p) for p in media)
         elif msg.role == "user":
             out.append({"role": "user", "content": _user_content(msg) if media else text_of(msg)})
-        elif media:
-            raise ModelError(f"Chat Completions takes media only in user messages, not {msg.role}")
         elif msg.role == "assistant":
             # NOTE(openai): content is always a string: llama.cpp rejects null and missing content
             # next to tool_calls, and OpenAI accepts "".
@@ -105,6 +103,13 @@ def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                     for c in msg.tool_calls
                 ]
             out.append(entry)
+            if media:
+                # NOTE(openai): the API takes media from users only; an assistant's (a
+                # return-directly tool's image) follows as a user message, like tool media.
+                note = {"type": "text", "text": "Media of the assistant's answer above:"}
+                out.append({"role": "user", "content": [note, *(_part(p) for p in media)]})
+        elif media:
+            raise ModelError(f"Chat Completions takes media only in user messages, not {msg.role}")
         else:
             out.append({"role": msg.role, "content": text_of(msg)})
     if tool_media:

@@ -11,8 +11,8 @@ from pathlib import Path, PurePosixPath
 
 import re2
 
+from hookmesh.middleware.builtin._atomic import write_text_atomically
 from hookmesh.middleware.builtin._confine import ConfinedRoot, PathEscapeError
-from hookmesh.middleware.builtin._offload import write_text_atomic
 from hookmesh.schema import DocumentBlock, ImageBlock, InlineSource, TextBlock, ToolOutputBlock
 
 MEDIA_TYPES = {
@@ -150,7 +150,7 @@ def write(root: ConfinedRoot, path: str, content: str, limits: FileLimits) -> st
     if file.is_dir():
         raise FileToolError(f"{path!r} is a folder")
     existed = file.exists()
-    write_text_atomic(file, content)
+    write_text_atomically(file, content)
     return f"{'Replaced' if existed else 'Created'} {root.show(file)} ({len(data)} bytes)"
 
 
@@ -180,7 +180,7 @@ def edit(
             f"old_string appears {count} times in {shown}: include more surrounding text so it "
             "is unique, or set replace_all to replace every occurrence"
         )
-    write_text_atomic(file, text.replace(old, new))
+    write_text_atomically(file, text.replace(old, new))
     return f"Replaced {count} occurrence{'s' if count > 1 else ''} in {shown}"
 
 

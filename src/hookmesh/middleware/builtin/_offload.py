@@ -7,11 +7,11 @@ import asyncio
 import hashlib
 import os
 import re
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 
+from hookmesh.middleware.builtin._atomic import write_text_atomically
 from hookmesh.middleware.builtin._confine import ConfinedRoot, PathEscapeError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -87,7 +87,7 @@ class FileStore(OffloadStore):
 
     async def write(self, key: Sequence[str], text: str) -> str:
         path = self.path_for(key)
-        await asyncio.to_thread(write_text_atomic, path, text)
+        await asyncio.to_thread(write_text_atomically, path, text)
         return str(path)
 
     async def read(self, location: str) -> str:
@@ -97,16 +97,3 @@ class FileStore(OffloadStore):
             return await asyncio.to_thread(path.read_text, encoding="utf-8")
         except (FileNotFoundError, IsADirectoryError):
             raise LookupError(f"no offloaded output at {location}") from None
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write atomically: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -16,8 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hookmesh.agent import Tool, ToolArgumentError, tool
-from hookmesh.agent.models import ChatModel, ModelResponse
+from hookmesh.agent.models import ChatModel, answer_text, json_answer
 from hookmesh.middleware._base import EventHandler, FailureMode, HookMode, Middleware
+from hookmesh.middleware.builtin._atomic import write_text_atomically
 from hookmesh.middleware.builtin._frontmatter import split_front_matter
 from hookmesh.schema import (
     AgentEvent,
@@ -60,10 +60,10 @@ SELECT_INSTRUCTION = (
 """The selection model's system instruction (``{max_files}`` is filled in)."""
 
 _CHARS_PER_TOKEN = 4
+_INDEX_LINK = re.compile(r"- \[[^\]\n]*\]\(([^)\s]+)\)")  # an index line's own link
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}\.md$")
 _MAX_DESCRIPTION = 300
 _MAX_FILE_CHARS = 50_000
-_FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
 class _Frontmatter(BaseModel):
@@ -116,6 +116,13 @@ def _cut(text: str, max_chars: int, note: str) -> str:
     return text[:cut].rstrip() + f"\n… ({note}; {rest} more lines not shown)"
 
 
+def _linked(line: str) -> str | None:
+    """The file an index line lists: the target of the link it starts with (a link inside a
+    description is not the line's own)."""
+    match = _INDEX_LINK.match(line)
+    return match.group(1) if match else None
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -127,7 +134,8 @@ class FileMemoryMiddleware(Middleware):
     YAML frontmatter ``name``, ``description`` and ``type`` (``user``, ``feedback``,
     ``project`` or ``reference``), and ``MEMORY.md``, an index with one line per file.
 
-    - System prompt (`on_system_prompt`): a short note and the index, cut to
+    - System prompt (`on_system_prompt`, before every reasoning step, so an index line
+      written mid-reply is in the next step's prompt): a short note and the index, cut to
       `index_max_tokens` (about 4 characters a token).
     - Recall: before the first reasoning step of a reply, a chat model (`model`, else the
       agent's own in process) sees the user's input and the frontmatter list (the
@@ -300,19 +308,18 @@ class FileMemoryMiddleware(Middleware):
         entry = f"- [{title}]({path.name}) ({kind}) — {description}"
         with self._write_lock:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _replace(path, body)
+            write_text_atomically(path, body)
             index = path.parent / INDEX
             if index.is_symlink():
                 raise ToolArgumentError(f"{INDEX} is a link; not touching it")
             old = index.read_text(encoding="utf-8") if index.is_file() else "# Memory index\n"
             lines = old.rstrip("\n").split("\n")
-            marker = f"]({path.name})"
-            spot = next((i for i, line in enumerate(lines) if marker in line), None)
+            spot = next((i for i, line in enumerate(lines) if _linked(line) == path.name), None)
             if spot is None:
                 lines.append(entry)
             else:
                 lines[spot] = entry
-            _replace(index, "\n".join(lines) + "\n")
+            write_text_atomically(index, "\n".join(lines) + "\n")
         return f"Saved {path.name} and listed it in {INDEX}."
 
     def _read(self, name: str) -> str:
@@ -425,18 +432,12 @@ class FileMemoryMiddleware(Middleware):
             make_text(agent.kind, "user", f"Request:\n{query}\n\nMemory files:\n{listing}"),
         ]
         async with asyncio.timeout(self.timeout):
-            result = await model(prompt, tools=[], tool_choice="none", kind=agent.kind)
-            if isinstance(result, ModelResponse):
-                answer = text_of(result.message)
-            else:
-                answer = "".join([chunk.text async for chunk in result])
+            answer = await answer_text(model, prompt, agent.kind)
         return self._chosen(answer, [f.file for f in files])
 
     def _chosen(self, answer: str, listed: list[str]) -> list[str]:
-        fenced = _FENCE.match(answer)
-        try:
-            picked = _Selection.model_validate_json((fenced.group(1) if fenced else answer).strip())
-        except ValidationError:
+        picked = json_answer(answer, _Selection)
+        if picked is None:
             log.info('the selection model\'s answer is not {"files": [...]}: %r', answer[:80])
             return []
         known = set(listed)
@@ -447,14 +448,3 @@ class FileMemoryMiddleware(Middleware):
             if file in known:
                 out.setdefault(file, None)
         return list(out)[: self.max_files]
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically: a temporary file in the folder, then a rename (which
-    replaces a link itself, never its target)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

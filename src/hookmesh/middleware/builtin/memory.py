@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field
-
-from hookmesh.agent import Tool, ToolArgumentError, new_id, tool
-from hookmesh.errors import HookmeshError
-from hookmesh.middleware._base import EventHandler, FailureMode, HookMode, Middleware
+from hookmesh.agent import Tool, new_id
+from hookmesh.middleware._base import EventHandler, FailureMode, HookMode
+from hookmesh.middleware.builtin._memory_link import (
+    WARNING_EVENT,
+    MemoryUnavailableError,
+)
+from hookmesh.middleware.builtin._memory_tools import (
+    _TOOLS,
+    DEFAULT_PROMPT_NOTE,
+    MemoryTools,
+    add_memory,
+    search_memory,
+)
 from hookmesh.remote import ClientTLS
 from hookmesh.schema import (
     AgentEvent,
-    CustomEvent,
     HintBlockEvent,
     Message,
-    ToolResultDeltaEvent,
-    ToolResultEndEvent,
-    ToolResultStartEvent,
     is_user,
     make_assistant,
     make_hint,
@@ -32,71 +34,23 @@ from hookmesh.schema import (
 if TYPE_CHECKING:
     from hookmesh.agent import Agent
     from hookmesh.client import MemoryClient
-    from hookmesh.memory import Memories, MemoryScope
+    from hookmesh.memory import Memories
 
-log = logging.getLogger("hookmesh.middleware.memory")
-
-T = TypeVar("T")
 ControlMode = Literal["static_control", "agent_control", "both"]
 """Who drives memory: the middleware (search before, write after), the agent (tools), both."""
 WriteMode = Literal["await", "background"]
 """Whether the reply waits for the write-back of its turn."""
-
-WARNING_EVENT = "memory.warning"
-"""Name of the custom event reporting a memory failure under ``fail_open``."""
 DEFAULT_HINT_TEMPLATE = (
     "Long-term memories about the user, from earlier conversations (they may be outdated: "
     "the current conversation wins):\n{memories}"
 )
 """How recalled memories are shown to the model; ``{memories}`` is one ``- fact`` per line."""
-DEFAULT_PROMPT_NOTE = (
-    "You have a long-term memory about the user that lasts across conversations. Call "
-    "search_memory to recall what you may already know before answering questions that "
-    "depend on the user's preferences, circumstances or history. Call add_memory to save "
-    "durable facts the user shares (preferences, personal details, plans), one short "
-    "sentence each. Never save secrets such as passwords."
-)
-"""The system-prompt note added in agent control."""
 _MAX_QUERY_CHARS = 2000
 _HOOKS: dict[str, frozenset[str]] = {
     "static_control": frozenset({"on_reply", "on_reasoning", "after_agent"}),
     "agent_control": frozenset({"on_reply", "on_acting", "on_system_prompt"}),
     "both": frozenset({"on_reply", "on_reasoning", "after_agent", "on_acting", "on_system_prompt"}),
 }
-
-
-class MemoryUnavailableError(HookmeshError):
-    """The memory backend failed and the middleware fails closed."""
-
-    reason = "MEMORY_UNAVAILABLE"
-
-
-def _unbound(name: str) -> RuntimeError:
-    return RuntimeError(f"{name} runs through MemoryMiddleware.on_acting, which knows the user")
-
-
-@tool(read_only=True, concurrency_safe=True)
-async def search_memory(query: str, top_k: Annotated[int, Field(ge=1, le=20)] = 5) -> str:
-    """Search your long-term memory about the user (facts from earlier conversations).
-
-    Args:
-        query: What to recall, in a few words (e.g. "diet", "where the user lives").
-        top_k: How many memories to return, 1-20.
-    """
-    raise _unbound("search_memory")
-
-
-@tool
-async def add_memory(text: str) -> str:
-    """Remember a durable fact about the user for future conversations.
-
-    Args:
-        text: One short, self-contained sentence, e.g. "The user is allergic to peanuts."
-    """
-    raise _unbound("add_memory")
-
-
-_TOOLS: dict[str, Tool] = {t.name: t for t in (search_memory, add_memory)}
 
 
 def _metadata_id(messages: Sequence[Message], key: str) -> str | None:
@@ -109,7 +63,7 @@ def _metadata_id(messages: Sequence[Message], key: str) -> str | None:
     return found
 
 
-class MemoryMiddleware(Middleware):
+class MemoryMiddleware(MemoryTools):
     """Long-term memory for an agent, kept by a memory service or an in-process store.
 
     Control modes (`mode`):
@@ -256,53 +210,6 @@ class MemoryMiddleware(Middleware):
     def list_tools(self) -> list[Tool]:
         return list(_TOOLS.values()) if "on_acting" in self._hooks else []
 
-    # --- plumbing --------------------------------------------------------------------------
-
-    def backend(self) -> Memories:
-        """The in-process store, or the service client (one channel per event loop)."""
-        if self.store is not None:
-            return self.store
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            from hookmesh.client import MemoryClient
-
-            token = os.environ.get(self.token_env) if self.token_env else None
-            self._client = MemoryClient(
-                self.target, timeout=self.timeout, token=token, tls=self.tls
-            )
-            self._client_loop = loop
-        return self._client
-
-    @property
-    def background_tasks(self) -> int:
-        """Background writes still running."""
-        return len(self._tasks)
-
-    async def drain(self, timeout: float) -> None:
-        """Wait (up to `timeout` s) for the background writes running now.
-
-        Raises:
-            TimeoutError: Some were still running at the deadline.
-        """
-        async with asyncio.timeout(timeout):
-            while self._tasks:
-                await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    async def aclose(self, timeout: float = 5.0) -> None:
-        """Let background writes finish for up to `timeout` s, cancel the rest, close the
-        service channel."""
-        try:
-            await self.drain(timeout)
-        except TimeoutError:
-            log.warning("cancelling %d unfinished background memory writes", len(self._tasks))
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-
     def _scope(self, agent: Agent, inputs: Sequence[Message]) -> dict[str, Any] | None:
         user = agent_id = None
         if self.scope_from_metadata:
@@ -318,38 +225,6 @@ class MemoryMiddleware(Middleware):
             "agent_id": agent_id or self.agent_id or None,
             "session_id": session,
         }
-
-    def _search_scope(self, scope: dict[str, Any]) -> MemoryScope:
-        from hookmesh.memory import MemoryScope
-
-        agent_id = scope["agent_id"] if self.search_by_agent else None
-        return MemoryScope(scope["user_id"], agent_id)
-
-    async def _call(self, what: str, call: Awaitable[T]) -> T:
-        """`call` within the deadline; failures become `MemoryUnavailableError`."""
-        try:
-            async with asyncio.timeout(self.timeout):
-                return await call
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            where = self.target or "in-process store"
-            reason = getattr(exc, "reason", "") or type(exc).__name__
-            code = getattr(getattr(exc, "code", None), "name", "")
-            raise MemoryUnavailableError(
-                f"memory {what} failed ({where}): {exc or type(exc).__name__}",
-                metadata={"operation": what, "cause": str(reason), "code": str(code)},
-            ) from exc
-
-    def _warning(self, agent: Agent, exc: MemoryUnavailableError) -> CustomEvent:
-        if self.failure_mode == "fail_closed":
-            raise exc
-        log.warning("%s; the reply goes on without it", exc.message)
-        return CustomEvent(
-            reply_id=agent.reply_id,
-            name=WARNING_EVENT,
-            value={"message": exc.message, **exc.metadata},
-        )
 
     # --- hooks -----------------------------------------------------------------------------
 
@@ -439,88 +314,22 @@ class MemoryMiddleware(Middleware):
             messages.append(make_assistant(agent.kind, answer, id=final.id))
         target = MemoryScope(scope["user_id"], scope["agent_id"], scope["session_id"])
         write = self._call("write", self.backend().add(target, messages=messages))
-        if self.write == "background" and len(self._tasks) < self.max_background:
-            task = asyncio.create_task(self._background(write))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        if self.write == "background" and self._write_later(write):
             return
         try:
             await write
         except MemoryUnavailableError as exc:
             agent.emit(self._warning(agent, exc))
 
-    @staticmethod
-    async def _background(write: Awaitable[Any]) -> None:
-        try:
-            await write
-        except MemoryUnavailableError as exc:
-            log.warning("%s (background write; the turn is not remembered)", exc.message)
 
-    async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
-        """Add the note on the memory tools (agent control)."""
-        return f"{prompt}\n\n{self.prompt_note}" if prompt else self.prompt_note
-
-    async def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
-    ) -> AsyncIterator[AgentEvent]:
-        """Run ``search_memory`` / ``add_memory`` calls here (with the reply's user); pass
-        every other tool call through untouched.
-
-        Failures answer the call with an error result (``fail_open``) or end the reply
-        (``fail_closed``).
-        """
-        call = kwargs["tool_call"]
-        if call.name not in _TOOLS:
-            async for event in next_handler():
-                yield event
-            return
-        yield ToolResultStartEvent(reply_id=agent.reply_id, call_id=call.id, name=call.name)
-        try:
-            arguments = kwargs.get("arguments")
-            if arguments is None:  # in a sidecar only the call travels
-                arguments = _TOOLS[call.name].parse_arguments(call.arguments)
-            text = await self._tool(agent, call.name, arguments)
-            result_state: Literal["success", "error"] = "success"
-        except ToolArgumentError as exc:
-            text, result_state = f"Error: {exc}", "error"
-        except MemoryUnavailableError as exc:
-            text, result_state = self._tool_failure(exc), "error"
-        yield ToolResultDeltaEvent(reply_id=agent.reply_id, call_id=call.id, text=text)
-        yield ToolResultEndEvent(reply_id=agent.reply_id, call_id=call.id, state=result_state)
-
-    def _tool_failure(self, exc: MemoryUnavailableError) -> str:
-        """The error result of a failed tool call (or raise, when failing closed)."""
-        if exc.metadata.get("code") == "INVALID_ARGUMENT":  # the model's input, not an outage
-            return f"Error: {exc.__cause__}"
-        if self.failure_mode == "fail_closed":
-            raise exc
-        log.warning("%s; the tool answers with an error", exc.message)
-        return f"Error: long-term memory is unavailable: {exc.message}"
-
-    async def _tool(self, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
-        from hookmesh.memory import MemoryScope
-
-        scope = self.state(agent).get("scope")
-        if scope is None:
-            raise ToolArgumentError(
-                "long-term memory is off for this conversation: no user is known"
-            )
-        if name == "search_memory":
-            hits = await self._call(
-                "search",
-                self.backend().search(
-                    arguments["query"], self._search_scope(scope), top_k=arguments["top_k"]
-                ),
-            )
-            if not hits:
-                return "No memories match."
-            return "\n".join(
-                f"{h.rank}. {h.memory.text} (remembered {h.memory.update_time:%Y-%m-%d})"
-                for h in hits
-            )
-        target = MemoryScope(scope["user_id"], scope["agent_id"], scope["session_id"])
-        result = await self._call("write", self.backend().add(target, facts=[arguments["text"]]))
-        added = result.memories[0]
-        if added.outcome == "merged":
-            return f"Already remembered (memory {added.memory.id}); updated it."
-        return f"Remembered (memory {added.memory.id})."
+__all__ = [
+    "DEFAULT_HINT_TEMPLATE",
+    "DEFAULT_PROMPT_NOTE",
+    "WARNING_EVENT",
+    "ControlMode",
+    "MemoryMiddleware",
+    "MemoryUnavailableError",
+    "WriteMode",
+    "add_memory",
+    "search_memory",
+]

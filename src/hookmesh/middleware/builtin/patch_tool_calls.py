@@ -34,9 +34,10 @@ class PatchToolCallsMiddleware(Middleware):
     A history can hold unanswered calls (a client appended a message mid-call, a crash, an
     imported transcript); most model APIs reject it. Before each reasoning step this inserts
     a placeholder result for every unanswered call, in the context's own kind (flat: a tool
-    message; agentic: a tool_result block in a user message), right after the results that
-    already follow the calling message. The results are interrupted-state and stay in the
-    context.
+    message; agentic: a tool_result block in a user message), right after the calling
+    assistant message: before any result or user text that follows it, so a turn mixing
+    results and new text never separates a call from its placeholder. The results are
+    interrupted-state and stay in the context.
 
     State: none. Not supported: calls the agent itself is still waiting on across a pause
     (resume answers those before any reasoning step runs).
@@ -67,20 +68,15 @@ class PatchToolCallsMiddleware(Middleware):
         return next_handler()
 
     def patched(self, context: list[Message], kind: Any) -> list[Message]:
-        """`context` with a placeholder result after each unanswered call's message."""
+        """`context` with placeholder results right after each message whose calls are
+        unanswered, so nothing said later comes between a call and its result."""
         answered = {r.call_id for m in context for r in tool_results(m)}
         out: list[Message] = []
-        waiting: list[ToolCall] = []
         for msg in context:
-            if waiting and not tool_results(msg):
-                out.extend(self._results(waiting, kind))
-                waiting = []
             out.append(msg)
             calls = [c for c in tool_calls(msg) if c.id not in answered]
             if calls:
-                out.extend([])
-                waiting.extend(calls)
-        out.extend(self._results(waiting, kind))
+                out.extend(self._results(calls, kind))
         return out
 
     def _results(self, calls: list[ToolCall], kind: Any) -> list[Message]:

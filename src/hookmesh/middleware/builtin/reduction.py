@@ -66,8 +66,9 @@ class ReductionMiddleware(Middleware):
 
     Truncation (`on_acting`): a tool result whose text exceeds `max_length` characters is
     saved in full to the offload store, and the result the agent writes into the context
-    is a `preview_chars` preview plus a pointer to the saved text (media items are kept,
-    after the preview). Clearing (`on_compress_context`): when the context's token estimate
+    is a `preview_chars` preview plus a pointer to the saved text, in the result's own
+    structure: text runs cut in order, media kept in place (``[text, image, text]`` stays
+    ``[text, image, text]``). Clearing (`on_compress_context`): when the context's token estimate
     exceeds `max_tokens_for_clear`, every tool result but the `keep_recent` newest is
     replaced by a short placeholder (its text offloaded first when `offload_cleared`), and,
     with `clear_arguments`, so are the arguments of those calls. Cleared messages keep
@@ -84,9 +85,9 @@ class ReductionMiddleware(Middleware):
     streaming a long result's deltas to the consumer as they come (they are held until the
     result ends, then the preview is sent). A store that fails is logged and the model is
     told the full text could not be saved; the context stays bounded either way. In a
-    sidecar, the offload files and the read tool live on the sidecar's machine. Clearing
-    rewrites messages in place (same ids): served by a sidecar, that needs a host that
-    sends in-place context edits back (see docs/middleware/reduction.md).
+    sidecar, the offload files and the read tool live on the sidecar's machine; clearing
+    rewrites messages in place (same ids), which the sidecar host sends back as a context
+    replacement, so it works there too.
 
     Example:
         >>> from pathlib import Path
@@ -219,33 +220,41 @@ class ReductionMiddleware(Middleware):
     async def _shrink(
         self, agent: Agent, call_id: str, held: list[ToolResultDeltaEvent]
     ) -> list[ToolResultDeltaEvent]:
-        runs: list[str] = []
-        text: list[str] = []
-        media: list[ToolResultDeltaEvent] = []
+        """The held deltas as they are, or their preview: the text runs cut, in order, to
+        `preview_chars` characters in all, media in their places, the pointer closing the
+        last text (its own block when media ends the preview)."""
+        pieces: list[str | ToolResultDeltaEvent] = []  # text runs and media, in order
         for delta in held:
-            if delta.media is None:
-                text.append(delta.text)
-                continue
-            media.append(delta)
-            if text:
-                runs.append("".join(text))
-                text = []
-        if text:
-            runs.append("".join(text))
+            if delta.media is not None:
+                pieces.append(delta)
+            elif pieces and isinstance(pieces[-1], str):
+                pieces[-1] += delta.text
+            else:
+                pieces.append(delta.text)
+        runs = [p for p in pieces if isinstance(p, str)]
         full = "\n".join(runs)
         assert self.max_length is not None
         if len(full) <= self.max_length:
             return held
         location = await self._offload(("truncated", agent.reply_id, call_id), full)
         pointer = (
-            f"\n\n{_TRUNCATED_HEAD}: showing the first {self.preview_chars} of {len(full)} "
+            f"{_TRUNCATED_HEAD}: showing the first {self.preview_chars} of {len(full)} "
             f"characters.{self._where(location)}]"
         )
         reply_id = held[0].reply_id
-        preview = ToolResultDeltaEvent(
-            reply_id=reply_id, call_id=call_id, text=full[: self.preview_chars] + pointer
-        )
-        return [preview, *media]
+        budget = self.preview_chars
+        out: list[ToolResultDeltaEvent] = []
+        for piece in pieces:
+            if not isinstance(piece, str):
+                out.append(piece)
+            elif budget and piece:
+                kept, budget = piece[:budget], budget - min(budget, len(piece))
+                out.append(ToolResultDeltaEvent(reply_id=reply_id, call_id=call_id, text=kept))
+        if out and out[-1].media is None:
+            out[-1] = out[-1].model_copy(update={"text": f"{out[-1].text}\n\n{pointer}"})
+        else:
+            out.append(ToolResultDeltaEvent(reply_id=reply_id, call_id=call_id, text=pointer))
+        return out
 
     async def _offload(self, key: Sequence[str], text: str) -> str | None:
         try:

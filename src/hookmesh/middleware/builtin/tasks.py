@@ -14,7 +14,8 @@ from hookmesh.agent.tools import Tool, ToolArgumentError, tool
 from hookmesh.middleware._base import EventHandler, FailureMode, Middleware
 from hookmesh.middleware.builtin import _checks as check
 from hookmesh.middleware.builtin import _tasks as tasks
-from hookmesh.middleware.builtin._offload import safe_name, write_text_atomic
+from hookmesh.middleware.builtin._atomic import write_text_atomically
+from hookmesh.middleware.builtin._offload import safe_name
 from hookmesh.middleware.builtin._tasks import Book, TaskError, TaskStatus
 from hookmesh.schema import (
     AgentEvent,
@@ -181,7 +182,7 @@ class TasksMiddleware(Middleware):
     async def _save(self, agent: Agent, book: Book) -> None:
         if self.root is not None:
             text = json.dumps(book, ensure_ascii=False, indent=1)
-            await asyncio.to_thread(write_text_atomic, self._file(agent), text)
+            await asyncio.to_thread(write_text_atomically, self._file(agent), text)
 
     def _show(self, agent: Agent, book: Book) -> None:
         """Replace the task-list hint at the end of the context (none for an empty list)."""

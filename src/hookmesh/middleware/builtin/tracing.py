@@ -71,7 +71,7 @@ class TracingMiddleware(Middleware):
     Failure mode: ``fail_closed`` by default, yet tracing cannot break a reply: its own work
     is OpenTelemetry API calls, which by the API's contract never raise, and every error it
     sees is the downstream's, which it records and re-raises. (``fail_open`` would add a
-    guard layer per hook for nothing: about 2.5 µs per reply, bench/tracing_overhead.py.)
+    guard layer per hook for nothing: about 2-3 µs per reply, bench/middleware_overhead.py.)
 
     A reply that pauses and resumes stays one trace: the resumed ``invoke_agent`` span is a
     child of the first one (``hookmesh.resumed``), and each tool the caller executed while

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import NoReturn
 
 import grpc
 
-from hookmesh.errors import HookmeshError, SchemaError
+from hookmesh.errors import SchemaError
 from hookmesh.memory import MemoryScope, MemoryStore
 from hookmesh.memory.codec import (
     add_result_to_pb,
@@ -19,25 +18,18 @@ from hookmesh.memory.codec import (
 )
 from hookmesh.schema import messages_from_proto
 from hookmesh.services._auth import scoped_user
-from hookmesh.services._store_errors import abort_with_store_error, store_error
+from hookmesh.services._store_errors import store_rpc
 from hookmesh.v1 import memory_pb2 as _pb
 from hookmesh.v1 import memory_pb2_grpc as _grpc
 
 log = logging.getLogger("hookmesh.memory_service")
+_rpc = store_rpc("memory store", log)
 
 
 def _scope(pb: _pb.MemoryScope) -> MemoryScope:
     """The request's scope, its user checked against the caller (docs/security.md)."""
     scope = scope_from_pb(pb)
     return dataclasses.replace(scope, user_id=scoped_user(scope.user_id, "scope.user_id"))
-
-
-def _as_hookmesh_error(exc: Exception) -> HookmeshError:
-    return store_error(exc, "memory store", log)
-
-
-async def _fail(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
-    await abort_with_store_error(context, exc, "memory store", log)
 
 
 class MemoryServicer(_grpc.MemoryServiceServicer):
@@ -53,96 +45,80 @@ class MemoryServicer(_grpc.MemoryServiceServicer):
         self.store = store
         self.max_request_bytes = max_request_bytes
 
+    @_rpc
     async def AddMemories(
         self, request: _pb.AddMemoriesRequest, context: grpc.aio.ServicerContext
     ) -> _pb.AddMemoriesResponse:
-        try:
-            size = request.ByteSize()
-            if size > self.max_request_bytes:
-                raise SchemaError.single(
-                    "messages" if request.messages else "facts",
-                    f"the request is {size} bytes; the limit is {self.max_request_bytes}",
-                    reason="REQUEST_TOO_LARGE",
-                )
-            result = await self.store.add(
-                _scope(request.scope),
-                facts=list(request.facts),
-                messages=messages_from_proto(request.messages, "messages"),
-                metadata=metadata_of(request.metadata) if request.HasField("metadata") else None,
+        size = request.ByteSize()
+        if size > self.max_request_bytes:
+            raise SchemaError.single(
+                "messages" if request.messages else "facts",
+                f"the request is {size} bytes; the limit is {self.max_request_bytes}",
+                reason="REQUEST_TOO_LARGE",
             )
-        except Exception as exc:
-            await _fail(context, exc)
+        result = await self.store.add(
+            _scope(request.scope),
+            facts=list(request.facts),
+            messages=messages_from_proto(request.messages, "messages"),
+            metadata=metadata_of(request.metadata) if request.HasField("metadata") else None,
+        )
         return add_result_to_pb(result)
 
+    @_rpc
     async def SearchMemories(
         self, request: _pb.SearchMemoriesRequest, context: grpc.aio.ServicerContext
     ) -> _pb.SearchMemoriesResponse:
-        try:
-            hits = await self.store.search(
-                request.query,
-                _scope(request.scope),
-                top_k=request.top_k,
-                score_threshold=request.score_threshold,
-            )
-        except Exception as exc:
-            await _fail(context, exc)
+        hits = await self.store.search(
+            request.query,
+            _scope(request.scope),
+            top_k=request.top_k,
+            score_threshold=request.score_threshold,
+        )
         return _pb.SearchMemoriesResponse(hits=[hit_to_pb(h) for h in hits])
 
+    @_rpc
     async def ListMemories(
         self, request: _pb.ListMemoriesRequest, context: grpc.aio.ServicerContext
     ) -> _pb.ListMemoriesResponse:
-        try:
-            page = await self.store.list(
-                _scope(request.scope),
-                page_size=request.page_size,
-                page_token=request.page_token,
-            )
-        except Exception as exc:
-            await _fail(context, exc)
+        page = await self.store.list(
+            _scope(request.scope),
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
         return _pb.ListMemoriesResponse(
             memories=[memory_to_pb(m) for m in page.memories],
             next_page_token=page.next_page_token,
         )
 
+    @_rpc
     async def GetMemory(
         self, request: _pb.GetMemoryRequest, context: grpc.aio.ServicerContext
     ) -> _pb.GetMemoryResponse:
-        try:
-            memory = await self.store.get(
-                scoped_user(request.user_id, "user_id"), request.memory_id
-            )
-        except Exception as exc:
-            await _fail(context, exc)
+        memory = await self.store.get(scoped_user(request.user_id, "user_id"), request.memory_id)
         return _pb.GetMemoryResponse(memory=memory_to_pb(memory))
 
+    @_rpc
     async def UpdateMemory(
         self, request: _pb.UpdateMemoryRequest, context: grpc.aio.ServicerContext
     ) -> _pb.UpdateMemoryResponse:
-        try:
-            memory = await self.store.update(
-                scoped_user(request.user_id, "user_id"),
-                request.memory_id,
-                text=request.text if request.HasField("text") else None,
-                metadata=metadata_of(request.metadata) if request.HasField("metadata") else None,
-            )
-        except Exception as exc:
-            await _fail(context, exc)
+        memory = await self.store.update(
+            scoped_user(request.user_id, "user_id"),
+            request.memory_id,
+            text=request.text if request.HasField("text") else None,
+            metadata=metadata_of(request.metadata) if request.HasField("metadata") else None,
+        )
         return _pb.UpdateMemoryResponse(memory=memory_to_pb(memory))
 
+    @_rpc
     async def DeleteMemory(
         self, request: _pb.DeleteMemoryRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteMemoryResponse:
-        try:
-            await self.store.delete(scoped_user(request.user_id, "user_id"), request.memory_id)
-        except Exception as exc:
-            await _fail(context, exc)
+        await self.store.delete(scoped_user(request.user_id, "user_id"), request.memory_id)
         return _pb.DeleteMemoryResponse()
 
+    @_rpc
     async def DeleteAllMemories(
         self, request: _pb.DeleteAllMemoriesRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteAllMemoriesResponse:
-        try:
-            count = await self.store.delete_all(_scope(request.scope))
-        except Exception as exc:
-            await _fail(context, exc)
+        count = await self.store.delete_all(_scope(request.scope))
         return _pb.DeleteAllMemoriesResponse(deleted_count=count)

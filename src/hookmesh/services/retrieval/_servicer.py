@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import NoReturn
 
 import grpc
 
-from hookmesh.errors import HookmeshError, SchemaError
+from hookmesh.errors import SchemaError
 from hookmesh.retrieval import ChunkingOptions, KnowledgeStore
 from hookmesh.retrieval.codec import (
     MODE_FROM_PB,
@@ -17,7 +16,7 @@ from hookmesh.retrieval.codec import (
     stored_document_to_pb,
     struct_to_dict,
 )
-from hookmesh.services._store_errors import abort_with_store_error, store_error
+from hookmesh.services._store_errors import store_rpc
 from hookmesh.services.retrieval._access import AccessPolicy
 from hookmesh.services.retrieval._config import RetrievalServiceConfig
 from hookmesh.services.retrieval._ingest import Ingestion, rename_fields
@@ -35,14 +34,7 @@ _CREATE_FIELDS = {
     "knowledge_base.description": "description",
     "knowledge_base.chunking": "chunking",
 }
-
-
-def _as_hookmesh_error(exc: Exception) -> HookmeshError:
-    return store_error(exc, "knowledge store", log)
-
-
-async def _fail(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
-    await abort_with_store_error(context, exc, "knowledge store", log)
+_rpc = store_rpc("knowledge store", log)
 
 
 class RetrievalServicer(_grpc.RetrievalServiceServicer):
@@ -58,6 +50,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         self.config = config
         self.access = AccessPolicy(config.access)
 
+    @_rpc
     async def CreateKnowledgeBase(
         self, request: _pb.CreateKnowledgeBaseRequest, context: grpc.aio.ServicerContext
     ) -> _pb.CreateKnowledgeBaseResponse:
@@ -66,41 +59,33 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
             _DEFAULT_CHUNKING.overlap_tokens, max(max_tokens, 0) // 2
         )
         chunking = ChunkingOptions(max_tokens, overlap)
+        self.access.check(request.name, "write")
         try:
-            self.access.check(request.name, "write")
-            try:
-                kb = await self.store.create_knowledge_base(
-                    request.name, request.description, chunking
-                )
-            except SchemaError as exc:
-                raise rename_fields(exc, _CREATE_FIELDS) from None
-        except Exception as exc:
-            await _fail(context, exc)
+            kb = await self.store.create_knowledge_base(request.name, request.description, chunking)
+        except SchemaError as exc:
+            raise rename_fields(exc, _CREATE_FIELDS) from None
         return _pb.CreateKnowledgeBaseResponse(knowledge_base=knowledge_base_to_pb(kb))
 
+    @_rpc
     async def ListKnowledgeBases(
         self, request: _pb.ListKnowledgeBasesRequest, context: grpc.aio.ServicerContext
     ) -> _pb.ListKnowledgeBasesResponse:
-        try:
-            kbs = await self.store.list_knowledge_bases()
-        except Exception as exc:
-            await _fail(context, exc)
+        kbs = await self.store.list_knowledge_bases()
         return _pb.ListKnowledgeBasesResponse(
             knowledge_bases=[
                 knowledge_base_to_pb(kb) for kb in kbs if self.access.allows(kb.name, "read")
             ]
         )
 
+    @_rpc
     async def DeleteKnowledgeBase(
         self, request: _pb.DeleteKnowledgeBaseRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteKnowledgeBaseResponse:
-        try:
-            self.access.check(request.name, "write")
-            await self.store.delete_knowledge_base(request.name)
-        except Exception as exc:
-            await _fail(context, exc)
+        self.access.check(request.name, "write")
+        await self.store.delete_knowledge_base(request.name)
         return _pb.DeleteKnowledgeBaseResponse()
 
+    @_rpc
     async def Ingest(
         self,
         request_iterator: AsyncIterator[_pb.IngestRequest],
@@ -108,7 +93,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
     ) -> _pb.IngestResponse:
         ingestion = Ingestion(self.store, self.config, self.access)
         try:
-            response = await ingestion.run(request_iterator)
+            return await ingestion.run(request_iterator)
         except Exception as exc:
             log.info(
                 "ingest into %r stopped after %d documents: %s",
@@ -116,52 +101,45 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
                 ingestion.received,
                 exc,
             )
-            await _fail(context, exc)
-        return response
+            raise
 
+    @_rpc
     async def Search(
         self, request: _pb.SearchRequest, context: grpc.aio.ServicerContext
     ) -> _pb.SearchResponse:
-        try:
-            mode = MODE_FROM_PB.get(request.mode)
-            if mode is None:
-                raise SchemaError.single("mode", f"unknown search mode {request.mode}")
-            names = list(request.knowledge_bases)
-            for name in names:
-                self.access.check(name, "read")
+        mode = MODE_FROM_PB.get(request.mode)
+        if mode is None:
+            raise SchemaError.single("mode", f"unknown search mode {request.mode}")
+        names = list(request.knowledge_bases)
+        for name in names:
+            self.access.check(name, "read")
+        if not names:
+            every = [kb.name for kb in await self.store.list_knowledge_bases()]
+            names = self.access.readable(every)
             if not names:
-                every = [kb.name for kb in await self.store.list_knowledge_bases()]
-                names = self.access.readable(every)
-                if not names:
-                    return _pb.SearchResponse()
-            hits = await self.store.search(
-                request.query,
-                names,
-                mode=mode,
-                top_k=request.top_k or DEFAULT_TOP_K,
-                score_threshold=request.score_threshold or None,
-                metadata_filter=struct_to_dict(request.metadata_filter, "metadata_filter"),
-            )
-        except Exception as exc:
-            await _fail(context, exc)
+                return _pb.SearchResponse()
+        hits = await self.store.search(
+            request.query,
+            names,
+            mode=mode,
+            top_k=request.top_k or DEFAULT_TOP_K,
+            score_threshold=request.score_threshold or None,
+            metadata_filter=struct_to_dict(request.metadata_filter, "metadata_filter"),
+        )
         return _pb.SearchResponse(hits=[hit_to_pb(hit) for hit in hits])
 
+    @_rpc
     async def GetDocument(
         self, request: _pb.GetDocumentRequest, context: grpc.aio.ServicerContext
     ) -> _pb.GetDocumentResponse:
-        try:
-            self.access.check(request.knowledge_base, "read")
-            doc = await self.store.get_document(request.knowledge_base, request.document_id)
-        except Exception as exc:
-            await _fail(context, exc)
+        self.access.check(request.knowledge_base, "read")
+        doc = await self.store.get_document(request.knowledge_base, request.document_id)
         return stored_document_to_pb(doc)
 
+    @_rpc
     async def DeleteDocument(
         self, request: _pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteDocumentResponse:
-        try:
-            self.access.check(request.knowledge_base, "write")
-            await self.store.delete_document(request.knowledge_base, request.document_id)
-        except Exception as exc:
-            await _fail(context, exc)
+        self.access.check(request.knowledge_base, "write")
+        await self.store.delete_document(request.knowledge_base, request.document_id)
         return _pb.DeleteDocumentResponse()
