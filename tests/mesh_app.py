@@ -122,3 +122,15 @@ class GatedPromptMiddleware(Middleware):
     async def on_model_call(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> Any:
         agent.emit(CustomEvent(reply_id=agent.reply_id, name="sidecar", value=os.getpid()))
         return await next_handler()
+
+
+class PythonTag(Middleware):
+    """Marks every model call it wraps with a ``served_by`` event ``python`` (the Node
+    sidecar's counterpart emits ``node.tokens``)."""
+
+    def middleware_key(self) -> str:
+        return "python-tag"
+
+    async def on_model_call(self, agent: Agent, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        agent.emit(CustomEvent(reply_id=agent.reply_id, name="served_by", value="python"))
+        return await next_handler()

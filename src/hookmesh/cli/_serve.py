@@ -48,11 +48,21 @@ def serve_service(
 def serve_agent(
     config: ConfigOption = None, listen: ListenOption = None, app_dir: AppDirOption = Path(".")
 ) -> None:
-    """Serve the agent service (sessions in SQLite) until SIGTERM/SIGINT."""
-    from hookmesh.services.agent import load_config, start_agent_service
+    """Serve the agent service (sessions in SQLite or PostgreSQL) until SIGTERM/SIGINT;
+    SIGHUP reloads its middlewares from the config (docs/deploy.md)."""
+    from hookmesh.services.agent import AgentService, load_config, start_agent_service
 
     import_from(app_dir)
-    serve_service(load_config, start_agent_service, config, "agent service ", listen=listen)
+    overrides = {"listen": listen} if listen else {}
+
+    async def start(settings: Any) -> AgentService:
+        service = await start_agent_service(
+            settings, reload_from=lambda: load_config(config, **overrides)
+        )
+        service.reloader.on_sighup()
+        return service
+
+    serve_service(load_config, start, config, "agent service ", listen=listen)
 
 
 @serve_app.command("retrieval")

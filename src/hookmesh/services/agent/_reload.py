@@ -102,8 +102,8 @@ class MiddlewareReloader:
         except RequestError as exc:
             log.error("middleware reload refused (%s): %s", exc.reason, exc.message)
 
-    def on_sighup(self) -> Callable[[], None]:
-        """Reload on every SIGHUP of this process; returns what removes the handler."""
+    def on_sighup(self) -> None:
+        """Reload on every SIGHUP of this process (from now until it exits)."""
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task[None]] = set()
 
@@ -113,11 +113,6 @@ class MiddlewareReloader:
             task.add_done_callback(tasks.discard)
 
         loop.add_signal_handler(signal.SIGHUP, handle)
-
-        def remove() -> None:
-            loop.remove_signal_handler(signal.SIGHUP)
-
-        return remove
 
 
 class AdminServicer(_admin_grpc.AdminServiceServicer):

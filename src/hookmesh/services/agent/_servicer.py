@@ -220,10 +220,12 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         return chain
 
     async def _release(self, key: Key, chain: MiddlewareChain) -> None:
+        """End the reply: its chain first (closed if retired), then the claim (`drain`
+        returns once every reply has fully ended)."""
         try:
-            await self.claims.release(key)
-        finally:
             await chain.release()
+        finally:
+            await self.claims.release(key)
 
     async def _stream(
         self,
