@@ -94,9 +94,7 @@ async def test_a_middleware_with_a_sync_hook_is_refused_at_start(tmp_path: Path)
         "        return prompt.upper()\n"
     )
     config = agent_config(tmp_path, "middlewares: [{type: local, import: 'bad_mw:Loud'}]\n")
-    code, _, err = await run(
-        "serve", "agent", "--config", str(config), "--app-dir", str(tmp_path)
-    )
+    code, _, err = await run("serve", "agent", "--config", str(config), "--app-dir", str(tmp_path))
     assert code == FAILURE
     line = one_line(err)
     assert "middleware Loud" in line and "on_system_prompt must be 'async def'" in line

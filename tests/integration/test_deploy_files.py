@@ -146,9 +146,7 @@ def test_every_service_beyond_loopback_checks_tokens_from_a_secret() -> None:
 def test_the_container_config_wires_retrieval_memory_and_tts() -> None:
     config = load_config(CONTAINER_CONFIG)
     local = [
-        load_middleware(m.import_path, **m.params)
-        for m in config.middlewares
-        if m.type == "local"
+        load_middleware(m.import_path, **m.params) for m in config.middlewares if m.type == "local"
     ]
     names = {type(m).__name__ for m in local}
     assert {"RAGMiddleware", "MemoryMiddleware", "TTSMiddleware"} <= names
