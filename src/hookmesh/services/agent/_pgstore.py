@@ -15,6 +15,7 @@ from hookmesh.services.agent._store import (
     LeaseLostError,
     SessionSummary,
     StoredSession,
+    listing_sql,
     pending_from_json,
     summary_fields,
 )
@@ -269,16 +270,8 @@ class PostgresSessionStore:
     async def list(
         self, owner: str, limit: int, after: tuple[str, str] | None
     ) -> list[SessionSummary]:
-        sql = (
-            "SELECT session_id, agent_name, awaiting, pending_json, create_time, update_time"
-            " FROM {ns}.sessions WHERE owner = %s"
-        )
-        args: tuple[object, ...] = (owner,)
-        if after is not None:
-            sql += " AND (update_time, session_id) < (%s::timestamptz, %s)"
-            args = (owner, *after)
-        sql += " ORDER BY update_time DESC, session_id DESC LIMIT %s"
-        rows = await self._rows(sql, (*args, limit))
+        sql = listing_sql("{ns}.sessions", "%s", "%s::timestamptz", after is not None)
+        rows = await self._rows(sql, (owner, *(after or ()), limit))
         return [
             SessionSummary(owner, sid, name, created, updated, awaiting, pending_from_json(pending))
             for sid, name, awaiting, pending, created, updated in rows

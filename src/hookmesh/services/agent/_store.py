@@ -75,6 +75,18 @@ def summary_fields(state: AgentState) -> tuple[str, str]:
     return pending.awaiting, json.dumps([c.model_dump() for c in calls])
 
 
+def listing_sql(table: str, mark: str, time_mark: str, after: bool) -> str:
+    """A page of an owner's session summaries, newest first: parameters owner, then the
+    (update time, session id) cursor when `after`, then the limit; `mark` is the driver's
+    placeholder, `time_mark` the one of the cursor's time."""
+    cursor = f" AND (update_time, session_id) < ({time_mark}, {mark})" if after else ""
+    return (
+        "SELECT session_id, agent_name, awaiting, pending_json, create_time, update_time"
+        f" FROM {table} WHERE owner = {mark}{cursor}"
+        f" ORDER BY update_time DESC, session_id DESC LIMIT {mark}"
+    )
+
+
 def pending_from_json(text: str) -> list[ToolCall]:
     """The pending calls of a ``pending_json`` column."""
     return [ToolCall.model_validate(c) for c in json.loads(text)]
@@ -237,16 +249,8 @@ class SqliteSessionStore:
     async def list(
         self, owner: str, limit: int, after: tuple[str, str] | None
     ) -> list[SessionSummary]:
-        sql = (
-            "SELECT session_id, agent_name, awaiting, pending_json, create_time, update_time"
-            " FROM agent_sessions WHERE owner = ?"
-        )
-        args: tuple[object, ...] = (owner,)
-        if after is not None:
-            sql += " AND (update_time, session_id) < (?, ?)"
-            args = (owner, *after)
-        sql += " ORDER BY update_time DESC, session_id DESC LIMIT ?"
-        rows = await self._run(sql, (*args, limit))
+        sql = listing_sql("agent_sessions", "?", "?", after is not None)
+        rows = await self._run(sql, (owner, *(after or ()), limit))
         return [
             SessionSummary(
                 owner,
