@@ -1,11 +1,21 @@
-"""Running a Node.js script to its end from an async test, within a deadline."""
+"""Node.js from tests: a script run to its end within a deadline, and the clients/node sidecar."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import select
+import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
+
+_NODE_DIR = Path(__file__).resolve().parents[1] / "clients" / "node"
+_START_TIMEOUT = 20.0
+"""Seconds node may take to load the protos and print its `listening on` line."""
+_STOP_TIMEOUT = 10.0
 
 
 async def run_node(
@@ -30,3 +40,47 @@ async def run_node(
         pytest.fail(f"node {' '.join(args)} did not finish within {timeout:g} s")
     assert proc.returncode is not None
     return proc.returncode, stdout.decode(), stderr.decode()
+
+
+def start_node_sidecar(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `node clients/node/sidecar.js --listen 127.0.0.1:0 ARGS`; return it and its address."""
+    if not (_NODE_DIR / "node_modules").is_dir():
+        pytest.fail("clients/node/node_modules is missing: run `npm ci --prefix clients/node`")
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not on PATH: install Node.js 20 or newer")
+    proc = subprocess.Popen(
+        [node, str(_NODE_DIR / "sidecar.js"), "--listen", "127.0.0.1:0", *args],
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + _START_TIMEOUT
+    seen = b""
+    while b"\n" not in seen:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([proc.stdout], [], [], max(left, 0))
+        chunk = os.read(proc.stdout.fileno(), 4096) if ready else b""
+        if not chunk:
+            stop_node(proc)
+            why = "exited" if ready else f"printed no line within {_START_TIMEOUT:g} s"
+            pytest.fail(f"the node sidecar {why}; stdout so far: {seen!r}")
+        seen += chunk
+    line = seen.split(b"\n", 1)[0].decode()
+    if not line.startswith("listening on "):
+        stop_node(proc)
+        pytest.fail(f"the node sidecar printed {line!r}, not 'listening on HOST:PORT'")
+    return proc, line.removeprefix("listening on ")
+
+
+def stop_node(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=_STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()

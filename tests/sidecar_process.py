@@ -1,4 +1,4 @@
-"""Starting a `hookmesh sidecar` in its own process for tests."""
+"""Starting `hookmesh` servers (a sidecar, an agent service) in their own processes for tests."""
 
 from __future__ import annotations
 
@@ -17,13 +17,18 @@ START_TIMEOUT = 20.0
 
 @dataclass
 class SidecarProcess:
-    """A running sidecar process and its address."""
+    """A running hookmesh server process and its address."""
 
     process: asyncio.subprocess.Process
     address: str
 
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.process.pid
+
     async def line(self, timeout: float = START_TIMEOUT) -> str:
-        """The next line the sidecar prints."""
+        """The next line the process prints."""
         assert self.process.stdout is not None
         async with asyncio.timeout(timeout):
             return (await self.process.stdout.readline()).decode().strip()
@@ -36,33 +41,23 @@ class SidecarProcess:
 
 
 @asynccontextmanager
-async def sidecar_process(
-    middleware: str, *args: str, listen: str = "127.0.0.1:0"
+async def hookmesh_process(
+    *args: str, ready: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[SidecarProcess]:
-    """Run `hookmesh sidecar --middleware <middleware>` until the block ends."""
+    """Run `hookmesh ARGS` until the block ends (SIGTERM, then SIGKILL); its first line
+    must be `<ready>HOST:PORT`."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "hookmesh.cli",
-        "sidecar",
-        "--middleware",
-        middleware,
-        "--listen",
-        listen,
-        "--app-dir",
-        str(ROOT),
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    sidecar = SidecarProcess(process, "")
+        sys.executable, "-m", "hookmesh.cli", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )  # fmt: skip
+    server = SidecarProcess(process, "")
     try:
-        first = await sidecar.line()
-        if not first.startswith("listening on "):
-            raise RuntimeError(f"sidecar did not start: {first!r}")
-        sidecar.address = first.removeprefix("listening on ")
-        yield sidecar
+        first = await server.line()
+        if not first.startswith(ready):
+            raise RuntimeError(f"hookmesh {args[0]} did not start: {first!r}")
+        server.address = first.removeprefix(ready)
+        yield server
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
@@ -70,4 +65,28 @@ async def sidecar_process(
                 async with asyncio.timeout(START_TIMEOUT):
                     await process.wait()
             except TimeoutError:
-                await sidecar.kill()
+                await server.kill()
+
+
+@asynccontextmanager
+async def sidecar_process(
+    middleware: str, *args: str, listen: str = "127.0.0.1:0", env: dict[str, str] | None = None
+) -> AsyncIterator[SidecarProcess]:
+    """Run `hookmesh sidecar --middleware <middleware>` until the block ends."""
+    async with hookmesh_process(
+        "sidecar", "--middleware", middleware, "--listen", listen, "--app-dir", str(ROOT), *args,
+        ready="listening on ", env=env,
+    ) as sidecar:  # fmt: skip
+        yield sidecar
+
+
+@asynccontextmanager
+async def agent_process(
+    config: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[SidecarProcess]:
+    """Run `hookmesh serve agent --config <config>` on 127.0.0.1:0 until the block ends."""
+    async with hookmesh_process(
+        "serve", "agent", "--config", str(config), "--listen", "127.0.0.1:0",
+        "--app-dir", str(ROOT), ready="agent service listening on ", env=env,
+    ) as agent:  # fmt: skip
+        yield agent

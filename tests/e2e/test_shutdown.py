@@ -75,7 +75,7 @@ models:
         assert await server.wait() == 0, log
     assert not [n for n in NOISE if n in log], log
 
-    store = open_store(f"sqlite:///{tmp_path}/agent.db")
+    store = await open_store(f"sqlite:///{tmp_path}/agent.db")
     try:
         saved = await store.get("anonymous", "stuck")
     finally:

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import select
-import shutil
-import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 import grpc
@@ -25,68 +20,21 @@ from hookmesh.v1 import message_pb2 as _message_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 from tests.agent_helpers import SHORT_TIMEOUT, collect, customs, echo, report
+from tests.node_process import start_node_sidecar, stop_node
 
 pytestmark = pytest.mark.timeout(60)
 
-_NODE_DIR = Path(__file__).resolve().parents[2] / "clients" / "node"
 _KEY = "node-token-counter"
-_START_TIMEOUT = 20.0
-"""Seconds node may take to load the protos and print its `listening on` line."""
-_STOP_TIMEOUT = 10.0
-
-
-def _start_sidecar(
-    *args: str, env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[bytes], str]:
-    """Start `node clients/node/sidecar.js --listen 127.0.0.1:0 ARGS`; return it and its address."""
-    if not (_NODE_DIR / "node_modules").is_dir():
-        pytest.fail("clients/node/node_modules is missing: run `npm ci --prefix clients/node`")
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is not on PATH: install Node.js 20 or newer")
-    proc = subprocess.Popen(
-        [node, str(_NODE_DIR / "sidecar.js"), "--listen", "127.0.0.1:0", *args],
-        stdout=subprocess.PIPE,
-        env=env,
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + _START_TIMEOUT
-    seen = b""
-    while b"\n" not in seen:
-        left = deadline - time.monotonic()
-        ready, _, _ = select.select([proc.stdout], [], [], max(left, 0))
-        chunk = os.read(proc.stdout.fileno(), 4096) if ready else b""
-        if not chunk:
-            _stop(proc)
-            why = "exited" if ready else f"printed no line within {_START_TIMEOUT:g} s"
-            pytest.fail(f"the node sidecar {why}; stdout so far: {seen!r}")
-        seen += chunk
-    line = seen.split(b"\n", 1)[0].decode()
-    if not line.startswith("listening on "):
-        _stop(proc)
-        pytest.fail(f"the node sidecar printed {line!r}, not 'listening on HOST:PORT'")
-    return proc, line.removeprefix("listening on ")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=_STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 @pytest.fixture(scope="module")
 def sidecar() -> Iterator[str]:
     """The address of one node sidecar, shared by the module's tests."""
-    proc, address = _start_sidecar()
+    proc, address = start_node_sidecar()
     try:
         yield address
     finally:
-        _stop(proc)
+        stop_node(proc)
 
 
 # --- through a real agent --------------------------------------------------------------------
@@ -315,7 +263,7 @@ async def test_transform_system_prompt_appends_the_tag(sidecar: str) -> None:
 
 async def test_token_env_requires_the_bearer_token() -> None:
     env = {**os.environ, "NODE_SIDECAR_TEST_TOKEN": "s3cret"}
-    proc, address = _start_sidecar("--token-env", "NODE_SIDECAR_TEST_TOKEN", env=env)
+    proc, address = start_node_sidecar("--token-env", "NODE_SIDECAR_TEST_TOKEN", env=env)
     try:
         async with grpc.aio.insecure_channel(address) as channel:
             stub = _mw_grpc.MiddlewareServiceStub(channel)
@@ -333,4 +281,4 @@ async def test_token_env_requires_the_bearer_token() -> None:
         finally:
             await remote.aclose()
     finally:
-        _stop(proc)
+        stop_node(proc)

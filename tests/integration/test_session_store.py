@@ -1,8 +1,10 @@
-"""The session store contract (owners, listing without state, retention) and the agent
+"""The session store contract (owners, listing without state, retention) on SQLite and
+PostgreSQL, the PostgreSQL leases (busy, expiry, a dead holder, fencing), and the agent
 service's retention sweep."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import stat
 from collections.abc import AsyncIterator
@@ -14,28 +16,27 @@ import pytest
 from hookmesh.agent import AgentState, PendingReply
 from hookmesh.client import AgentClient
 from hookmesh.schema import ToolCall, make_user_text
-from hookmesh.services.agent import SessionStore, load_config, open_store, start_agent_service
+from hookmesh.services.agent import (
+    LeaseLostError,
+    PostgresSessionStore,
+    SessionStore,
+    load_config,
+    open_store,
+    start_agent_service,
+)
 from tests.agent_helpers import SHORT_TIMEOUT
+from tests.session_backends import SessionBackend
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SessionStore]:
-    opened = open_store(f"sqlite:///{tmp_path}/data/sessions.db")
+async def store(session_backend: SessionBackend) -> AsyncIterator[SessionStore]:
+    opened = await session_backend.open()
     try:
         yield opened
     finally:
         await opened.close()
-
-
-def _age(path: Path, session_id: str, days: int) -> None:
-    """Backdate a session's last update (what retention reads)."""
-    when = (datetime.now(UTC) - timedelta(days=days)).isoformat()
-    with sqlite3.connect(path) as db:
-        db.execute(
-            "UPDATE agent_sessions SET update_time = ? WHERE session_id = ?", (when, session_id)
-        )
 
 
 async def test_sessions_belong_to_their_owner(store: SessionStore) -> None:
@@ -50,6 +51,7 @@ async def test_sessions_belong_to_their_owner(store: SessionStore) -> None:
     assert [s.session_id for s in await store.list("bob", 10, None)] == ["s1"]
     assert await store.list("carol", 10, None) == []
     assert await store.delete("bob", "s1")
+    assert not await store.delete("bob", "s1")
     assert await store.get("alice", "s1") is not None
 
 
@@ -65,14 +67,26 @@ async def test_a_listing_carries_the_pending_calls(store: SessionStore) -> None:
     assert (summary.awaiting, summary.pending_calls) == ("confirmation", [call])
 
 
-async def test_retention_by_age_and_count_spares_busy_sessions(
-    store: SessionStore, tmp_path: Path
+async def test_listing_pages_newest_first(
+    store: SessionStore, session_backend: SessionBackend
 ) -> None:
-    path = tmp_path / "data" / "sessions.db"
+    for sid in ("a", "b", "c"):
+        await store.put("alice", sid, "agent", AgentState())
+    for days, sid in ((3, "a"), (2, "b"), (1, "c")):
+        await session_backend.age(sid, days)
+    first = await store.list("alice", 2, None)
+    assert [s.session_id for s in first] == ["c", "b"]
+    cursor = (first[-1].update_time.isoformat(), first[-1].session_id)
+    assert [s.session_id for s in await store.list("alice", 2, cursor)] == ["a"]
+
+
+async def test_retention_by_age_and_count_spares_busy_sessions(
+    store: SessionStore, session_backend: SessionBackend
+) -> None:
     for sid in ("old", "old-busy", "a", "b", "c"):
         await store.put("alice", sid, "agent", AgentState())
-    _age(path, "old", 30)
-    _age(path, "old-busy", 30)
+    await session_backend.age("old", 30)
+    await session_backend.age("old-busy", 30)
     cutoff = datetime.now(UTC) - timedelta(days=7)
     gone = await store.sweep(older_than=cutoff, keep=None, busy={("alice", "old-busy")})
     assert gone == 1
@@ -82,21 +96,13 @@ async def test_retention_by_age_and_count_spares_busy_sessions(
     assert left == {"old-busy", "b", "c"}  # the busy one survives; "a" was the oldest of the rest
 
 
-async def test_the_database_is_private(tmp_path: Path, store: SessionStore) -> None:
-    await store.put("alice", "s", "agent", AgentState())
-    folder = tmp_path / "data"
-    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    assert stat.S_IMODE((folder / "sessions.db").stat().st_mode) == 0o600
-
-
-async def test_the_service_sweeps_at_start(tmp_path: Path) -> None:
-    path = tmp_path / "agent.db"
-    seeded = open_store(f"sqlite:///{path}")
+async def test_the_service_sweeps_at_start(session_backend: SessionBackend) -> None:
+    seeded = await session_backend.open()
     await seeded.put("anonymous", "stale", "assistant", AgentState())
     await seeded.put("anonymous", "fresh", "assistant", AgentState())
     await seeded.close()
-    _age(path, "stale", 3)
-    config = load_config(None, store=f"sqlite:///{path}", sessions={"ttl_seconds": 86_400})
+    await session_backend.age("stale", 3)
+    config = load_config(None, **session_backend.config(sessions={"ttl_seconds": 86_400}))
     service = await start_agent_service(config, address="127.0.0.1:0")
     try:
         async with AgentClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as client:
@@ -104,6 +110,21 @@ async def test_the_service_sweeps_at_start(tmp_path: Path) -> None:
         assert [s.session_id for s in sessions] == ["fresh"]
     finally:
         await service.stop(None)
+
+
+# --- SQLite only: one private file ---------------------------------------------------------
+
+
+async def test_the_database_is_private(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path}/data/sessions.db")
+    try:
+        await store.put("alice", "s", "agent", AgentState())
+        assert store.leases is None  # one process owns the file: no leases
+    finally:
+        await store.close()
+    folder = tmp_path / "data"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "sessions.db").stat().st_mode) == 0o600
 
 
 async def test_an_old_database_is_migrated(tmp_path: Path) -> None:
@@ -118,8 +139,98 @@ async def test_an_old_database_is_migrated(tmp_path: Path) -> None:
             "INSERT INTO sessions VALUES (?, ?, ?, ?, ?)",
             ("legacy", "assistant", AgentState().model_dump_json(), now, now),
         )
-    migrated = open_store(f"sqlite:///{path}")
+    migrated = await open_store(f"sqlite:///{path}")
     try:
         assert await migrated.get("anonymous", "legacy") is not None
     finally:
         await migrated.close()
+
+
+async def test_an_unknown_store_is_refused_without_its_password() -> None:
+    with pytest.raises(ValueError, match="unsupported store") as caught:
+        await open_store("mysql://root:hunter2@db/agent")
+    assert "hunter2" not in str(caught.value)
+
+
+# --- PostgreSQL leases: two replicas on one database ---------------------------------------
+
+
+@pytest.fixture
+async def replicas(
+    postgres_backend: SessionBackend,
+) -> AsyncIterator[tuple[PostgresSessionStore, PostgresSessionStore]]:
+    """Two stores on one schema, as two agent replicas have (2 s leases)."""
+    first = await postgres_backend.open(lease_seconds=2.0)
+    second = await postgres_backend.open(lease_seconds=2.0)
+    assert isinstance(first, PostgresSessionStore) and isinstance(second, PostgresSessionStore)
+    try:
+        yield first, second
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_held_lease_keeps_other_replicas_out_until_released(
+    replicas: tuple[PostgresSessionStore, PostgresSessionStore],
+) -> None:
+    first, second = replicas
+    lease = await first.acquire("alice", "s")
+    assert lease is not None
+    assert await second.acquire("alice", "s") is None
+    assert await second.acquire("bob", "s") is not None  # another owner's session is free
+    assert await first.renew() == []  # still held
+    await first.release(lease)
+    taken = await second.acquire("alice", "s")
+    assert taken is not None and taken.token > lease.token
+
+
+async def _wait_until_gone(url: str, holder: int) -> None:
+    """Wait until the server has ended the holder's session (its lock is free)."""
+    import psycopg
+
+    async with (
+        asyncio.timeout(SHORT_TIMEOUT),
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as conn,
+    ):
+        await conn.execute("SELECT pg_advisory_lock(%s)", (holder,))
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (holder,))
+
+
+async def test_a_dead_holders_leases_are_free_at_once(
+    replicas: tuple[PostgresSessionStore, PostgresSessionStore], postgres_backend: SessionBackend
+) -> None:
+    first, second = replicas
+    assert await first.acquire("alice", "s") is not None
+    await first.close()  # the process ends: its holder connection closes, never released
+    await _wait_until_gone(postgres_backend.url, first.holder)
+    assert await second.acquire("alice", "s") is not None
+
+
+async def test_an_expired_lease_is_taken_over_and_the_old_holder_is_fenced_out(
+    replicas: tuple[PostgresSessionStore, PostgresSessionStore], postgres_backend: SessionBackend
+) -> None:
+    first, second = replicas
+    stale = await first.acquire("alice", "s")
+    assert stale is not None
+    await first.put("alice", "s", "agent", AgentState(), lease=stale)  # allowed while held
+    await postgres_backend.expire_leases()  # the holder hung past its expiry
+    fresh = await second.acquire("alice", "s")
+    assert fresh is not None and fresh.token > stale.token
+    await second.put("alice", "s", "agent", AgentState(context=[make_user_text("flat", "new")]))
+    with pytest.raises(LeaseLostError):
+        await first.put("alice", "s", "agent", AgentState(), lease=stale)
+    saved = await second.get("alice", "s")
+    assert saved is not None and len(saved.state.context) == 1  # the new holder's write stands
+    assert await first.renew() == [stale]  # the old holder learns it lost the lease
+
+
+async def test_retention_spares_sessions_leased_by_another_replica(
+    replicas: tuple[PostgresSessionStore, PostgresSessionStore], postgres_backend: SessionBackend
+) -> None:
+    first, second = replicas
+    await first.put("alice", "running", "agent", AgentState())
+    await postgres_backend.age("running", 30)
+    assert await first.acquire("alice", "running") is not None
+    cutoff = datetime.now(UTC) - timedelta(days=7)
+    assert await second.sweep(older_than=cutoff, keep=None, busy=set()) == 0
+    assert await second.get("alice", "running") is not None

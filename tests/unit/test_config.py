@@ -25,7 +25,8 @@ def test_defaults_run_a_scripted_agent() -> None:
 def test_the_example_file_loads() -> None:
     config = load_config(ROOT / "deploy/container/agent.yaml")
     assert config.tools == ["hookmesh.demo:get_weather"]
-    assert [m.type for m in config.middlewares] == ["local", "remote"]
+    assert [m.type for m in config.middlewares] == ["local"] * 4 + ["remote"]
+    assert config.store.startswith("postgresql://") and config.auth.token_file
 
 
 def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -78,12 +78,24 @@ def serve_agent(
     tls_key: TlsKeyOption = None,
     client_ca: ClientCaOption = None,
 ) -> None:
-    """Serve the agent service (sessions in SQLite) until SIGTERM/SIGINT."""
-    from hookmesh.services.agent import load_config, start_agent_service
+    """Serve the agent service (sessions in SQLite or PostgreSQL) until SIGTERM/SIGINT;
+    SIGHUP reloads its middlewares from the config (docs/deploy.md)."""
+    from hookmesh.services.agent import AgentService, load_config, start_agent_service
 
     import_from(app_dir)
     auth = auth_flags(token_env, token_file, tls_cert, tls_key, client_ca)
-    serve_service(load_config, start_agent_service, config, "agent service ", auth, listen=listen)
+    overrides: dict[str, Any] = {"listen": listen} if listen else {}
+    if auth:
+        overrides["auth"] = auth
+
+    async def start(settings: Any) -> AgentService:
+        service = await start_agent_service(
+            settings, reload_from=lambda: load_config(config, **overrides)
+        )
+        service.reloader.on_sighup()
+        return service
+
+    serve_service(load_config, start, config, "agent service ", auth, listen=listen)
 
 
 @serve_app.command("retrieval")

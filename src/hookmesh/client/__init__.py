@@ -13,6 +13,8 @@ from hookmesh.client._agent_client import (
 from hookmesh.client._errors import AgentClientError
 
 _LAZY = {
+    "AdminClient": "hookmesh.client._admin_client",
+    "ReloadResult": "hookmesh.client._admin_client",
     "RetrievalClient": "hookmesh.client._retrieval_client",
     "IngestReport": "hookmesh.client._retrieval_client",
     "DocumentError": "hookmesh.client._retrieval_client",
@@ -32,11 +34,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "AdminClient",
     "AgentClient",
     "AgentClientError",
     "DocumentError",
     "IngestReport",
     "MemoryClient",
+    "ReloadResult",
     "RetrievalClient",
     "SessionInfo",
     "SyncAgentClient",

@@ -11,6 +11,11 @@ class AgentClientError(Exception):
     """A failed call: the gRPC code, the stable reason, and field violations for bad input.
 
     Branch on `reason` (e.g. ``SESSION_BUSY``), never on the message.
+
+    A stream reset by a proxy (Envoy resets a call whose replica died after the response
+    began: HTTP/2 RST_STREAM, which gRPC reports as INTERNAL with no status of the service's
+    own) is reported as UNAVAILABLE with reason ``STREAM_RESET``, as the same failure is on
+    a direct connection: hookmesh services never answer INTERNAL without an ErrorInfo.
     """
 
     def __init__(
@@ -32,6 +37,13 @@ class AgentClientError(Exception):
         code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
         details = error.details() if hasattr(error, "details") else str(error)
         status = status_of(error)
+        if status is None and code == grpc.StatusCode.INTERNAL and "RST_STREAM" in (details or ""):
+            return cls(
+                grpc.StatusCode.UNAVAILABLE,
+                "the connection to the service broke during the call (a proxy reset the "
+                "stream); the call may not have finished",
+                "STREAM_RESET",
+            )
         if status is None:
             return cls(code, details or "")
         return cls(

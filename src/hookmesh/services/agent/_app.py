@@ -13,17 +13,14 @@ from typing import Any
 from hookmesh._imports import load_object
 from hookmesh.agent import Tool, tool
 from hookmesh.agent.models import build_model
-from hookmesh.middleware import Middleware
-from hookmesh.remote import ClientTLS, RemoteMiddleware, load_middleware
 from hookmesh.services._server import RunningServer, Service, start_server
-from hookmesh.services.agent._config import (
-    AgentServiceConfig,
-    LocalMiddlewareConfig,
-    SessionsConfig,
-    secret,
-)
+from hookmesh.services.agent._chain import build_chain
+from hookmesh.services.agent._config import AgentServiceConfig, SessionsConfig
+from hookmesh.services.agent._reload import AdminServicer, ConfigSource, MiddlewareReloader
 from hookmesh.services.agent._servicer import AgentServicer
 from hookmesh.services.agent._store import SessionStore, open_store
+from hookmesh.v1 import admin_pb2 as _admin_pb2
+from hookmesh.v1 import admin_pb2_grpc as _admin_grpc
 from hookmesh.v1 import agent_pb2 as _agent_pb2
 from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
 
@@ -31,6 +28,7 @@ log = logging.getLogger("hookmesh.agent_service")
 
 _DRAIN_TIMEOUT = 10.0
 SERVICE_NAME = _agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+ADMIN_SERVICE_NAME = _admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
@@ -51,11 +49,13 @@ def load_tool(spec: str) -> Tool:
 
 @dataclass
 class AgentService:
-    """A running agent service: its server, servicer and what to close on shutdown."""
+    """A running agent service: its server, servicer, reloader and what to close on
+    shutdown."""
 
     server: RunningServer
     servicer: AgentServicer
     resources: AsyncExitStack
+    reloader: MiddlewareReloader
 
     @property
     def port(self) -> int:
@@ -100,41 +100,15 @@ async def sweep_sessions(
         await sweep_once(store, servicer, config)
 
 
-async def build_middlewares(
-    config: AgentServiceConfig, stack: AsyncExitStack, sidecars: dict[str, str]
-) -> list[Middleware]:
-    """Instantiate local middlewares and connect remote ones (closed by `stack`)."""
-    out: list[Middleware] = []
-    for i, entry in enumerate(config.middlewares):
-        if isinstance(entry, LocalMiddlewareConfig):
-            local = load_middleware(entry.import_path, **entry.params)
-            aclose = getattr(local, "aclose", None)
-            if aclose is not None:
-                stack.push_async_callback(aclose)
-            out.append(local)
-            continue
-        target = entry.target or sidecars.get(entry.sidecar, "")
-        if not target:
-            known = ", ".join(sidecars) or "none"
-            raise ValueError(f"middlewares[{i}]: set target, or sidecar to one of: {known}")
-        tls = None
-        if entry.tls is not None:
-            tls = ClientTLS(
-                entry.tls.ca_cert,
-                entry.tls.client_cert,
-                entry.tls.client_key,
-                entry.tls.server_name,
-            )
-        remote = await RemoteMiddleware.connect(
-            target,
-            failure_mode=entry.failure_mode,
-            timeout=entry.timeout,
-            tls=tls,
-            token=secret(entry.token_env),
-        )
-        stack.push_async_callback(remote.aclose)
-        out.append(remote)
-    return out
+async def renew_leases(servicer: AgentServicer, interval: float) -> None:
+    """Renew the replies' session leases every `interval` s, until cancelled (a failure is
+    logged: the next round tries again before the leases expire)."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await servicer.claims.renew()
+        except Exception as exc:
+            log.warning("session lease renewal failed: %s", exc)
 
 
 async def start_agent_service(
@@ -142,6 +116,7 @@ async def start_agent_service(
     *,
     address: str | None = None,
     sidecars: dict[str, str] | None = None,
+    reload_from: ConfigSource | None = None,
 ) -> AgentService:
     """Build everything the config names and start serving (health, reflection, tracing).
 
@@ -149,10 +124,15 @@ async def start_agent_service(
         config: The configuration.
         address: Overrides `config.listen` (tests pass ``127.0.0.1:0``).
         sidecars: Addresses of named sidecars, for remote middlewares that name one.
+        reload_from: Reads the configuration again for a middleware reload (SIGHUP, the
+            AdminService); without it a reload is refused (``NO_CONFIG_FILE``).
     """
     stack = AsyncExitStack()
     try:
-        store = open_store(config.store)
+        sessions = config.sessions
+        store = await open_store(
+            config.store, namespace=sessions.namespace, lease_seconds=sessions.lease_seconds
+        )
         stack.push_async_callback(store.close)
         models = {name: build_model(m) for name, m in config.models.items()}
         for model in models.values():
@@ -160,14 +140,23 @@ async def start_agent_service(
             if aclose is not None:
                 stack.push_async_callback(aclose)
         tools = [load_tool(spec) for spec in config.tools]
-        middlewares = await build_middlewares(config, stack, sidecars or {})
-        servicer = AgentServicer(config, store, models, tools, middlewares)
-        if config.sessions.ttl_seconds is not None or config.sessions.max_count is not None:
-            await sweep_once(store, servicer, config.sessions)
-            sweeper = asyncio.create_task(sweep_sessions(store, servicer, config.sessions))
+        chain = await build_chain(config, sidecars or {})
+        servicer = AgentServicer(config, store, models, tools, chain)
+        stack.push_async_callback(lambda: servicer.chain.close())
+        if store.leases is not None:
+            renewer = asyncio.create_task(renew_leases(servicer, sessions.lease_seconds / 3))
+            stack.push_async_callback(_cancel, renewer)
+        if sessions.ttl_seconds is not None or sessions.max_count is not None:
+            await sweep_once(store, servicer, sessions)
+            sweeper = asyncio.create_task(sweep_sessions(store, servicer, sessions))
             stack.push_async_callback(_cancel, sweeper)
+        reloader = MiddlewareReloader(servicer, reload_from, sidecars or {})
+        admin = AdminServicer(reloader, config.admin_principals)
         server = await start_server(
-            [Service(SERVICE_NAME, servicer, _agent_grpc.add_AgentServiceServicer_to_server)],
+            [
+                Service(SERVICE_NAME, servicer, _agent_grpc.add_AgentServiceServicer_to_server),
+                Service(ADMIN_SERVICE_NAME, admin, _admin_grpc.add_AdminServiceServicer_to_server),
+            ],
             address or config.listen,
             auth=config.auth,
             options=[("grpc.max_receive_message_length", 2 * config.max_request_bytes)],
@@ -176,4 +165,4 @@ async def start_agent_service(
     except BaseException:
         await stack.aclose()
         raise
-    return AgentService(server, servicer, stack)
+    return AgentService(server, servicer, stack, reloader)

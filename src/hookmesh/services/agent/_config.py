@@ -99,7 +99,8 @@ def _default_models() -> dict[str, ModelConfig]:
 
 
 class SessionsConfig(_Strict):
-    """How long sessions are kept; swept in the background (docs/services/agent.md)."""
+    """How long sessions are kept (swept in the background, docs/services/agent.md) and, on
+    PostgreSQL, how replicas share them (docs/deploy.md)."""
 
     ttl_seconds: float | None = Field(None, gt=0)
     """Delete sessions not updated for this long (paused ones too); unset keeps them."""
@@ -108,6 +109,12 @@ class SessionsConfig(_Strict):
     updated first; unset for no limit."""
     sweep_interval_seconds: float = Field(60.0, gt=0)
     """How often the sweep runs (also once at start)."""
+    lease_seconds: float = Field(30.0, gt=0)
+    """PostgreSQL store: how long a reply's lease on its session outlives the replica's last
+    renewal (every third of it); a replica that dies frees its leases at once, one that
+    hangs after this long."""
+    namespace: str = Field("agent", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    """PostgreSQL store: the schema holding the session tables (one per agent service)."""
 
 
 class AgentServiceConfig(ServiceSettings):
@@ -120,13 +127,17 @@ class AgentServiceConfig(ServiceSettings):
     listen: str = "127.0.0.1:7000"
     """Address to serve on; port 0 picks a free one."""
     store: str = "sqlite:///hookmesh-data/agent.db"
-    """Session store: ``sqlite:///path`` (WAL). PostgreSQL is a documented extension point."""
+    """Session store: ``sqlite:///path`` (WAL, one process) or
+    ``postgresql://user:password@host:port/database`` (replicas; may hold a secret)."""
     max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     """Largest accepted request; bigger ones get INVALID_ARGUMENT."""
     max_messages: int = Field(256, ge=1)
     """Most messages in one Reply request."""
     grace_seconds: float = Field(10.0, ge=0)
     """On SIGTERM, in-flight replies get this long before they are interrupted."""
+    admin_principals: list[str] = Field(default_factory=list)
+    """Principals that may call the AdminService (ReloadMiddlewares); empty: nobody. List
+    ``anonymous`` only on a loopback server that checks no credentials."""
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     """Session retention; sessions are kept forever by default."""
     agent: AgentSettings = Field(default_factory=AgentSettings)

@@ -23,7 +23,6 @@ from hookmesh.agent import (
 )
 from hookmesh.agent.models import TOOL_CHOICE_MODES, ChatModel
 from hookmesh.errors import FieldViolation, HookmeshError, RequestError, SchemaError, to_grpc_status
-from hookmesh.middleware import Middleware
 from hookmesh.schema import (
     AgentEvent,
     block_from_proto,
@@ -34,9 +33,12 @@ from hookmesh.schema import (
     tool_result_state_from_proto,
 )
 from hookmesh.services._auth import ANONYMOUS, current_user
+from hookmesh.services.agent._chain import MiddlewareChain
+from hookmesh.services.agent._claims import Key, SessionClaims
 from hookmesh.services.agent._client_tools import client_tools
 from hookmesh.services.agent._config import AgentServiceConfig
 from hookmesh.services.agent._store import (
+    LeaseLostError,
     SessionStore,
     SessionSummary,
     StoredSession,
@@ -59,11 +61,12 @@ _STATUS: dict[str | None, _agent_pb2.SessionStatus] = {
 }
 
 
-def _busy(session_id: str) -> RequestError:
+def _taken_over(session_id: str) -> RequestError:
     return RequestError(
-        grpc.StatusCode.FAILED_PRECONDITION,
-        "SESSION_BUSY",
-        f"session {session_id} is already replying; wait for it or call Interrupt",
+        grpc.StatusCode.ABORTED,
+        "SESSION_TAKEN_OVER",
+        f"session {session_id} was taken over by another replica while this reply ran past "
+        "its lease; this reply's turn was not saved",
         metadata={"sessionId": session_id},
     )
 
@@ -88,14 +91,15 @@ def _check_id(session_id: str, *, required: bool = True) -> None:
 
 
 class AgentServicer(_agent_grpc.AgentServiceServicer):
-    """Runs replies of the configured agent, one at a time per session, persisting sessions.
+    """Runs replies of the configured agent, one at a time per session (across replicas when
+    the store is shared), persisting sessions.
 
     Args:
         config: The service configuration.
         store: Where sessions live.
         models: Chat models by configured name.
         tools: The agent's tools.
-        middlewares: Middleware instances (local or remote), outermost first.
+        chain: The middlewares (local or remote), outermost first; `swap` replaces them.
     """
 
     def __init__(
@@ -104,16 +108,24 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         store: SessionStore,
         models: dict[str, ChatModel],
         tools: Sequence[Tool],
-        middlewares: Sequence[Middleware],
+        chain: MiddlewareChain,
     ) -> None:
         self.config = config
         self.store = store
         self.models = models
         self.tools = list(tools)
-        self.middlewares = list(middlewares)
-        self._running: dict[tuple[str, str], Agent | None] = {}
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self.chain = chain
+        self.claims = SessionClaims(store.leases)
+
+    async def swap(self, chain: MiddlewareChain) -> MiddlewareChain:
+        """Make `chain` the one new replies take; the old one closes after its last reply.
+
+        Returns:
+            The old chain.
+        """
+        old, self.chain = self.chain, chain
+        await old.retire()
+        return old
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -124,6 +136,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         state: AgentState,
         model: str,
         client_tools: Sequence[Tool],
+        chain: MiddlewareChain,
     ) -> Agent:
         settings = self.config.agent
         return Agent(
@@ -131,7 +144,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             name=settings.name,
             system_prompt=settings.system_prompt,
             tools=[*self.tools, *client_tools],
-            middlewares=self.middlewares,
+            middlewares=chain.middlewares,
             kind=settings.kind,
             max_iters=settings.max_iters,
             state=state,
@@ -187,39 +200,45 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
 
     def _all_tools(self) -> list[Tool]:
         out = list(self.tools)
-        for mw in self.middlewares:
+        for mw in self.chain.middlewares:
             out.extend(mw.list_tools())
         return out
 
-    def _claim(self, key: tuple[str, str]) -> None:
-        if key in self._running:
-            raise _busy(key[1])
-        self._running[key] = None
-        self._idle.clear()
-
-    def _release(self, key: tuple[str, str]) -> None:
-        self._running.pop(key, None)
-        if not self._running:
-            self._idle.set()
-
-    def busy(self) -> set[tuple[str, str]]:
+    def busy(self) -> set[Key]:
         """The (owner, session id) pairs replying now (retention never removes them)."""
-        return set(self._running)
+        return self.claims.busy()
 
     async def drain(self, timeout: float) -> None:
         """Wait (up to `timeout` s) until every reply has ended and been persisted."""
-        async with asyncio.timeout(timeout):
-            await self._idle.wait()
+        await self.claims.drain(timeout)
+
+    async def _claim(self, key: Key) -> MiddlewareChain:
+        """Claim the session and take the current chain for its reply."""
+        await self.claims.claim(key)
+        chain = self.chain
+        chain.acquire()
+        return chain
+
+    async def _release(self, key: Key, chain: MiddlewareChain) -> None:
+        """End the reply: its chain first (closed if retired), then the claim (`drain`
+        returns once every reply has fully ended)."""
+        try:
+            await chain.release()
+        finally:
+            await self.claims.release(key)
 
     async def _stream(
         self,
-        key: tuple[str, str],
+        key: Key,
         agent: Agent,
         events: AsyncIterator[AgentEvent],
         wrap: Callable[..., Any],
+        context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[Any]:
-        """Stream a reply's events, then persist the session, whatever happens."""
-        self._running[key] = agent
+        """Stream a reply's events, then persist the session, whatever happens (a write the
+        lease no longer allows ends the call with ABORTED ``SESSION_TAKEN_OVER``)."""
+        self.claims.bind(key, agent)
+        lost = False
         try:
             async for event in events:
                 yield wrap(event=event_to_proto(event))
@@ -227,7 +246,15 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
                 await aclose()
-            await asyncio.shield(self.store.put(*key, agent.name, agent.state))
+            try:
+                await asyncio.shield(
+                    self.store.put(*key, agent.name, agent.state, lease=self.claims.lease(key))
+                )
+            except LeaseLostError:
+                log.warning("session %s was taken over: its last turn is not saved", key[1])
+                lost = True
+        if lost:
+            await context.abort_with_status(to_grpc_status(_taken_over(key[1])))
 
     # --- RPCs ------------------------------------------------------------------------------
 
@@ -236,7 +263,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
     ) -> AsyncIterator[_agent_pb2.ReplyResponse]:
         session_id = request.session_id
         owner = current_user()
-        claimed = False
+        chain: MiddlewareChain | None = None
         try:
             self._check_size(request, "messages")
             _check_id(session_id, required=False)
@@ -251,49 +278,54 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             check_messages(messages, "messages")
             client_tools = self._client_tools(request.client_tools)
             model, choice, max_iters = self._options(request.options, client_tools)
-            if not session_id:
-                session_id = new_id()
-            key = (owner, session_id)
-            self._claim(key)
-            claimed = True
-            stored = await self.store.get(owner, session_id)
+            key = (owner, session_id or new_id())
+            chain = await self._claim(key)
+            stored = await self.store.get(*key)
             if stored is None:
-                await self.store.put(owner, session_id, self.config.agent.name, AgentState())
+                await self.store.put(
+                    *key, self.config.agent.name, AgentState(), lease=self.claims.lease(key)
+                )
             state = stored.state if stored is not None else AgentState()
             if state.pending is not None:
                 raise RequestError(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     "REPLY_PAUSED",
-                    f"session {session_id} has a paused reply: call Resume first",
-                    metadata={"sessionId": session_id},
+                    f"session {key[1]} has a paused reply: call Resume first",
+                    metadata={"sessionId": key[1]},
                 )
-            agent = self._agent(owner, session_id, state, model, client_tools)
+            agent = self._agent(*key, state, model, client_tools, chain)
             events = agent.reply(messages, tool_choice=choice, max_iters=max_iters)
-        except HookmeshError as exc:
-            if claimed:
-                self._release((owner, session_id))
+        except BaseException as exc:
+            if chain is not None:
+                await self._release(key, chain)
+            if not isinstance(exc, HookmeshError):
+                raise
             await context.abort_with_status(to_grpc_status(exc))
             return
         try:
-            async for response in self._stream(key, agent, events, _agent_pb2.ReplyResponse):
+            async for response in self._stream(
+                key, agent, events, _agent_pb2.ReplyResponse, context
+            ):
                 yield response
         finally:
-            self._release(key)
+            await self._release(key, chain)
 
     async def Resume(
         self, request: _agent_pb2.ResumeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[_agent_pb2.ResumeResponse]:
         session_id = request.session_id
         key = (current_user(), session_id)
-        claimed = False
+        chain: MiddlewareChain | None = None
         try:
             self._check_size(request, "external_results")
             _check_id(session_id)
+            if await self.store.get(*key) is None:
+                raise _not_found(session_id)
+            chain = await self._claim(key)
+            # Read again under the claim: another replica may have written it meanwhile.
             stored = await self.store.get(*key)
             if stored is None:
                 raise _not_found(session_id)
-            self._claim(key)
-            claimed = True
             if stored.state.pending is None:
                 raise RequestError(
                     grpc.StatusCode.FAILED_PRECONDITION,
@@ -303,18 +335,22 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                 )
             resume = _resume(request)
             client_tools = self._client_tools(request.client_tools)
-            agent = self._agent(*key, stored.state, self.config.agent.model, client_tools)
+            agent = self._agent(*key, stored.state, self.config.agent.model, client_tools, chain)
             events = agent.resume(resume)
-        except HookmeshError as exc:
-            if claimed:
-                self._release(key)
+        except BaseException as exc:
+            if chain is not None:
+                await self._release(key, chain)
+            if not isinstance(exc, HookmeshError):
+                raise
             await context.abort_with_status(to_grpc_status(exc))
             return
         try:
-            async for response in self._stream(key, agent, events, _agent_pb2.ResumeResponse):
+            async for response in self._stream(
+                key, agent, events, _agent_pb2.ResumeResponse, context
+            ):
                 yield response
         finally:
-            self._release(key)
+            await self._release(key, chain)
 
     async def Interrupt(
         self, request: _agent_pb2.InterruptRequest, context: grpc.aio.ServicerContext
@@ -324,10 +360,10 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             _check_id(request.session_id)
         except HookmeshError as exc:
             await context.abort_with_status(to_grpc_status(exc))
-        agent = self._running.get(key)
+        agent = self.claims.agent(key)
         if agent is not None:
             return _agent_pb2.InterruptResponse(interrupted=agent.interrupt())
-        if key not in self._running and await self.store.get(*key) is None:
+        if key not in self.claims and await self.store.get(*key) is None:
             await context.abort_with_status(to_grpc_status(_not_found(request.session_id)))
         return _agent_pb2.InterruptResponse(interrupted=False)
 
@@ -335,7 +371,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self, summary: SessionSummary, context: list[Any] | None = None
     ) -> _agent_pb2.Session:
         status = _STATUS[summary.awaiting or None]
-        if (summary.owner, summary.session_id) in self._running:
+        if (summary.owner, summary.session_id) in self.claims:
             status = _agent_pb2.SESSION_STATUS_RUNNING
         session = _agent_pb2.Session(
             session_id=summary.session_id,
@@ -361,7 +397,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         except HookmeshError as exc:
             await context.abort_with_status(to_grpc_status(exc))
         stored = await self.store.get(*key)
-        live = self._running.get(key)
+        live = self.claims.agent(key)
         if live is not None:
             # A running reply is fresher than the store (which is written when it ends).
             awaiting, pending = summary_fields(live.state)
@@ -409,11 +445,14 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         key = (current_user(), request.session_id)
         try:
             _check_id(request.session_id)
-            if key in self._running:
-                raise _busy(request.session_id)
+            await self.claims.claim(key)
         except HookmeshError as exc:
             await context.abort_with_status(to_grpc_status(exc))
-        if not await self.store.delete(*key):
+        try:
+            deleted = await self.store.delete(*key)
+        finally:
+            await self.claims.release(key)
+        if not deleted:
             await context.abort_with_status(to_grpc_status(_not_found(request.session_id)))
         return _agent_pb2.DeleteSessionResponse()
 

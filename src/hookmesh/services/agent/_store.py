@@ -1,4 +1,4 @@
-"""Session persistence: SQLite (WAL) by default, behind a small interface.
+"""Session persistence: SQLite (WAL) by default, PostgreSQL to scale out, behind one interface.
 
 Sessions belong to a principal: the key is (owner, session id), so one principal's ids say
 nothing about another's. Listing reads only the summary columns, never the state JSON.
@@ -75,20 +75,83 @@ def summary_fields(state: AgentState) -> tuple[str, str]:
     return pending.awaiting, json.dumps([c.model_dump() for c in calls])
 
 
+def listing_sql(table: str, mark: str, time_mark: str, after: bool) -> str:
+    """A page of an owner's session summaries, newest first: parameters owner, then the
+    (update time, session id) cursor when `after`, then the limit; `mark` is the driver's
+    placeholder, `time_mark` the one of the cursor's time."""
+    cursor = f" AND (update_time, session_id) < ({time_mark}, {mark})" if after else ""
+    return (
+        "SELECT session_id, agent_name, awaiting, pending_json, create_time, update_time"
+        f" FROM {table} WHERE owner = {mark}{cursor}"
+        f" ORDER BY update_time DESC, session_id DESC LIMIT {mark}"
+    )
+
+
 def pending_from_json(text: str) -> list[ToolCall]:
     """The pending calls of a ``pending_json`` column."""
     return [ToolCall.model_validate(c) for c in json.loads(text)]
 
 
+@dataclass(frozen=True)
+class Lease:
+    """The right to run a reply of one session, across every replica sharing the store.
+
+    `token` is a fencing token: it grows with every grant, and a write that carries a token
+    the store no longer holds is refused (`LeaseLostError`).
+    """
+
+    owner: str
+    session_id: str
+    token: int
+
+
+class LeaseLostError(Exception):
+    """The lease was taken over by another replica (it expired first): the write is refused."""
+
+
+class SessionLeases(Protocol):
+    """Per-reply leases of a store that several replicas share."""
+
+    async def acquire(self, owner: str, session_id: str) -> Lease | None:
+        """The session's lease, or None while another holder keeps it."""
+        ...
+
+    async def renew(self) -> list[Lease]:
+        """Extend every lease this store holds; returns those it has lost."""
+        ...
+
+    async def release(self, lease: Lease) -> None:
+        """Give the lease up (no effect when it was lost)."""
+        ...
+
+
 class SessionStore(Protocol):
     """Where sessions live. Implementations must be safe to call from one event loop."""
+
+    @property
+    def leases(self) -> SessionLeases | None:
+        """Leases when several processes share the store (PostgreSQL); None when one process
+        owns it (SQLite), so its in-process claim is the whole story."""
+        ...
 
     async def get(self, owner: str, session_id: str) -> StoredSession | None:
         """The session, or None (also when another principal owns that id)."""
         ...
 
-    async def put(self, owner: str, session_id: str, agent_name: str, state: AgentState) -> None:
-        """Create or replace the session's state."""
+    async def put(
+        self,
+        owner: str,
+        session_id: str,
+        agent_name: str,
+        state: AgentState,
+        *,
+        lease: Lease | None = None,
+    ) -> None:
+        """Create or replace the session's state; with a `lease`, only while it holds.
+
+        Raises:
+            LeaseLostError: `lease` was taken over by another holder.
+        """
         ...
 
     async def list(
@@ -121,6 +184,8 @@ class SqliteSessionStore:
     a committed session survives a crash of the process, and a power loss may drop the last
     commits but never corrupts the file.
     """
+
+    leases = None
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -161,7 +226,15 @@ class SqliteSessionStore:
             AgentState.model_validate_json(str(state)),
         )
 
-    async def put(self, owner: str, session_id: str, agent_name: str, state: AgentState) -> None:
+    async def put(
+        self,
+        owner: str,
+        session_id: str,
+        agent_name: str,
+        state: AgentState,
+        *,
+        lease: Lease | None = None,  # never given: this store has no leases
+    ) -> None:
         now = datetime.now(UTC).isoformat()
         awaiting, pending = summary_fields(state)
         await self._run(
@@ -176,16 +249,8 @@ class SqliteSessionStore:
     async def list(
         self, owner: str, limit: int, after: tuple[str, str] | None
     ) -> list[SessionSummary]:
-        sql = (
-            "SELECT session_id, agent_name, awaiting, pending_json, create_time, update_time"
-            " FROM agent_sessions WHERE owner = ?"
-        )
-        args: tuple[object, ...] = (owner,)
-        if after is not None:
-            sql += " AND (update_time, session_id) < (?, ?)"
-            args = (owner, *after)
-        sql += " ORDER BY update_time DESC, session_id DESC LIMIT ?"
-        rows = await self._run(sql, (*args, limit))
+        sql = listing_sql("agent_sessions", "?", "?", after is not None)
+        rows = await self._run(sql, (owner, *(after or ()), limit))
         return [
             SessionSummary(
                 owner,
@@ -249,12 +314,28 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=user + host))
 
 
-def open_store(url: str) -> SessionStore:
-    """The store for `url`: ``sqlite:///relative/or/absolute/path.db``.
+async def open_store(
+    url: str, *, namespace: str = "agent", lease_seconds: float = 30.0
+) -> SessionStore:
+    """The store for `url`, opened.
+
+    - ``sqlite:///relative/or/absolute/path.db``: `SqliteSessionStore`, one process.
+    - ``postgresql://user:password@host:port/database``: `PostgresSessionStore`, shared by
+      replicas, its tables in schema `namespace`, leases of `lease_seconds`.
 
     Raises:
         ValueError: An unsupported scheme (the message never shows a password).
+        psycopg.OperationalError: PostgreSQL cannot be reached.
     """
     if url.startswith("sqlite:///"):
         return SqliteSessionStore(url.removeprefix("sqlite:///"))
-    raise ValueError(f"unsupported store {redact_url(url)!r}: use sqlite:///path/to/sessions.db")
+    if url.startswith(("postgresql://", "postgres://")):
+        from hookmesh.services.agent._pgstore import PostgresSessionStore
+
+        return await PostgresSessionStore.open(
+            url, namespace=namespace, lease_seconds=lease_seconds
+        )
+    raise ValueError(
+        f"unsupported store {redact_url(url)!r}: use sqlite:///path/to/sessions.db or "
+        "postgresql://user@host:port/database"
+    )

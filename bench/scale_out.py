@@ -1,0 +1,174 @@
+"""Agent replicas behind Envoy on PostgreSQL against one replica direct on SQLite.
+
+One run on loopback, every server in its own process (`hookmesh serve agent`, scripted model,
+one streamed answer per reply, a new session per reply):
+
+* floor: a grpc.health.v1 Check round trip, direct to a replica.
+* throughput rows, the same client load (CONCURRENCY replies outstanding, REPLIES per round):
+  one replica direct on SQLite (the baseline), one replica behind Envoy on PostgreSQL, two
+  replicas behind Envoy on PostgreSQL. Replies/s per round (median over rounds), latency p50
+  and p99 over every reply of the row.
+* Envoy's added latency: one reply at a time to the same PostgreSQL replica, direct and
+  through Envoy; p50 of each and their ratio (per round, median).
+
+Rows are sampled in interleaved rounds after a warm-up, so drift on this shared machine hits
+every row alike. The machine's load average is printed with the figures. Prints figures;
+asserts nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import grpc
+import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hookmesh.client import AgentClient
+from tests.envoy import EnvoyProxy
+from tests.pg import EmbeddedPostgres
+from tests.sidecar_process import agent_process
+
+CONCURRENCY = 32
+REPLIES = 320
+ROUNDS = 5
+SERIAL = 100
+TIMEOUT = 60.0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _load(client: AgentClient, count: int, latencies: list[float]) -> float:
+    """`count` replies with CONCURRENCY outstanding; returns replies/s."""
+    left = count
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            start = time.perf_counter()
+            await client.text("hi")
+            latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return count / (time.perf_counter() - start)
+
+
+async def _serial(client: AgentClient, count: int) -> list[float]:
+    out = []
+    for _ in range(count):
+        start = time.perf_counter()
+        await client.text("hi")
+        out.append(time.perf_counter() - start)
+    return out
+
+
+async def _floor(address: str, count: int) -> float:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        times = []
+        for _ in range(count):
+            start = time.perf_counter()
+            await stub.Check(health_pb2.HealthCheckRequest(), timeout=TIMEOUT)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _config(folder: Path, name: str, store: str) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"store": store, "grace_seconds": 1}))
+    return path
+
+
+async def main() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="hookmesh-scale-"))
+    async with AsyncExitStack() as stack:
+        pg = stack.enter_context(EmbeddedPostgres())
+        sqlite = await stack.enter_async_context(
+            agent_process(_config(folder, "sqlite", f"sqlite:///{folder}/agent.db"))
+        )
+        pg_config = _config(folder, "pg", pg.url)
+        first = await stack.enter_async_context(agent_process(pg_config))
+        second = await stack.enter_async_context(agent_process(pg_config))
+        one = await stack.enter_async_context(EnvoyProxy({"agent": [first.address]}))
+        two = await stack.enter_async_context(
+            EnvoyProxy({"agent": [first.address, second.address]})
+        )
+        rows: dict[str, Callable[[], AgentClient]] = {
+            "1 replica, SQLite, direct": lambda: AgentClient(sqlite.address, timeout=TIMEOUT),
+            "1 replica, PostgreSQL, Envoy": lambda: AgentClient(
+                one.address("agent"), timeout=TIMEOUT
+            ),
+            "2 replicas, PostgreSQL, Envoy": lambda: AgentClient(
+                two.address("agent"), timeout=TIMEOUT
+            ),
+        }
+        clients = {name: await stack.enter_async_context(make()) for name, make in rows.items()}
+        direct = await stack.enter_async_context(AgentClient(first.address, timeout=TIMEOUT))
+        proxied = clients["1 replica, PostgreSQL, Envoy"]
+
+        floor = await _floor(first.address, 200)
+        for client in (*clients.values(), direct):  # warm-up: connections, caches, JIT-free
+            await _load(client, CONCURRENCY * 2, [])
+        throughput: dict[str, list[float]] = {name: [] for name in rows}
+        latency: dict[str, list[float]] = {name: [] for name in rows}
+        envoy_ratio: list[float] = []
+        serial: dict[str, list[float]] = {"direct": [], "envoy": []}
+        for _ in range(ROUNDS):
+            for name, client in clients.items():
+                throughput[name].append(await _load(client, REPLIES, latency[name]))
+            d = await _serial(direct, SERIAL)
+            e = await _serial(proxied, SERIAL)
+            serial["direct"] += d
+            serial["envoy"] += e
+            envoy_ratio.append(statistics.median(e) / statistics.median(d))
+
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min)")
+    print(
+        f"client load: {CONCURRENCY} replies outstanding, {REPLIES} per round, {ROUNDS} rounds"
+        " (interleaved), scripted model, a new session per reply"
+    )
+    print(f"floor: grpc health Check round trip, direct: {floor * 1e3:.2f} ms p50")
+    base = statistics.median(throughput["1 replica, SQLite, direct"])
+    print(f"{'row':32} {'replies/s':>10} {'vs base':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    for name in rows:
+        rate = statistics.median(throughput[name])
+        p50 = _percentile(latency[name], 0.50) * 1e3
+        p99 = _percentile(latency[name], 0.99) * 1e3
+        print(f"{name:32} {rate:10.1f} {rate / base:8.2f} {p50:8.2f} {p99:8.2f}")
+    d50 = statistics.median(serial["direct"]) * 1e3
+    e50 = statistics.median(serial["envoy"]) * 1e3
+    print(
+        f"one reply at a time, same PostgreSQL replica: direct {d50:.2f} ms p50, through Envoy"
+        f" {e50:.2f} ms p50 (+{e50 - d50:.2f} ms); ratio envoy/direct per round, median:"
+        f" {statistics.median(envoy_ratio):.3f}"
+    )
+
+
+def run(main_coro: Callable[[], Awaitable[None]]) -> None:
+    """Run on uvloop when installed (as the services do)."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main_coro())
+        return
+    uvloop.run(main_coro())
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,60 @@
+"""`AdminClient`: an operator's client of an agent service's AdminService."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hookmesh._security import ClientTLS
+from hookmesh.client._base import ServiceClient
+from hookmesh.v1 import admin_pb2 as _admin_pb2
+from hookmesh.v1 import admin_pb2_grpc as _admin_grpc
+
+
+@dataclass
+class ReloadResult:
+    """The middleware chain that serves new replies after a reload."""
+
+    generation: int
+    """1 for the chain built at start, one more per reload."""
+    middleware_keys: list[str]
+    """Its middlewares, outermost first."""
+    draining_replies: int
+    """Replies that finish on the older chain."""
+    restart_keys: list[str]
+    """Changed config keys a reload does not apply (they need a restart)."""
+
+
+class AdminClient(ServiceClient):
+    """Calls an agent service's AdminService as an admin principal (`admin_principals`).
+
+    Use as ``async with AdminClient("127.0.0.1:7000", timeout=30, token=...) as admin:``.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float = 30.0,
+        tls: ClientTLS | None = None,
+        token: str | None = None,
+    ) -> None:
+        super().__init__(target, timeout=timeout, tls=tls, token=token)
+        self._stub = _admin_grpc.AdminServiceStub(self._channel)
+
+    async def reload_middlewares(self, *, timeout: float | None = None) -> ReloadResult:
+        """Have the service reload its middleware chain from its configuration.
+
+        Raises:
+            AgentClientError: PERMISSION_DENIED ``ADMIN_ONLY``, or FAILED_PRECONDITION
+                ``INVALID_CONFIG`` / ``SIDECAR_UNAVAILABLE`` / ``NO_CONFIG_FILE`` (the running
+                chain stays).
+        """
+        response = await self._unary(
+            self._stub.ReloadMiddlewares, _admin_pb2.ReloadMiddlewaresRequest(), timeout
+        )
+        return ReloadResult(
+            response.generation,
+            list(response.middleware_keys),
+            response.draining_replies,
+            list(response.restart_keys),
+        )

@@ -1,0 +1,114 @@
+"""The agent's middleware chain as generations: built from config, swapped live, closed when
+the last reply that started on it ends."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import Any
+
+from hookmesh.middleware import Middleware
+from hookmesh.remote import ClientTLS, RemoteMiddleware, load_middleware
+from hookmesh.services.agent._config import AgentServiceConfig, LocalMiddlewareConfig, secret
+
+
+class MiddlewareChain:
+    """One generation of middlewares, outermost first, and the resources they hold.
+
+    A reply takes the chain current at its start (`acquire`) and keeps it to its end
+    (`release`), so a swap never changes a running reply. A retired chain closes its
+    middlewares (sidecar channels, local `aclose`) once no reply uses it.
+
+    Args:
+        generation: 1 for the chain built at start, then one more per reload.
+        middlewares: The instances.
+        resources: Closes them.
+    """
+
+    def __init__(
+        self, generation: int, middlewares: list[Middleware], resources: AsyncExitStack
+    ) -> None:
+        self.generation = generation
+        self.middlewares = middlewares
+        self._resources = resources
+        self._users = 0
+        self._retired = False
+        self.closed = False
+        """Whether its middlewares have been closed."""
+
+    @property
+    def users(self) -> int:
+        """Replies running on this chain."""
+        return self._users
+
+    def keys(self) -> list[str]:
+        """The middleware keys, outermost first."""
+        return [mw.middleware_key() for mw in self.middlewares]
+
+    def acquire(self) -> None:
+        """A reply starts on this chain."""
+        self._users += 1
+
+    async def release(self) -> None:
+        """A reply that started on this chain ended."""
+        self._users -= 1
+        if self._retired and self._users == 0:
+            await self.close()
+
+    async def retire(self) -> None:
+        """No new reply takes this chain; close it once the running ones end."""
+        self._retired = True
+        if self._users == 0:
+            await self.close()
+
+    async def close(self) -> None:
+        """Close the middlewares (once)."""
+        if not self.closed:
+            self.closed = True
+            await self._resources.aclose()
+
+
+async def build_chain(
+    config: AgentServiceConfig, sidecars: dict[str, str], generation: int = 1
+) -> MiddlewareChain:
+    """Instantiate local middlewares and connect remote ones.
+
+    Raises:
+        ValueError: An entry names no target, or a local middleware cannot be loaded.
+        SidecarError: A ``fail_closed`` sidecar did not describe itself.
+    """
+    stack = AsyncExitStack()
+    out: list[Middleware] = []
+    try:
+        for i, entry in enumerate(config.middlewares):
+            if isinstance(entry, LocalMiddlewareConfig):
+                local = load_middleware(entry.import_path, **entry.params)
+                aclose: Any = getattr(local, "aclose", None)
+                if aclose is not None:
+                    stack.push_async_callback(aclose)
+                out.append(local)
+                continue
+            target = entry.target or sidecars.get(entry.sidecar, "")
+            if not target:
+                known = ", ".join(sidecars) or "none"
+                raise ValueError(f"middlewares[{i}]: set target, or sidecar to one of: {known}")
+            tls = None
+            if entry.tls is not None:
+                tls = ClientTLS(
+                    entry.tls.ca_cert,
+                    entry.tls.client_cert,
+                    entry.tls.client_key,
+                    entry.tls.server_name,
+                )
+            remote = await RemoteMiddleware.connect(
+                target,
+                failure_mode=entry.failure_mode,
+                timeout=entry.timeout,
+                tls=tls,
+                token=secret(entry.token_env),
+            )
+            stack.push_async_callback(remote.aclose)
+            out.append(remote)
+    except BaseException:
+        await stack.aclose()
+        raise
+    return MiddlewareChain(generation, out, stack)

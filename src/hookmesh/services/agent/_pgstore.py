@@ -1,0 +1,321 @@
+"""Sessions in PostgreSQL, shared by agent replicas, with a fenced lease per reply."""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from hookmesh.agent import AgentState
+from hookmesh.services.agent._store import (
+    Lease,
+    LeaseLostError,
+    SessionSummary,
+    StoredSession,
+    listing_sql,
+    pending_from_json,
+    summary_fields,
+)
+
+log = logging.getLogger("hookmesh.agent_service")
+
+_NAMESPACE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# NOTE(sessions): one lock id for the schema migration, so replicas starting together do not
+# race on CREATE ... IF NOT EXISTS.
+_MIGRATION_LOCK = 0x686D6173  # "hmas"
+
+_SCHEMA = """
+CREATE SCHEMA IF NOT EXISTS {ns};
+CREATE TABLE IF NOT EXISTS {ns}.sessions (
+    owner        text NOT NULL,
+    session_id   text NOT NULL,
+    agent_name   text NOT NULL,
+    awaiting     text NOT NULL DEFAULT '',
+    pending_json text NOT NULL DEFAULT '[]',
+    state_json   text NOT NULL,
+    create_time  timestamptz NOT NULL DEFAULT now(),
+    update_time  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (owner, session_id)
+);
+CREATE INDEX IF NOT EXISTS sessions_by_update
+    ON {ns}.sessions (owner, update_time DESC, session_id DESC);
+CREATE INDEX IF NOT EXISTS sessions_by_age ON {ns}.sessions (update_time);
+CREATE SEQUENCE IF NOT EXISTS {ns}.lease_tokens;
+CREATE TABLE IF NOT EXISTS {ns}.session_leases (
+    owner       text NOT NULL,
+    session_id  text NOT NULL,
+    holder      bigint NOT NULL,
+    token       bigint NOT NULL,
+    expire_time timestamptz NOT NULL,
+    PRIMARY KEY (owner, session_id)
+);
+CREATE INDEX IF NOT EXISTS session_leases_by_holder ON {ns}.session_leases (holder);
+"""
+
+# A lease is free when it expired, or when its holder's advisory lock is not held: a holder
+# keeps that lock on its own connection for its whole life, so a replica that dies (its
+# connection closes) frees its leases at once, and one that hangs frees them on expiry.
+_ACQUIRE = """
+INSERT INTO {ns}.session_leases AS l (owner, session_id, holder, token, expire_time)
+VALUES (%(owner)s, %(sid)s, %(holder)s, nextval('{ns}.lease_tokens'),
+        now() + make_interval(secs => %(ttl)s))
+ON CONFLICT (owner, session_id) DO UPDATE
+    SET holder = excluded.holder, token = excluded.token, expire_time = excluded.expire_time
+    WHERE l.expire_time < now() OR pg_try_advisory_xact_lock(l.holder)
+RETURNING token
+"""
+_LIVE_LEASE = (
+    "EXISTS (SELECT 1 FROM {ns}.session_leases l WHERE l.owner = s.owner"
+    " AND l.session_id = s.session_id AND l.expire_time >= now())"
+)
+
+
+class PostgresSessionStore:
+    """Sessions in PostgreSQL (psycopg 3 async pool), for agent replicas behind a proxy.
+
+    Each reply holds a lease on its session (`acquire`): a row with an expiry and a fencing
+    token. Another replica gets None from `acquire` until the lease is released, expires
+    (`lease_seconds` after the last `renew`), or its holder's connection closes (the holder
+    process died). A write carrying a lease that was taken over is refused
+    (`LeaseLostError`), so a replica that hung past its expiry cannot overwrite what the
+    new holder wrote. Tables live in schema `namespace`; every replica of one agent service
+    must use the same one.
+
+    Args:
+        url: ``postgresql://user:password@host:port/database`` (a secret: never logged).
+        namespace: The schema holding the tables.
+        lease_seconds: How long a lease lasts without renewal.
+        max_connections: Pool ceiling.
+        connect_timeout: Seconds to wait for a connection.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str = "agent",
+        lease_seconds: float = 30.0,
+        max_connections: int = 10,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if not _NAMESPACE.match(namespace):
+            raise ValueError("namespace is 1-63 characters of a-z, 0-9 and '_'")
+        self.namespace = namespace
+        self.lease_seconds = lease_seconds
+        self._url = url
+        self._max = max_connections
+        self._connect_timeout = connect_timeout
+        self.holder = secrets.randbits(62) + 1
+        """This store's holder id: the key of the advisory lock it keeps while it lives."""
+        self._held: dict[tuple[str, str], int] = {}
+        self._pool: Any = None
+        self._lock_conn: Any = None
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> PostgresSessionStore:
+        """Connect, create the schema if needed, take the holder lock and open the pool.
+
+        Raises:
+            psycopg.OperationalError: The server cannot be reached.
+        """
+        from psycopg_pool import AsyncConnectionPool
+
+        store = cls(url, **options)
+        try:
+            await store._migrate()
+            await store._hold()
+            store._pool = AsyncConnectionPool(
+                url, min_size=1, max_size=store._max, kwargs={"autocommit": True}, open=False
+            )
+            await store._pool.open(wait=True, timeout=store._connect_timeout)
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    @property
+    def leases(self) -> PostgresSessionStore:
+        """This store: it implements `SessionLeases`."""
+        return self
+
+    async def _connect(self) -> Any:
+        import psycopg
+
+        return await psycopg.AsyncConnection.connect(
+            self._url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout))
+        )
+
+    async def _migrate(self) -> None:
+        async with await self._connect() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            for statement in _SCHEMA.format(ns=self.namespace).split(";"):
+                if statement.strip():
+                    await conn.execute(statement)  # type: ignore[arg-type]
+
+    async def _hold(self) -> None:
+        """Take this holder's advisory lock on a connection of its own (kept until close)."""
+        conn = await self._connect()
+        await conn.execute("SELECT pg_advisory_lock(%s)", (self.holder,))
+        self._lock_conn = conn
+
+    def _sql(self, text: str) -> Any:
+        return text.replace("{ns}", self.namespace)
+
+    async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        if self._pool is None:
+            raise RuntimeError("the session store is closed")
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(self._sql(sql), params)
+            return list(await cursor.fetchall()) if cursor.description else []
+
+    # --- leases ----------------------------------------------------------------------------
+
+    async def acquire(self, owner: str, session_id: str) -> Lease | None:
+        rows = await self._rows(
+            _ACQUIRE,
+            {"owner": owner, "sid": session_id, "holder": self.holder, "ttl": self.lease_seconds},
+        )
+        if not rows:
+            return None
+        token = int(rows[0][0])
+        self._held[owner, session_id] = token
+        return Lease(owner, session_id, token)
+
+    async def renew(self) -> list[Lease]:
+        """Extend every lease this store holds; retake the holder lock if its connection
+        broke (leases taken over meanwhile are reported lost)."""
+        if self._lock_conn is None or self._lock_conn.closed:
+            log.warning("the session store's holder connection broke: reconnecting")
+            await self._hold()
+        rows = await self._rows(
+            "UPDATE {ns}.session_leases SET expire_time = now() + make_interval(secs => %s)"
+            " WHERE holder = %s RETURNING owner, session_id, token",
+            (self.lease_seconds, self.holder),
+        )
+        kept = {(o, s, int(t)) for o, s, t in rows}
+        lost = [Lease(o, s, t) for (o, s), t in self._held.items() if (o, s, t) not in kept]
+        for lease in lost:
+            self._held.pop((lease.owner, lease.session_id), None)
+        return lost
+
+    async def release(self, lease: Lease) -> None:
+        if self._held.get((lease.owner, lease.session_id)) == lease.token:
+            del self._held[lease.owner, lease.session_id]
+        await self._rows(
+            "DELETE FROM {ns}.session_leases WHERE owner = %s AND session_id = %s AND token = %s",
+            (lease.owner, lease.session_id, lease.token),
+        )
+
+    # --- sessions --------------------------------------------------------------------------
+
+    async def get(self, owner: str, session_id: str) -> StoredSession | None:
+        rows = await self._rows(
+            "SELECT agent_name, awaiting, pending_json, state_json, create_time, update_time"
+            " FROM {ns}.sessions WHERE owner = %s AND session_id = %s",
+            (owner, session_id),
+        )
+        if not rows:
+            return None
+        name, awaiting, pending, state, created, updated = rows[0]
+        return StoredSession(
+            owner,
+            session_id,
+            name,
+            created,
+            updated,
+            awaiting,
+            pending_from_json(pending),
+            AgentState.model_validate_json(state),
+        )
+
+    async def put(
+        self,
+        owner: str,
+        session_id: str,
+        agent_name: str,
+        state: AgentState,
+        *,
+        lease: Lease | None = None,
+    ) -> None:
+        if self._pool is None:
+            raise RuntimeError("the session store is closed")
+        awaiting, pending = summary_fields(state)
+        async with self._pool.connection() as conn, conn.transaction():
+            if lease is not None:
+                # NOTE(sessions): the row lock keeps a taker waiting until this write commits.
+                cursor = await conn.execute(
+                    self._sql(
+                        "SELECT 1 FROM {ns}.session_leases WHERE owner = %s AND session_id = %s"
+                        " AND token = %s FOR UPDATE"
+                    ),
+                    (owner, session_id, lease.token),
+                )
+                if await cursor.fetchone() is None:
+                    raise LeaseLostError(f"session {session_id} was taken over by another replica")
+            await conn.execute(
+                self._sql(
+                    "INSERT INTO {ns}.sessions (owner, session_id, agent_name, awaiting,"
+                    " pending_json, state_json) VALUES (%s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT (owner, session_id) DO UPDATE SET"
+                    " agent_name = excluded.agent_name, awaiting = excluded.awaiting,"
+                    " pending_json = excluded.pending_json, state_json = excluded.state_json,"
+                    " update_time = clock_timestamp()"
+                ),
+                (owner, session_id, agent_name, awaiting, pending, state.model_dump_json()),
+            )
+
+    async def list(
+        self, owner: str, limit: int, after: tuple[str, str] | None
+    ) -> list[SessionSummary]:
+        sql = listing_sql("{ns}.sessions", "%s", "%s::timestamptz", after is not None)
+        rows = await self._rows(sql, (owner, *(after or ()), limit))
+        return [
+            SessionSummary(owner, sid, name, created, updated, awaiting, pending_from_json(pending))
+            for sid, name, awaiting, pending, created, updated in rows
+        ]
+
+    async def delete(self, owner: str, session_id: str) -> bool:
+        rows = await self._rows(
+            "DELETE FROM {ns}.sessions WHERE owner = %s AND session_id = %s RETURNING 1",
+            (owner, session_id),
+        )
+        return bool(rows)
+
+    async def sweep(
+        self, *, older_than: datetime | None, keep: int | None, busy: set[tuple[str, str]]
+    ) -> int:
+        victims: list[Any] = []
+        if older_than is not None:
+            victims += await self._rows(
+                f"SELECT owner, session_id FROM {{ns}}.sessions s WHERE update_time < %s"
+                f" AND NOT {_LIVE_LEASE}",
+                (older_than,),
+            )
+        if keep is not None:
+            victims += await self._rows(
+                "SELECT owner, session_id FROM (SELECT owner, session_id FROM {ns}.sessions"
+                " ORDER BY update_time DESC, session_id DESC OFFSET %s) s"
+                f" WHERE NOT {_LIVE_LEASE}",
+                (keep,),
+            )
+        doomed = sorted({(o, s) for o, s in victims} - busy)
+        if doomed:
+            await self._rows(
+                "DELETE FROM {ns}.sessions WHERE (owner, session_id) IN"
+                " (SELECT * FROM unnest(%s::text[], %s::text[]))",
+                ([o for o, _ in doomed], [s for _, s in doomed]),
+            )
+        await self._rows("DELETE FROM {ns}.session_leases WHERE expire_time < now()")
+        return len(doomed)
+
+    async def close(self) -> None:
+        """Close the pool and the holder connection (leases still held become free)."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+        if self._lock_conn is not None:
+            conn, self._lock_conn = self._lock_conn, None
+            await conn.close()

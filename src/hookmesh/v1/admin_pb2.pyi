@@ -1,0 +1,23 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable
+from typing import ClassVar as _ClassVar, Optional as _Optional
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReloadMiddlewaresRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReloadMiddlewaresResponse(_message.Message):
+    __slots__ = ("generation", "middleware_keys", "draining_replies", "restart_keys")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    MIDDLEWARE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_REPLIES_FIELD_NUMBER: _ClassVar[int]
+    RESTART_KEYS_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    middleware_keys: _containers.RepeatedScalarFieldContainer[str]
+    draining_replies: int
+    restart_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, generation: _Optional[int] = ..., middleware_keys: _Optional[_Iterable[str]] = ..., draining_replies: _Optional[int] = ..., restart_keys: _Optional[_Iterable[str]] = ...) -> None: ...

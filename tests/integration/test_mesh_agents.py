@@ -1,0 +1,188 @@
+"""Two agent service processes on one PostgreSQL behind a real Envoy (deploy/envoy/): replies
+spread over both, tokens pass through, and a replica killed under load fails only its own
+replies, fast, while the survivor takes every new reply and the broken sessions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+import grpc
+import pytest
+import pytest_asyncio
+import yaml
+
+from hookmesh.client import AgentClient, AgentClientError
+from hookmesh.schema import text_of
+from tests.agent_helpers import SHORT_TIMEOUT
+from tests.envoy import EnvoyProxy
+from tests.mesh_app import PARK, Gate
+from tests.session_backends import postgres_schema
+from tests.sidecar_process import SidecarProcess, agent_process
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
+
+HELLO = "Hello from hookmesh."
+TOKENS = {"alice": "alice-token", "bob": "bob-token"}
+LOAD = 200
+PARKED = 20
+
+
+@dataclass
+class Mesh:
+    """Two replicas behind Envoy, and the gate their parked replies wait at."""
+
+    replicas: list[SidecarProcess]
+    envoy: EnvoyProxy
+    gate: Gate
+
+    def client(self, principal: str = "alice") -> AgentClient:
+        """A client of the agent service through Envoy, as `principal`."""
+        return AgentClient(
+            self.envoy.address("agent"), timeout=SHORT_TIMEOUT, token=TOKENS[principal]
+        )
+
+    async def served(self) -> dict[str, int]:
+        """Envoy's count of successful calls per replica address."""
+        return {a: s["rq_success"] for a, s in (await self.envoy.hosts())["agent"].items()}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def mesh(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mesh]:
+    folder = tmp_path_factory.mktemp("mesh")
+    tokens = folder / "tokens"
+    tokens.write_text("".join(f"{p}:{t}\n" for p, t in TOKENS.items()))
+    async with AsyncExitStack() as stack:
+        backend = await stack.enter_async_context(postgres_schema(postgres_url))
+        gate = await stack.enter_async_context(Gate(folder / "gate.sock"))
+        config = folder / "agent.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    **backend.config(),
+                    "auth": {"token_file": str(tokens)},
+                    "middlewares": [
+                        {
+                            "type": "local",
+                            "import": "tests.mesh_app:GateMiddleware",
+                            "params": {"path": str(gate.path)},
+                        }
+                    ],
+                }
+            )
+        )
+        replicas = list(
+            await asyncio.gather(
+                stack.enter_async_context(agent_process(config)),
+                stack.enter_async_context(agent_process(config)),
+            )
+        )
+        envoy = await stack.enter_async_context(
+            EnvoyProxy({"agent": [r.address for r in replicas]})
+        )
+        stack.callback(gate.open)  # release whatever is still parked before the processes stop
+        yield Mesh(replicas, envoy, gate)
+
+
+async def test_concurrent_replies_spread_over_both_replicas_on_one_database(mesh: Mesh) -> None:
+    before = await mesh.served()
+    async with mesh.client() as client:
+        async with asyncio.timeout(60):
+            answers = await asyncio.gather(
+                *(client.text("hi", session_id=f"load-{i}") for i in range(LOAD))
+            )
+        assert answers == [HELLO] * LOAD
+        served = {a: n - before[a] for a, n in (await mesh.served()).items()}
+        sessions, _ = await client.list_sessions(page_size=1000)
+    assert sum(served.values()) == LOAD
+    assert min(served.values()) >= LOAD // 4, served  # round robin: both took their share
+    # Both replicas wrote to the one database: either one lists every session.
+    assert {f"load-{i}" for i in range(LOAD)} <= {s.session_id for s in sessions}
+
+
+async def test_tokens_and_principals_pass_through_envoy(mesh: Mesh) -> None:
+    async with mesh.client("alice") as alice, mesh.client("bob") as bob:
+        assert await alice.text("mine", session_id="private") == HELLO
+        with pytest.raises(AgentClientError) as hidden:
+            await bob.get_session("private")
+        assert hidden.value.reason == "SESSION_NOT_FOUND"
+    async with AgentClient(mesh.envoy.address("agent"), timeout=SHORT_TIMEOUT) as anonymous:
+        with pytest.raises(AgentClientError) as refused:
+            await anonymous.text("hi")
+    assert (refused.value.code, refused.value.reason) == (
+        grpc.StatusCode.UNAUTHENTICATED,
+        "CREDENTIALS_REQUIRED",
+    )
+
+
+async def _first_event_then_rest(client: AgentClient, session_id: str) -> list[str]:
+    """Start a parked reply; return once its first event arrived, with a task for the rest."""
+    stream = client.reply(PARK, session_id=session_id)
+    first = await anext(stream)
+    return [first.type, *[e.type async for e in stream]]
+
+
+async def test_a_killed_replica_fails_only_its_replies_and_the_survivor_takes_over(
+    mesh: Mesh,
+) -> None:
+    victim, survivor = mesh.replicas
+    async with mesh.client() as client:
+        parked = [
+            asyncio.create_task(_first_event_then_rest(client, f"broken-{i}"))
+            for i in range(PARKED)
+        ]
+        arrivals = await mesh.gate.wait_for(PARKED, SHORT_TIMEOUT)
+        on_victim = [p for p in arrivals if p == victim.pid]
+        assert on_victim and len(on_victim) < PARKED  # both replicas hold parked replies
+        await victim.kill()
+
+        # Each reply in flight on the dead replica fails at once with UNAVAILABLE.
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            outcomes = await asyncio.wait(parked, return_when=asyncio.FIRST_EXCEPTION)
+            failed = [t for t in outcomes[0] if t.exception() is not None]
+            while len(failed) < len(on_victim):
+                done, _ = await asyncio.wait(
+                    [t for t in parked if not t.done()], return_when=asyncio.FIRST_COMPLETED
+                )
+                failed += [t for t in done if t.exception() is not None]
+        assert len(failed) == len(on_victim)
+        for task in failed:
+            error = task.exception()
+            assert isinstance(error, AgentClientError)
+            assert (error.code, error.reason) == (grpc.StatusCode.UNAVAILABLE, "STREAM_RESET")
+
+        # Every new reply succeeds: Envoy retries what cannot reach the dead replica.
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            fresh = await asyncio.gather(*(client.text("hi") for _ in range(PARKED)))
+        assert fresh == [HELLO] * PARKED
+
+        # The survivor's parked replies finish once released.
+        mesh.gate.open()
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            finished = [await t for t in parked if t not in failed]
+        assert len(finished) == PARKED - len(on_victim)
+        assert all(events[-1] == "reply_end" for events in finished)
+
+        # Each broken session goes on, on the survivor (its lease died with the victim).
+        broken = [f"broken-{i}" for i, t in enumerate(parked) if t in failed]
+        for session_id in broken:
+            assert await _continue(client, session_id) == HELLO
+            context = (await client.get_session(session_id)).context
+            assert [text_of(m) for m in context][-2:] == ["again", HELLO]
+    hosts = (await mesh.envoy.hosts())["agent"]
+    assert hosts[survivor.address]["rq_success"] > 0
+
+
+async def _continue(client: AgentClient, session_id: str) -> str:
+    """Reply on a session whose last replica died; SESSION_BUSY lasts until the database has
+    noticed the dead replica's connection (bounded here by the test's deadline)."""
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        while True:
+            try:
+                return await client.text("again", session_id=session_id)
+            except AgentClientError as exc:
+                if exc.reason != "SESSION_BUSY":
+                    raise
+            await asyncio.sleep(0.1)
