@@ -53,12 +53,19 @@ def sidecar(
         die(f"--middleware: {exc}")
 
     async def serve() -> None:
-        running = await serve_middleware(mw, address, tls=tls, token=token)
-        print(f"listening on {bound_address(address, running.port)}", flush=True)
-        logging.getLogger("hookmesh.sidecar").info("serving %s", mw.middleware_key())
+        start, aclose = getattr(mw, "start", None), getattr(mw, "aclose", None)
+        if start is not None:  # e.g. MCP tools: connect before Describe lists the tools
+            await start()
         try:
-            await wait_for_signal()
+            running = await serve_middleware(mw, address, tls=tls, token=token)
+            print(f"listening on {bound_address(address, running.port)}", flush=True)
+            logging.getLogger("hookmesh.sidecar").info("serving %s", mw.middleware_key())
+            try:
+                await wait_for_signal()
+            finally:
+                await running.stop(DEFAULT_GRACE)
         finally:
-            await running.stop(DEFAULT_GRACE)
+            if aclose is not None:
+                await aclose()
 
     run(serve())

@@ -15,6 +15,7 @@ _MODULES = {
     "BudgetMiddleware": "budget",
     "FileMemoryMiddleware": "file_memory",
     "FilesystemMiddleware": "filesystem",
+    "McpToolsMiddleware": "mcp_tools",
     "MemoryMiddleware": "memory",
     "PatchToolCallsMiddleware": "patch_tool_calls",
     "RAGMiddleware": "rag",

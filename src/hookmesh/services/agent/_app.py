@@ -108,6 +108,9 @@ async def build_middlewares(
     for i, entry in enumerate(config.middlewares):
         if isinstance(entry, LocalMiddlewareConfig):
             local = load_middleware(entry.import_path, **entry.params)
+            start = getattr(local, "start", None)
+            if start is not None:  # e.g. MCP tools: connect before the first reply
+                await start()
             aclose = getattr(local, "aclose", None)
             if aclose is not None:
                 stack.push_async_callback(aclose)
