@@ -70,6 +70,12 @@ async def server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         yield {"name": "test", "url": url, "_log": log}
 
 
+def stdio(log: Path, **extra: Any) -> dict[str, Any]:
+    """The test server on stdio, logging to `log`."""
+    env = {"MCP_TEST_LOG": str(log)}
+    return {"name": "test", "command": sys.executable, "args": [SERVER], "env": env, **extra}
+
+
 def config(server: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {**{k: v for k, v in server.items() if k != "_log"}, **extra}
 
@@ -91,9 +97,22 @@ def marked_pids() -> list[int]:
 
 
 async def test_tools_run_on_both_kinds_with_media_and_errors(
-    kind: MessageKind, attach: Attach, server: dict[str, Any]
+    kind: MessageKind, attach: Attach, tmp_path: Path
 ) -> None:
-    async with McpToolsMiddleware([config(server)]) as mw:
+    await check_tools(kind, attach, stdio(tmp_path / "log"))
+
+
+async def test_tools_run_over_streamable_http(tmp_path: Path) -> None:
+    async with http_server(tmp_path / "log") as url:
+        await check_tools("agentic", _in_process, {"name": "test", "url": url})
+
+
+async def _in_process(mw: Any) -> Any:
+    return mw
+
+
+async def check_tools(kind: MessageKind, attach: Attach, server: dict[str, Any]) -> None:
+    async with McpToolsMiddleware([server]) as mw:
         rec = Recorded(
             calls(
                 [
@@ -121,10 +140,10 @@ async def test_tools_run_on_both_kinds_with_media_and_errors(
 
 
 async def test_a_destructive_tool_asks_before_it_runs(
-    kind: MessageKind, attach: Attach, server: dict[str, Any]
+    kind: MessageKind, attach: Attach, tmp_path: Path
 ) -> None:
-    log: Path = server["_log"]
-    async with McpToolsMiddleware([config(server)]) as mw:
+    log = tmp_path / "log"
+    async with McpToolsMiddleware([stdio(log)]) as mw:
         tools = {t.name: t for t in mw.list_tools()}
         assert tools["delete_file"].needs_confirmation and not tools["delete_file"].read_only
         assert not tools["add_note"].needs_confirmation  # destructiveHint false
@@ -143,11 +162,15 @@ async def test_a_destructive_tool_asks_before_it_runs(
         assert read(log) == "note a\ndeleted /x\n"
 
 
-async def test_confirm_always_and_never_override_the_annotations(server: dict[str, Any]) -> None:
-    async with McpToolsMiddleware([config(server, confirm="always")]) as mw:
-        assert all(t.needs_confirmation for t in mw.list_tools())
-    async with McpToolsMiddleware([config(server, confirm="never")]) as mw:
-        assert not any(t.needs_confirmation for t in mw.list_tools())
+async def test_confirm_always_and_never_override_the_annotations(tmp_path: Path) -> None:
+    servers = [
+        stdio(tmp_path / "log", name="a", confirm="always", namespace=True),
+        stdio(tmp_path / "log", name="n", confirm="never", namespace=True),
+    ]
+    async with McpToolsMiddleware(servers) as mw:
+        tools = mw.list_tools()
+        assert all(t.needs_confirmation for t in tools if t.name.startswith("a__"))
+        assert not any(t.needs_confirmation for t in tools if t.name.startswith("n__"))
 
 
 async def test_a_tool_list_change_reaches_the_next_reply(server: dict[str, Any]) -> None:
@@ -200,8 +223,8 @@ async def test_allow_deny_and_namespaces(tmp_path: Path) -> None:
             assert (await anext(tool.run({"text": "x"}))).text == "echo: x"
 
 
-async def test_a_call_that_takes_too_long_is_an_error_result(server: dict[str, Any]) -> None:
-    async with McpToolsMiddleware([config(server, timeout=0.5)]) as mw:
+async def test_a_call_that_takes_too_long_is_an_error_result(tmp_path: Path) -> None:
+    async with McpToolsMiddleware([stdio(tmp_path / "log", timeout=0.5)]) as mw:
         rec = Recorded(calls([("slow", {"seconds": 30})]))
         agent = Agent(rec.model, middlewares=[mw])
         await collect(agent.reply("wait"), timeout=WAIT)
