@@ -1,6 +1,7 @@
 """The `hookmesh` command: one module per command group, registered on import."""
 
 from hookmesh.cli import (
+    _a2a,
     _agui,
     _chat,
     _conformance,
@@ -18,6 +19,7 @@ from hookmesh.cli._printer import EventPrinter
 __all__ = ["EventPrinter", "app", "main"]
 
 _COMMAND_MODULES = (
+    _a2a,
     _agui,
     _chat,
     _conformance,
