@@ -20,6 +20,7 @@ _MODULES = {
     "PatchToolCallsMiddleware": "patch_tool_calls",
     "RAGMiddleware": "rag",
     "ReductionMiddleware": "reduction",
+    "RemoteAgentMiddleware": "remote_agent",
     "SkillsMiddleware": "skills",
     "SummarizationMiddleware": "summarization",
     "TTSMiddleware": "tts",
