@@ -132,3 +132,12 @@ if __name__ == "__main__":
         _serve_http()
     else:
         mcp.run()
+
+
+def middleware() -> object:
+    """An MCP tools middleware on this server over stdio (for `hookmesh sidecar`)."""
+    from hookmesh.middleware.builtin.mcp_tools import McpToolsMiddleware
+
+    return McpToolsMiddleware(
+        [{"name": "test", "command": sys.executable, "args": [__file__], "allow": ["echo"]}]
+    )

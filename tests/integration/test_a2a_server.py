@@ -232,6 +232,24 @@ async def test_cancel_interrupts_the_running_reply(stack: A2AStack) -> None:
         await client.close()
 
 
+async def test_canceling_a_paused_task_frees_its_context(stack: A2AStack) -> None:
+    client = await client_for(stack)
+    try:
+        events = await send(client, user("delete my notes"))
+        task = events[0].task
+        assert states(events)[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
+        canceled = await client.cancel_task(CancelTaskRequest(id=task.id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        events = await send(client, user("hello", context_id=task.context_id))
+        assert states(events)[-1] == TaskState.TASK_STATE_COMPLETED
+        async with AgentClient(f"127.0.0.1:{stack.agent.port}") as agent:
+            session = await agent.get_session(task.context_id)
+        denied = [m for m in session.context if "canceled" in str(m)]
+        assert denied, "the waiting call was answered as denied"
+    finally:
+        await client.close()
+
+
 async def test_the_callers_token_reaches_the_agent_and_scopes_its_tasks(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens"
     tokens.write_text("alice:alice-token\nbob:bob-token\n")

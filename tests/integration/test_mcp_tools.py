@@ -319,3 +319,22 @@ def test_a_bad_server_config_is_refused() -> None:
         McpToolsMiddleware([DEAD, DEAD])
     with pytest.raises(ValueError, match="name: use"):
         McpToolsMiddleware([{"name": "a b", "command": "x"}])
+
+
+async def test_hookmesh_sidecar_starts_and_closes_it(kind: MessageKind) -> None:
+    from hookmesh.remote import RemoteMiddleware
+    from tests.sidecar_process import sidecar_process
+
+    async with sidecar_process("tests.mcp_server:middleware") as sidecar:
+        remote = await RemoteMiddleware.connect(sidecar.address, timeout=10.0)
+        try:
+            assert [t.name for t in remote.list_tools()] == ["echo"]
+            rec = Recorded(calls([("echo", {"text": "via the sidecar"})]))
+            agent = Agent(rec.model, middlewares=[remote], kind=kind)
+            await collect(agent.reply("hi"))
+            assert results(agent)["call_1"].text == "echo: via the sidecar"
+        finally:
+            await remote.aclose()
+        pids = marked_pids()
+        assert pids
+    assert not any(running(pid) for pid in pids)  # SIGTERM closed the MCP session

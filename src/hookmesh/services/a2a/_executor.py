@@ -202,13 +202,44 @@ class HookmeshAgentExecutor(AgentExecutor):
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Interrupt the session's running reply (the task's own stream is cancelled too),
-        then mark the task canceled."""
+        """Interrupt the session's running reply (the task's own stream is cancelled too), or
+        answer a paused one (its calls denied, or interrupted) so the context can go on; then
+        mark the task canceled."""
+        session, token = context.context_id or "", caller_token(context.call_context)
+        task = context.current_task
         with contextlib.suppress(AgentClientError):
-            await self.client.interrupt(
-                context.context_id or "",
-                timeout=_LOOKUP_TIMEOUT,
-                token=caller_token(context.call_context),
-            )
-        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+            if (
+                task is not None
+                and task.status.state == a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED
+            ):
+                await self._answer_canceled(session, token)
+            else:
+                await self.client.interrupt(session, timeout=_LOOKUP_TIMEOUT, token=token)
+        updater = TaskUpdater(event_queue, context.task_id or "", session)
         await updater.cancel()
+
+    async def _answer_canceled(self, session: str, token: str | None) -> None:
+        info = await self.client.get_session(session, timeout=_LOOKUP_TIMEOUT, token=token)
+        awaiting = _AWAITING.get(info.status)
+        if awaiting is None:
+            return
+        calls = info.pending_calls
+        stream = self.client.resume(
+            session,
+            confirmations=[
+                Confirmation(call_id=c.id, confirmed=False, reason="the task was canceled")
+                for c in calls
+            ]
+            if awaiting == "confirmation"
+            else (),
+            external_results=[
+                ExternalResult(call_id=c.id, output="the task was canceled", state="interrupted")
+                for c in calls
+            ]
+            if awaiting == "external_execution"
+            else (),
+            timeout=self.run_timeout,
+            token=token,
+        )
+        async for _ in stream:  # the reply goes on to its end; nobody reads it
+            pass
