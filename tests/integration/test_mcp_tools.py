@@ -265,12 +265,7 @@ async def test_a_server_that_is_down_fail_closed_refuses_to_start() -> None:
 
 async def test_a_crashed_server_leaves_no_process_and_comes_back(tmp_path: Path) -> None:
     log = tmp_path / "log"
-    server = {
-        "name": "t",
-        "command": sys.executable,
-        "args": [SERVER],
-        "env": {"MCP_TEST_LOG": str(log)},
-    }
+    server = stdio(log, name="t")
     async with McpToolsMiddleware([server], retry_seconds=0.2, failure_mode="fail_open") as mw:
         rec = Recorded(calls([("crash", {})]))
         agent = Agent(rec.model, middlewares=[mw])
@@ -287,12 +282,7 @@ async def test_a_crashed_server_leaves_no_process_and_comes_back(tmp_path: Path)
 
 async def test_closing_stops_the_server_process(tmp_path: Path) -> None:
     log = tmp_path / "log"
-    server = {
-        "name": "t",
-        "command": sys.executable,
-        "args": [SERVER],
-        "env": {"MCP_TEST_LOG": str(log)},
-    }
+    server = stdio(log, name="t")
     mw = McpToolsMiddleware([server])
     await mw.start()
     pids = marked_pids()

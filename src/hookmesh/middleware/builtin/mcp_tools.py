@@ -6,8 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mcp.types as mcp_types
 from mcp import MCPError
@@ -22,13 +21,12 @@ from hookmesh.middleware.builtin._mcp_connection import (
     McpUnavailableError,
 )
 from hookmesh.middleware.builtin._mcp_content import result_blocks
+from hookmesh.middleware.builtin._tool_io import Lifecycle, output_events
 from hookmesh.schema import (
     AgentEvent,
     CustomEvent,
     TextBlock,
     ToolOutputBlock,
-    ToolResultDeltaEvent,
-    ToolResultEndEvent,
     ToolResultStartEvent,
 )
 
@@ -59,7 +57,7 @@ class _Route:
     name: str
 
 
-class McpToolsMiddleware(Middleware):
+class McpToolsMiddleware(Lifecycle, Middleware):
     """Gives the agent the tools of MCP servers, over stdio (a command) or streamable HTTP
     (a URL), with the official ``mcp`` SDK.
 
@@ -153,18 +151,6 @@ class McpToolsMiddleware(Middleware):
     async def aclose(self) -> None:
         """Close every session (stdio servers stop; nothing they started is left running)."""
         await asyncio.gather(*(c.close() for c in self._connections))
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        unused_type: type[BaseException] | None,
-        unused_exc: BaseException | None,
-        unused_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def changed(self) -> None:
         """Wait until the tools or a server's availability change next."""
@@ -301,14 +287,8 @@ class McpToolsMiddleware(Middleware):
         reply_id = agent.reply_id
         yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
         blocks, ok = await self._call(route, arguments)
-        for block in blocks:
-            if block.type == "text":
-                yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=block.text)
-            else:
-                yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, media=block)
-        yield ToolResultEndEvent(
-            reply_id=reply_id, call_id=call.id, state="success" if ok else "error"
-        )
+        for event in output_events(reply_id, call.id, blocks, ok):
+            yield event
 
 
 def _text(blocks: Sequence[ToolOutputBlock]) -> str:

@@ -6,8 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import grpc
 import httpx
@@ -27,14 +26,13 @@ from hookmesh.middleware.builtin._a2a_remote import (
     TaskOutcome,
     context_for,
 )
+from hookmesh.middleware.builtin._tool_io import Lifecycle, output_events
 from hookmesh.schema import (
     AgentEvent,
     EventSource,
     TextBlock,
     ToolCall,
     ToolOutputBlock,
-    ToolResultDeltaEvent,
-    ToolResultEndEvent,
     ToolResultStartEvent,
     make_assistant,
     nest,
@@ -63,7 +61,7 @@ class RemoteAgentUnavailableError(HookmeshError):
     reason = "REMOTE_AGENT_UNAVAILABLE"
 
 
-class RemoteAgentMiddleware(Middleware):
+class RemoteAgentMiddleware(Lifecycle, Middleware):
     """Lets the agent delegate to other agents over A2A (the official ``a2a-sdk``; A2A 1.0 on
     JSON-RPC, HTTP+JSON or gRPC): one tool per configured agent, ``<name>(message)``,
     described from the agent's card.
@@ -158,18 +156,6 @@ class RemoteAgentMiddleware(Middleware):
     async def aclose(self) -> None:
         """Close every client."""
         await asyncio.gather(*(a.close() for a in self.agents), return_exceptions=True)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        unused_type: type[BaseException] | None,
-        unused_exc: BaseException | None,
-        unused_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def list_tools(self) -> list[Tool]:
         return list(self._tools)
@@ -279,14 +265,8 @@ class RemoteAgentMiddleware(Middleware):
                 "question": _text(output),
                 "data": data if isinstance(data, dict) else {"data": data},
             }
-        for block in output:
-            if block.type == "text":
-                yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=block.text)
-            else:
-                yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, media=block)
-        yield ToolResultEndEvent(
-            reply_id=reply_id, call_id=call.id, state="success" if ok else "error"
-        )
+        for event in output_events(reply_id, call.id, output, ok):
+            yield event
 
 
 def _can_pause(agent: Agent, input_tool: str) -> bool:
