@@ -287,3 +287,27 @@ async def test_the_card_survives_an_agent_that_is_down(tmp_path: Path) -> None:
         assert health.json() == {"status": "serving"}
     finally:
         await server.stop(0)
+
+
+async def test_the_0_3_method_names_work_too(stack: A2AStack) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": "1",
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "role": "user",
+                "messageId": uuid.uuid4().hex,
+                "parts": [{"kind": "text", "text": "hello"}],
+            }
+        },
+    }
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        sent = (await http.post(f"{stack.url}/", json=body)).json()
+        task = sent["result"]
+        assert task["status"]["state"] == "completed"
+        assert task["artifacts"][0]["parts"][0]["text"] == "Hello! You said: hello"
+        get = {"jsonrpc": "2.0", "id": "2", "method": "tasks/get", "params": {"id": task["id"]}}
+        got = (await http.post(f"{stack.url}/", json=get)).json()
+    assert got["result"]["status"]["state"] == "completed"

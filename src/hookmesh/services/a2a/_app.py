@@ -138,6 +138,7 @@ async def start_a2a_server(
                     )
                 ],
                 grpc_listen,
+                auth=config.auth,
             )
         grpc_url = None
         if grpc_listen and grpc_running:
