@@ -235,7 +235,10 @@ class McpConnection:
                 raise McpUnavailableError(f"environment variable {c.token_env} is unset")
             if token:
                 headers["Authorization"] = f"Bearer {token}"
-            http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(c.timeout))
+            # NOTE(hookmesh): no read timeout: the tools/list_changed stream may stay silent
+            # for hours; each call has its own deadline (`call`).
+            timeout = httpx2.Timeout(c.connect_timeout, read=None)
+            http = httpx2.AsyncClient(headers=headers, timeout=timeout)
             stack.push_async_callback(http.aclose)
             from mcp.client.streamable_http import streamable_http_client
 
