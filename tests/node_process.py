@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import select
 import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-_NODE_DIR = Path(__file__).resolve().parents[1] / "clients" / "node"
+NODE_DIR = Path(__file__).resolve().parents[1] / "clients" / "node"
+"""The Node package: its sidecar, and the test scripts the Node tests run."""
 _START_TIMEOUT = 20.0
 """Seconds node may take to load the protos and print its `listening on` line."""
 _STOP_TIMEOUT = 10.0
@@ -46,13 +49,13 @@ def start_node_sidecar(
     *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start `node clients/node/sidecar.js --listen 127.0.0.1:0 ARGS`; return it and its address."""
-    if not (_NODE_DIR / "node_modules").is_dir():
+    if not (NODE_DIR / "node_modules").is_dir():
         pytest.fail("clients/node/node_modules is missing: run `npm ci --prefix clients/node`")
     node = shutil.which("node")
     if node is None:
         pytest.fail("node is not on PATH: install Node.js 20 or newer")
     proc = subprocess.Popen(
-        [node, str(_NODE_DIR / "sidecar.js"), "--listen", "127.0.0.1:0", *args],
+        [node, str(NODE_DIR / "sidecar.js"), "--listen", "127.0.0.1:0", *args],
         stdout=subprocess.PIPE,
         env=env,
     )
@@ -84,3 +87,16 @@ def stop_node(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
     if proc.stdout is not None:
         proc.stdout.close()
+
+
+async def node_report(script: str, package: str, *args: str, timeout: float) -> dict[str, Any]:
+    """The JSON object `clients/node/test/<script>` prints; the test fails when node or the
+    npm `package` it needs is missing, or the script fails."""
+    node = shutil.which("node")
+    if node is None or not (NODE_DIR / "node_modules" / package).is_dir():
+        pytest.fail(f"node or {package} is missing: run `make node`")
+    code, out, err = await run_node(
+        node, str(NODE_DIR / "test" / script), *args, timeout=timeout, cwd=NODE_DIR
+    )
+    assert code == 0, err
+    return json.loads(out)  # type: ignore[no-any-return]

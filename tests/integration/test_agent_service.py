@@ -422,6 +422,24 @@ async def test_list_and_delete_sessions(start: Start) -> None:
         assert bad.value.violations[0].field == "page_token"
 
 
+async def test_describe_agent_lists_its_tools_and_middlewares(start: Start) -> None:
+    service = await start(
+        agent={"name": "helper", "description": "Answers questions."},
+        middlewares=[
+            {"type": "local", "import": "hookmesh.middleware.builtin.tasks:TasksMiddleware"}
+        ],
+    )
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        info = await client.describe()
+    assert (info.agent_name, info.description) == ("helper", "Answers questions.")
+    assert info.middleware_keys == ["tasks"]
+    by_name = {t.name: t for t in info.tools}
+    assert [t.name for t in info.tools][:3] == ["echo", "gate", "delete_file"]
+    assert by_name["echo"].read_only and by_name["echo"].middleware_key == ""
+    assert by_name["delete_file"].needs_confirmation
+    assert by_name["task_create"].middleware_key == "tasks"
+
+
 async def test_the_sync_client(start: Start) -> None:
     service = await start(TOOL_THEN_ANSWER)
 

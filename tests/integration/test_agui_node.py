@@ -3,30 +3,21 @@ trip, an image, errors and a confirmation (clients/node/test/agui-http-agent.js)
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.agui_stack import agui_stack
-from tests.node_process import run_node
+from tests.node_process import node_report
 
 pytestmark = pytest.mark.timeout(90)
 
-_NODE_DIR = Path(__file__).resolve().parents[2] / "clients" / "node"
-_SCRIPT = _NODE_DIR / "test" / "agui-http-agent.js"
 _NODE_TIMEOUT = 40.0
 
 
 async def _http_agent(url: str) -> dict[str, Any]:
-    node = shutil.which("node")
-    if node is None or not (_NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir():
-        pytest.fail("node or @ag-ui/client is missing: run `make node`")
-    code, out, err = await run_node(node, str(_SCRIPT), url, timeout=_NODE_TIMEOUT, cwd=_NODE_DIR)
-    assert code == 0, err
-    return json.loads(out)  # type: ignore[no-any-return]
+    return await node_report("agui-http-agent.js", "@ag-ui/client", url, timeout=_NODE_TIMEOUT)
 
 
 async def test_http_agent_drives_the_gateway(tmp_path: Path) -> None:

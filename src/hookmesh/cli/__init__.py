@@ -1,10 +1,12 @@
 """The `hookmesh` command: one module per command group, registered on import."""
 
 from hookmesh.cli import (
+    _a2a,
     _admin,
     _agui,
     _chat,
     _conformance,
+    _mcp,
     _memory,
     _retrieval,
     _serve,
@@ -19,10 +21,12 @@ from hookmesh.cli._printer import EventPrinter
 __all__ = ["EventPrinter", "app", "main"]
 
 _COMMAND_MODULES = (
+    _a2a,
     _admin,
     _agui,
     _chat,
     _conformance,
+    _mcp,
     _memory,
     _retrieval,
     _serve,

@@ -23,6 +23,7 @@ from hookmesh.cli._app import (
     import_from,
     run,
 )
+from hookmesh.errors import HookmeshError
 
 
 @app.command()
@@ -57,9 +58,14 @@ def sidecar(
         die(f"--middleware: {exc}")
 
     async def serve() -> int:
+        start, aclose = getattr(mw, "start", None), getattr(mw, "aclose", None)
         try:
+            if start is not None:  # e.g. MCP tools: connect before Describe lists the tools
+                await start()
             running = await serve_middleware(mw, address, auth=auth)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, HookmeshError) as exc:
+            if aclose is not None:
+                await aclose()
             print(f"error: cannot start the sidecar: {exc}", file=sys.stderr)
             return 1
         print(f"listening on {bound_address(address, running.port)}", flush=True)
@@ -68,6 +74,8 @@ def sidecar(
             await wait_for_signal()
         finally:
             await running.stop(DEFAULT_GRACE)
+            if aclose is not None:
+                await aclose()
         return 0
 
     raise typer.Exit(run(serve()))

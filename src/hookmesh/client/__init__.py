@@ -6,6 +6,8 @@ from typing import Any
 from hookmesh.client._agent_client import (
     DEFAULT_TIMEOUT,
     AgentClient,
+    AgentInfo,
+    AgentTool,
     SessionInfo,
     SyncAgentClient,
     text_of_events,
@@ -37,6 +39,8 @@ __all__ = [
     "AdminClient",
     "AgentClient",
     "AgentClientError",
+    "AgentInfo",
+    "AgentTool",
     "DocumentError",
     "IngestReport",
     "MemoryClient",

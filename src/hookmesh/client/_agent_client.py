@@ -59,6 +59,28 @@ class SessionInfo:
     update_time: datetime
 
 
+@dataclass
+class AgentTool:
+    """A tool the agent offers its model, as the service describes it."""
+
+    name: str
+    description: str
+    middleware_key: str
+    """The middleware contributing it; empty for the agent's own tools."""
+    read_only: bool
+    needs_confirmation: bool
+
+
+@dataclass
+class AgentInfo:
+    """The agent as the service describes it (`AgentClient.describe`)."""
+
+    agent_name: str
+    description: str
+    tools: list[AgentTool]
+    middleware_keys: list[str]
+
+
 def _session(pb: _agent_pb2.Session) -> SessionInfo:
     return SessionInfo(
         session_id=pb.session_id,
@@ -263,12 +285,37 @@ class AgentClient:
         except grpc.aio.AioRpcError as exc:
             raise AgentClientError.from_rpc_error(exc) from None
 
-    async def interrupt(self, session_id: str, *, timeout: float | None = None) -> bool:
-        """Stop the session's running reply; False when none was running."""
+    async def interrupt(
+        self, session_id: str, *, timeout: float | None = None, token: str | None = None
+    ) -> bool:
+        """Stop the session's running reply; False when none was running (`token` as in
+        `reply`)."""
         response = await self._unary(
-            self._stub.Interrupt, _agent_pb2.InterruptRequest(session_id=session_id), timeout
+            self._stub.Interrupt,
+            _agent_pb2.InterruptRequest(session_id=session_id),
+            timeout,
+            token,
         )
         return bool(response.interrupted)
+
+    async def describe(
+        self, *, timeout: float | None = None, token: str | None = None
+    ) -> AgentInfo:
+        """The agent's name, description, tools and middlewares (`token` as in `reply`)."""
+        response = await self._unary(
+            self._stub.DescribeAgent, _agent_pb2.DescribeAgentRequest(), timeout, token
+        )
+        return AgentInfo(
+            agent_name=response.agent_name,
+            description=response.description,
+            tools=[
+                AgentTool(
+                    t.name, t.description, t.middleware_key, t.read_only, t.needs_confirmation
+                )
+                for t in response.tools
+            ],
+            middleware_keys=list(response.middleware_keys),
+        )
 
     async def get_session(
         self, session_id: str, *, timeout: float | None = None, token: str | None = None

@@ -172,3 +172,33 @@ class DeleteSessionRequest(_message.Message):
 class DeleteSessionResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class DescribeAgentRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeAgentResponse(_message.Message):
+    __slots__ = ("agent_name", "description", "tools", "middleware_keys")
+    AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    MIDDLEWARE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    agent_name: str
+    description: str
+    tools: _containers.RepeatedCompositeFieldContainer[AgentTool]
+    middleware_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_name: _Optional[str] = ..., description: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[AgentTool, _Mapping]]] = ..., middleware_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AgentTool(_message.Message):
+    __slots__ = ("name", "description", "middleware_key", "read_only", "needs_confirmation")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    MIDDLEWARE_KEY_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    NEEDS_CONFIRMATION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    middleware_key: str
+    read_only: bool
+    needs_confirmation: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., middleware_key: _Optional[str] = ..., read_only: _Optional[bool] = ..., needs_confirmation: _Optional[bool] = ...) -> None: ...

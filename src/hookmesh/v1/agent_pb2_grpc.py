@@ -83,6 +83,11 @@ class AgentServiceStub:
                 request_serializer=hookmesh_dot_v1_dot_agent__pb2.DeleteSessionRequest.SerializeToString,
                 response_deserializer=hookmesh_dot_v1_dot_agent__pb2.DeleteSessionResponse.FromString,
                 _registered_method=True)
+        self.DescribeAgent = channel.unary_unary(
+                '/hookmesh.v1.AgentService/DescribeAgent',
+                request_serializer=hookmesh_dot_v1_dot_agent__pb2.DescribeAgentRequest.SerializeToString,
+                response_deserializer=hookmesh_dot_v1_dot_agent__pb2.DescribeAgentResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -149,6 +154,14 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeAgent(self, request, context):
+        """Describes the agent: its name, what it does and the tools it offers
+        (for gateways such as an A2A agent card).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -181,6 +194,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.DeleteSession,
                     request_deserializer=hookmesh_dot_v1_dot_agent__pb2.DeleteSessionRequest.FromString,
                     response_serializer=hookmesh_dot_v1_dot_agent__pb2.DeleteSessionResponse.SerializeToString,
+            ),
+            'DescribeAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAgent,
+                    request_deserializer=hookmesh_dot_v1_dot_agent__pb2.DescribeAgentRequest.FromString,
+                    response_serializer=hookmesh_dot_v1_dot_agent__pb2.DescribeAgentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -364,6 +382,33 @@ class AgentService:
             '/hookmesh.v1.AgentService/DeleteSession',
             hookmesh_dot_v1_dot_agent__pb2.DeleteSessionRequest.SerializeToString,
             hookmesh_dot_v1_dot_agent__pb2.DeleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookmesh.v1.AgentService/DescribeAgent',
+            hookmesh_dot_v1_dot_agent__pb2.DescribeAgentRequest.SerializeToString,
+            hookmesh_dot_v1_dot_agent__pb2.DescribeAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -119,6 +119,8 @@ def test_every_builtin_is_registered_and_importable() -> None:
         "events.md",
         "middleware/agents_md.md",
         "middleware/filesystem.md",
+        "middleware/mcp_tools.md",
+        "middleware/remote_agent.md",
         "middleware/skills.md",
         "middleware/tasks.md",
         "middleware/tool_search.md",

@@ -85,6 +85,9 @@ async def build_chain(
                 aclose: Any = getattr(local, "aclose", None)
                 if aclose is not None:
                     stack.push_async_callback(aclose)
+                start: Any = getattr(local, "start", None)
+                if start is not None:  # e.g. MCP tools: connect before the first reply
+                    await start()
                 out.append(local)
                 continue
             target = entry.target or sidecars.get(entry.sidecar, "")

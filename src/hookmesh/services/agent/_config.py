@@ -82,6 +82,8 @@ class AgentSettings(_Strict):
 
     name: str = "assistant"
     """Reported in reply_start and traces."""
+    description: str = ""
+    """What the agent does, for gateways (the A2A agent card); empty by default."""
     system_prompt: str = "You are a helpful assistant."
     """Base system prompt."""
     kind: Literal["flat", "agentic"] = "flat"

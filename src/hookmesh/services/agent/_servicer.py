@@ -439,6 +439,20 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             sessions=[self._session(s) for s in page], next_page_token=token
         )
 
+    async def DescribeAgent(
+        self, request: _agent_pb2.DescribeAgentRequest, context: grpc.aio.ServicerContext
+    ) -> _agent_pb2.DescribeAgentResponse:
+        settings = self.config.agent
+        tools = [_agent_tool(t, "") for t in self.tools]
+        for mw in self.chain.middlewares:
+            tools.extend(_agent_tool(t, mw.middleware_key()) for t in mw.list_tools())
+        return _agent_pb2.DescribeAgentResponse(
+            agent_name=settings.name,
+            description=settings.description,
+            tools=tools,
+            middleware_keys=[mw.middleware_key() for mw in self.chain.middlewares],
+        )
+
     async def DeleteSession(
         self, request: _agent_pb2.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.DeleteSessionResponse:
@@ -455,6 +469,16 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         if not deleted:
             await context.abort_with_status(to_grpc_status(_not_found(request.session_id)))
         return _agent_pb2.DeleteSessionResponse()
+
+
+def _agent_tool(tool: Tool, middleware_key: str) -> _agent_pb2.AgentTool:
+    return _agent_pb2.AgentTool(
+        name=tool.name,
+        description=tool.description,
+        middleware_key=middleware_key,
+        read_only=tool.read_only,
+        needs_confirmation=tool.needs_confirmation,
+    )
 
 
 def _resume(request: _agent_pb2.ResumeRequest) -> Resume:

@@ -1,4 +1,5 @@
-"""An ASGI app served by uvicorn inside the running event loop, stopped on request."""
+"""An ASGI app served by uvicorn inside the running event loop, stopped on request (the HTTP
+gateways share it: AG-UI, A2A, MCP)."""
 
 from __future__ import annotations
 
@@ -36,13 +37,18 @@ class HttpServer:
     Args:
         app: The ASGI application.
         address: ``host:port``.
+        lifespan: Run the app's lifespan (startup before serving, shutdown after).
     """
 
-    def __init__(self, app: Any, address: str) -> None:
+    def __init__(self, app: Any, address: str, *, lifespan: bool = False) -> None:
         self._socket = _bind(address)
         self.port: int = self._socket.getsockname()[1]
         self._config = uvicorn.Config(
-            app, lifespan="off", log_config=None, access_log=False, ws="none"
+            app,
+            lifespan="on" if lifespan else "off",
+            log_config=None,
+            access_log=False,
+            ws="none",
         )
         self._config.load()
         self._server = uvicorn.Server(self._config)

@@ -1,0 +1,43 @@
+"""hookmesh and A2A (protocol 1.0, through the official ``a2a-sdk``): parts ⇄ content blocks,
+paused replies ⇄ ``input-required``, hookmesh events carried in A2A messages."""
+
+from hookmesh.a2a._parts import (
+    DATA_MIME,
+    block_from_part,
+    blocks_from_parts,
+    data_of_parts,
+    data_part,
+    part_from_block,
+    parts_from_blocks,
+    text_of_parts,
+)
+from hookmesh.a2a._pause import (
+    Answer,
+    AnswerError,
+    Awaiting,
+    answer_of,
+    pause_parts,
+    pending_of_parts,
+)
+
+EVENT_METADATA_KEY = "hookmeshEvent"
+"""Metadata key of an A2A status message that carries a hookmesh `AgentEvent` (its JSON), so
+a hookmesh client can show the remote reply's progress as nested events."""
+
+__all__ = [
+    "DATA_MIME",
+    "EVENT_METADATA_KEY",
+    "Answer",
+    "AnswerError",
+    "Awaiting",
+    "answer_of",
+    "block_from_part",
+    "blocks_from_parts",
+    "data_of_parts",
+    "data_part",
+    "part_from_block",
+    "parts_from_blocks",
+    "pause_parts",
+    "pending_of_parts",
+    "text_of_parts",
+]

@@ -1,0 +1,15 @@
+"""The A2A server: an agent service as an A2A agent (card, JSON-RPC, HTTP+JSON, gRPC)."""
+
+from hookmesh.services.a2a._app import A2A_SERVICE_NAME, A2AServer, start_a2a_server
+from hookmesh.services.a2a._config import A2AServerConfig, load_a2a_config
+from hookmesh.services.a2a._executor import HookmeshAgentExecutor, caller_token
+
+__all__ = [
+    "A2A_SERVICE_NAME",
+    "A2AServer",
+    "A2AServerConfig",
+    "HookmeshAgentExecutor",
+    "caller_token",
+    "load_a2a_config",
+    "start_a2a_server",
+]

@@ -1,0 +1,245 @@
+"""Runs A2A tasks on the agent service: a context is a session, a task step is a reply (or the
+resume of a paused one), the final message becomes the task's artifact."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue_v2 import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types import a2a_pb2
+
+from hookmesh.a2a import (
+    EVENT_METADATA_KEY,
+    AnswerError,
+    Awaiting,
+    answer_of,
+    blocks_from_parts,
+    data_part,
+    parts_from_blocks,
+    pause_parts,
+)
+from hookmesh.agent import Confirmation, ExternalResult
+from hookmesh.client import AgentClient, AgentClientError
+from hookmesh.schema import (
+    AgentEvent,
+    AgenticMessage,
+    ReplyEndEvent,
+    ToolCall,
+    is_assistant,
+    to_agentic,
+)
+
+log = logging.getLogger("hookmesh.a2a")
+
+_LOOKUP_TIMEOUT = 30.0
+_SKIPPED = frozenset({"data_block_delta", "reply_end"})
+"""Events not forwarded as progress (audio bytes; the end becomes the task's state)."""
+_AWAITING: dict[str, Awaiting] = {
+    "awaiting_confirmation": "confirmation",
+    "awaiting_external_execution": "external_execution",
+}
+
+
+def caller_token(call: ServerCallContext) -> str | None:
+    """The caller's bearer token (HTTP header or gRPC metadata), passed to the agent service
+    (a secret: never logged)."""
+    value: Any = (call.state.get("headers") or {}).get("authorization")
+    grpc_context = call.state.get("grpc_context")
+    if value is None and grpc_context is not None:
+        for key, item in grpc_context.invocation_metadata() or ():
+            if key == "authorization":
+                value = item
+    if not isinstance(value, str):
+        return None
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _message(updater: TaskUpdater, text: str, data: Any = None) -> a2a_pb2.Message:
+    parts = [a2a_pb2.Part(text=text)]
+    if data is not None:
+        parts.append(data_part(data))
+    return updater.new_agent_message(parts)
+
+
+class HookmeshAgentExecutor(AgentExecutor):
+    """The A2A side of one agent service.
+
+    A task's context id is the session id. A message without a task (or for a finished one)
+    starts a reply; a message for a task in ``input-required`` answers the paused reply and
+    resumes it. Progress travels as ``working`` status updates whose metadata holds the
+    hookmesh event (``hookmeshEvent``); the reply's end sets the task's state: completed
+    (the final message's blocks as the ``answer`` artifact), input-required (a paused reply:
+    what it waits for, see `pause_parts`), failed, or canceled.
+
+    Args:
+        client: The agent service's client (the caller's token is passed per call).
+        run_timeout: Seconds one reply may take.
+    """
+
+    def __init__(self, client: AgentClient, run_timeout: float) -> None:
+        self.client = client
+        self.run_timeout = run_timeout
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        task_id, session = context.task_id or "", context.context_id or ""
+        assert message is not None
+        updater = TaskUpdater(event_queue, task_id, session)
+        token = caller_token(context.call_context)
+        task = context.current_task
+        if task is None:
+            await event_queue.enqueue_event(
+                a2a_pb2.Task(
+                    id=task_id,
+                    context_id=session,
+                    status=a2a_pb2.TaskStatus(state=a2a_pb2.TaskState.TASK_STATE_SUBMITTED),
+                    history=[message],
+                )
+            )
+        try:
+            if (
+                task is not None
+                and task.status.state == a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED
+            ):
+                stream = await self._resume(session, message, token, updater)
+                if stream is None:
+                    return
+            else:
+                user = AgenticMessage(role="user", blocks=blocks_from_parts(message.parts))
+                stream = self.client.reply(
+                    [user], session_id=session, timeout=self.run_timeout, token=token
+                )
+            await updater.start_work()
+            await self._follow(stream, updater, session, token)
+        except AgentClientError as exc:
+            reason = exc.reason or exc.code.name
+            await updater.failed(_message(updater, exc.message, {"reason": reason}))
+
+    async def _resume(
+        self,
+        session: str,
+        message: a2a_pb2.Message,
+        token: str | None,
+        updater: TaskUpdater,
+    ) -> AsyncIterator[AgentEvent] | None:
+        info = await self.client.get_session(session, timeout=_LOOKUP_TIMEOUT, token=token)
+        awaiting = _AWAITING.get(info.status)
+        if awaiting is None:
+            await updater.failed(_message(updater, "the paused reply is gone"))
+            return None
+        try:
+            answer = answer_of(awaiting, info.pending_calls, message.parts)
+        except AnswerError as exc:
+            await updater.requires_input(
+                updater.new_agent_message(
+                    [a2a_pb2.Part(text=str(exc)), *pause_parts(awaiting, info.pending_calls)[1:]]
+                )
+            )
+            return None
+        return self.client.resume(
+            session,
+            confirmations=[Confirmation(**c) for c in answer.confirmations],
+            external_results=[
+                ExternalResult(call_id=cid, output=out, state=state)  # type: ignore[arg-type]
+                for cid, out, state in answer.external_results
+            ],
+            timeout=self.run_timeout,
+            token=token,
+        )
+
+    async def _follow(
+        self,
+        stream: AsyncIterator[AgentEvent],
+        updater: TaskUpdater,
+        session: str,
+        token: str | None,
+    ) -> None:
+        end: ReplyEndEvent | None = None
+        paused: list[ToolCall] = []
+        try:
+            async for event in stream:
+                own = not event.source_path
+                if own and event.type == "reply_end":
+                    end = event
+                elif own and event.type in ("require_user_confirm", "require_external_execution"):
+                    paused = list(event.tool_calls)
+                if event.type not in _SKIPPED or not own:
+                    await updater.update_status(
+                        a2a_pb2.TaskState.TASK_STATE_WORKING,
+                        metadata={EVENT_METADATA_KEY: event.model_dump(mode="json")},
+                    )
+        finally:
+            with contextlib.suppress(Exception):
+                await stream.aclose()  # type: ignore[attr-defined]
+        if end is None:
+            await updater.failed(_message(updater, "the agent's stream ended early"))
+        elif end.finish_reason == "completed":
+            await self._complete(updater, session, token)
+        elif end.finish_reason in _AWAITING:
+            awaiting = _AWAITING[end.finish_reason]
+            await updater.requires_input(updater.new_agent_message(pause_parts(awaiting, paused)))
+        elif end.finish_reason == "interrupted":
+            await updater.cancel()
+        else:
+            error = end.error
+            text = error.message if error is not None else f"the reply ended: {end.finish_reason}"
+            reason = error.reason if error is not None else end.finish_reason.upper()
+            await updater.failed(_message(updater, text, {"reason": reason}))
+
+    async def _complete(self, updater: TaskUpdater, session: str, token: str | None) -> None:
+        info = await self.client.get_session(session, timeout=_LOOKUP_TIMEOUT, token=token)
+        final = next((m for m in reversed(info.context) if is_assistant(m)), None)
+        blocks = to_agentic([final])[0].blocks if final is not None else []
+        parts = parts_from_blocks(blocks) or [a2a_pb2.Part(text="")]
+        await updater.add_artifact(parts, name="answer", last_chunk=True)
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Interrupt the session's running reply (the task's own stream is cancelled too), or
+        answer a paused one (its calls denied, or interrupted) so the context can go on; then
+        mark the task canceled."""
+        session, token = context.context_id or "", caller_token(context.call_context)
+        task = context.current_task
+        with contextlib.suppress(AgentClientError):
+            if (
+                task is not None
+                and task.status.state == a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED
+            ):
+                await self._answer_canceled(session, token)
+            else:
+                await self.client.interrupt(session, timeout=_LOOKUP_TIMEOUT, token=token)
+        updater = TaskUpdater(event_queue, context.task_id or "", session)
+        await updater.cancel()
+
+    async def _answer_canceled(self, session: str, token: str | None) -> None:
+        info = await self.client.get_session(session, timeout=_LOOKUP_TIMEOUT, token=token)
+        awaiting = _AWAITING.get(info.status)
+        if awaiting is None:
+            return
+        calls = info.pending_calls
+        stream = self.client.resume(
+            session,
+            confirmations=[
+                Confirmation(call_id=c.id, confirmed=False, reason="the task was canceled")
+                for c in calls
+            ]
+            if awaiting == "confirmation"
+            else (),
+            external_results=[
+                ExternalResult(call_id=c.id, output="the task was canceled", state="interrupted")
+                for c in calls
+            ]
+            if awaiting == "external_execution"
+            else (),
+            timeout=self.run_timeout,
+            token=token,
+        )
+        async for _ in stream:  # the reply goes on to its end; nobody reads it
+            pass
