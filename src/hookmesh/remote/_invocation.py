@@ -108,6 +108,9 @@ class _Stream:
         except asyncio.CancelledError:
             error = SidecarError("the sidecar stream was closed", reason="SIDECAR_UNAVAILABLE")
         self.alive = False
+        # End the request iterator too: gRPC leaves its consumer task waiting for the next
+        # request after the call fails, and a dropped stream would be collected mid-wait.
+        self._outgoing.put_nowait(None)
         for inv in list(self.invocations.values()):
             inv.fail(error)
 
