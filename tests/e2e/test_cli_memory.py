@@ -47,6 +47,13 @@ async def test_add_search_list_delete(service: MemoryService) -> None:
     assert out.split()[:2] == ["merged", veg_id]
     code, out, err = await run("memory", "search", "what does the user eat", "-u", "alice", *target)
     assert code == 0 and out.splitlines()[0].endswith(f"{veg_id}  The user is vegetarian."), err
+    code, raw, _ = await run(
+        "memory", "search", "what does the user eat", "-u", "alice", "--json", *target
+    )  # fmt: skip
+    top = json.loads(raw.splitlines()[0])
+    # Both figures are labelled and match the --json fields of the same hit.
+    label = f" 1. similarity {top['similarity']:.3f}  score {top['score']:.4f}  {veg_id}"
+    assert out.splitlines()[0].startswith(label)
     code, out, _ = await run("memory", "list", "-u", "alice", "--json", *target)
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["text"] for r in rows] == ["The user is vegetarian.", "The user lives in Lisbon."]

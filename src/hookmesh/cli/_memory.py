@@ -158,7 +158,10 @@ def search(
                 print(json.dumps({**row, **_memory_json(hit.memory)}))
             else:
                 similarity = "  -  " if hit.similarity is None else f"{hit.similarity:.3f}"
-                print(f"{hit.rank:2d}. {similarity} {hit.memory.id}  {hit.memory.text}")
+                print(
+                    f"{hit.rank:2d}. similarity {similarity}  score {hit.score:.4f}  "
+                    f"{hit.memory.id}  {hit.memory.text}"
+                )
         if not hits and not as_json:
             print("no memories match", file=sys.stderr)
         return 0

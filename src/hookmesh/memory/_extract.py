@@ -1,10 +1,11 @@
 """Turning conversation messages into facts: a chat model's JSON, validated, or the user's
-turns verbatim."""
+own statements verbatim."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -65,13 +66,47 @@ def transcript(messages: Sequence[Message]) -> str:
     return "\n\n".join(lines)
 
 
-def verbatim(messages: Sequence[Message], max_chars: int) -> list[Fact]:
-    """Each user turn with text, as it was (cut to `max_chars`)."""
-    out = []
+_SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
+_QUESTION_OPENER = re.compile(
+    r"^(who|whom|whose|what|which|when|where|why|how|do|does|did|can|could|would|will|shall|"
+    r"should|is|are|was|were|am|have|has)\b",
+    re.IGNORECASE,
+)
+_PLEASANTRY = re.compile(
+    r"^(hi|hello|hey|hiya|yo|thanks|thank|thx|cheers|bye|goodbye|ok|okay|sure|yes|no|yeah|"
+    r"nope|great|cool|nice|good (morning|afternoon|evening|night))\b",
+    re.IGNORECASE,
+)
+_MIN_WORDS = 3
+_PLEASANTRY_WORDS = 5
+
+
+def statement(sentence: str) -> bool:
+    """Whether a sentence of the user's reads as something worth recalling: not a question
+    (a ``?`` or a question opener), not a greeting or thanks of a few words, and at least
+    three words long. Without a model this is all the judgement memory has."""
+    words = sentence.split()
+    if len(words) < _MIN_WORDS or sentence.rstrip().endswith(("?", "\uff1f")):
+        return False
+    if sentence.lstrip().startswith("\u00bf") or _QUESTION_OPENER.match(sentence.lstrip()):
+        return False
+    return not (len(words) <= _PLEASANTRY_WORDS and _PLEASANTRY.match(sentence.lstrip()))
+
+
+def verbatim(messages: Sequence[Message], max_facts: int, max_chars: int) -> list[Fact]:
+    """The user's statements (`statement`), each sentence as written (cut to `max_chars`),
+    at most `max_facts`; questions, greetings and the assistant's turns are not kept."""
+    out: list[Fact] = []
     for msg in messages:
-        text = text_of(msg).strip() if is_user(msg) else ""
-        if text:
-            out.append(Fact(text[:max_chars], "verbatim", (msg.id,) if msg.id else ()))
+        if not is_user(msg):
+            continue
+        sources = (msg.id,) if msg.id else ()
+        for sentence in _SENTENCE_END.split(text_of(msg)):
+            sentence = sentence.strip()
+            if statement(sentence):
+                out.append(Fact(sentence[:max_chars].strip(), "verbatim", sources))
+                if len(out) == max_facts:
+                    return out
     return out
 
 
@@ -104,11 +139,12 @@ async def extract(
     """Facts from `messages`, and how they were obtained.
 
     With a model: its JSON facts (sources: every given message id). When the answer is not
-    valid, or the call fails or times out, the user's turns verbatim (``fallback``), so a
-    turn is never lost. Without a model: the user's turns verbatim (``no_model``).
+    valid, or the call fails or times out, the user's statements verbatim (``fallback``),
+    so what the user said about themselves is not lost. Without a model: the user's
+    statements verbatim (``no_model``); see `statement` for what counts as one.
     """
     if model is None:
-        return verbatim(messages, max_chars), "no_model"
+        return verbatim(messages, max_facts, max_chars), "no_model"
     text = transcript(messages)
     if not text:
         return [], "extracted"
@@ -120,15 +156,15 @@ async def extract(
         async with asyncio.timeout(timeout):
             answer = await answer_text(model, prompt, "flat")
     except Exception as exc:
-        log.warning("memory extraction failed; storing the user's turns verbatim: %s", exc)
-        return verbatim(messages, max_chars), "fallback"
+        log.warning("memory extraction failed; storing the user's statements verbatim: %s", exc)
+        return verbatim(messages, max_facts, max_chars), "fallback"
     facts = parse_facts(answer, max_facts, max_chars)
     if facts is None:
         log.warning(
             "the extraction model's answer is not {\"facts\": [...]} JSON; storing the user's "
-            "turns verbatim (answer starts %r)",
+            "statements verbatim (answer starts %r)",
             answer[:80],
         )
-        return verbatim(messages, max_chars), "fallback"
+        return verbatim(messages, max_facts, max_chars), "fallback"
     sources = tuple(m.id for m in messages if m.id and (is_user(m) or is_assistant(m)))
     return [Fact(f, "extracted", sources) for f in facts], "extracted"

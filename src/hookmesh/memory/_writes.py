@@ -111,7 +111,11 @@ class MemoryWrites(MemoryReads):
         if self.dedup_threshold > 1:
             return None
         wanted: dict[str, MetadataValue] = {AGENT: scope.agent_id}
-        hits = await self._leg(text, kb, "dense", 1, self.dedup_threshold, wanted)
+        # A fact may be longer than a search query may be. The embedder reads only the first
+        # few hundred tokens of a text (MiniLM: 256), well inside the query limit for any
+        # prose, so the prefix ranks as the whole fact would.
+        query = text[: self.knowledge.limits.max_query_chars]
+        hits = await self._leg(query, kb, "dense", 1, self.dedup_threshold, wanted)
         for hit in hits:
             if hit.metadata.get(USER) == scope.user_id:
                 return hit.document_id, await self._whole(kb, hit), hit.metadata

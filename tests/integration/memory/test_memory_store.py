@@ -296,15 +296,37 @@ async def test_a_failing_model_falls_back_and_a_fenced_answer_is_accepted(
     assert [m.memory.text for m in result.memories] == ["The user is left-handed."]
 
 
-async def test_without_a_model_user_turns_are_stored_verbatim(store: MemoryStore) -> None:
+async def test_without_a_model_the_users_statements_are_stored_verbatim(
+    store: MemoryStore,
+) -> None:
     turn = [
-        make_user_text("flat", "My cat is called Pixel.", id="u1"),
-        make_assistant("flat", "Pixel is a great name!", id="a1"),
+        make_user_text("flat", "hi", id="u0"),
+        make_user_text("flat", "Hi! My cat is called Pixel. Do you like cats?", id="u1"),
+        make_assistant("flat", "Pixel is a great name! I do like cats.", id="a1"),
+        make_user_text("agentic", "Thanks a lot!\nI also have a dog named Rex", id="u2"),
+        make_user_text("flat", "what is my name"),
         make_user_text("flat", "   "),
     ]
     result = await store.add(ALICE, messages=turn)
     assert result.extraction == "no_model"
-    assert [m.memory.text for m in result.memories] == ["My cat is called Pixel."]
+    assert [(m.memory.text, m.memory.source_message_ids) for m in result.memories] == [
+        ("My cat is called Pixel.", ("u1",)),
+        ("I also have a dog named Rex", ("u2",)),
+    ]
+    greeting = await store.add(ALICE, messages=[make_user_text("flat", "Hello there, thanks!")])
+    assert greeting.extraction == "no_model" and greeting.memories == []
+
+
+async def test_a_fact_longer_than_a_search_query_is_stored_and_merged(
+    store: MemoryStore,
+) -> None:
+    pens = ", ".join(f"a vintage fountain pen numbered {i} from Lisbon" for i in range(120))
+    long_fact = f"I collect {pens}."
+    assert store.limits.max_query_chars < len(long_fact) <= store.limits.max_text_chars
+    first = await store.add(ALICE, facts=[long_fact])
+    again = await store.add(ALICE, messages=[make_user_text("flat", long_fact, id="u9")])
+    assert first.memories[0].outcome == "created" and again.memories[0].outcome == "merged"
+    assert (await store.get("alice", first.memories[0].memory.id)).text == long_fact
 
 
 async def test_bad_requests_name_their_fields(store: MemoryStore) -> None:

@@ -14,7 +14,12 @@ import pytest
 from hookmesh.agent import Agent
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.memory import MemoryScope, MemoryStore, open_memory_store
-from hookmesh.middleware.builtin.memory import DEFAULT_PROMPT_NOTE, WARNING_EVENT, MemoryMiddleware
+from hookmesh.middleware.builtin.memory import (
+    DEFAULT_PROMPT_NOTE,
+    DEFAULT_RECALL_THRESHOLD,
+    WARNING_EVENT,
+    MemoryMiddleware,
+)
 from hookmesh.schema import (
     Message,
     MessageKind,
@@ -86,10 +91,8 @@ async def test_static_control_recalls_before_and_remembers_after(
     prompt, tools = seen[0]
     assert hint_texts(prompt) == [hints[0].text] and tools == []  # type: ignore[union-attr]
     assert hint_texts(agent.state.context) == []
-    page = await store.list(MemoryScope("alice", "chef", "s1"))
-    assert [(m.text, m.origin) for m in page.memories] == [
-        ("What should I cook for dinner tonight?", "verbatim")
-    ]
+    # The turn went back (no extraction model): a question is not a statement to keep.
+    assert (await store.list(MemoryScope("alice", "chef", "s1"))).memories == []
     assert agent.state.middle_context.get("memory", {}) == {}
 
 
@@ -105,13 +108,15 @@ async def test_the_recalled_facts_are_shown_at_every_step_and_the_turn_keeps_its
     )
     mw = MemoryMiddleware(store=store, mode="static_control", user_id="alice")
     agent = Agent(model, kind=kind, tools=[echo], middlewares=[mw])
-    events = await collect(agent.reply("Which colour should I paint my room?"))
+    events = await collect(agent.reply("I am repainting my bedroom. Which colour suits it?"))
     assert len([e for e in events if e.type == "hint_block"]) == 1
     assert [len(hint_texts(prompt)) for prompt, _ in seen] == [1, 1]
     assert hint_texts(agent.state.context) == []
     [memory] = (await store.list(MemoryScope("alice"))).memories[1:]
     question = agent.state.context[0]
-    assert memory.source_message_ids == (question.id,) and text_of(question) == memory.text
+    assert (
+        memory.source_message_ids == (question.id,) and memory.text == "I am repainting my bedroom."
+    )
 
 
 async def test_agent_control_adds_and_searches_with_tools(
@@ -162,7 +167,7 @@ async def test_the_request_names_the_user_and_without_one_memory_is_off(
     model = answering(seen, ScriptedTurn(text="Hello!"))
 
     def ask(user: str | None) -> Message:
-        msg = make_user_text(kind, "Do you remember what I am called?")
+        msg = make_user_text(kind, "I am back. Do you remember what I am called?")
         msg.metadata = {"user_id": user} if user else None
         return msg
 
@@ -186,9 +191,22 @@ async def test_the_request_names_the_user_and_without_one_memory_is_off(
     by_session = MemoryMiddleware(store=store, mode="static_control", session_as_user=True)
     agent = Agent(model, kind=kind, middlewares=[by_session], session_id="sess-9")
     await collect(agent.reply(ask(None)))
-    assert [m.text for m in (await store.list(MemoryScope("sess-9"))).memories] == [
-        "Do you remember what I am called?"
-    ]
+    assert [m.text for m in (await store.list(MemoryScope("sess-9"))).memories] == ["I am back."]
+
+
+async def test_recall_skips_memories_unrelated_to_the_turn(
+    kind: MessageKind, store: MemoryStore
+) -> None:
+    await store.add(MemoryScope("alice"), facts=["The user is vegetarian."])
+    seen: Seen = []
+    model = answering(seen, ScriptedTurn(text="Done."), ScriptedTurn(text="A risotto."))
+    mw = MemoryMiddleware(store=store, mode="static_control", user_id="alice")
+    assert mw.score_threshold == DEFAULT_RECALL_THRESHOLD
+    await collect(Agent(model, kind=kind, middlewares=[mw]).reply("Book me a flight to Paris"))
+    assert hint_texts(seen[-1][0]) == []
+    await collect(Agent(model, kind=kind, middlewares=[mw]).reply("Any dinner ideas?"))
+    [hint] = hint_texts(seen[-1][0])
+    assert "- The user is vegetarian." in hint
 
 
 async def test_one_instance_serves_concurrent_replies_of_different_users(

@@ -46,6 +46,11 @@ DEFAULT_HINT_TEMPLATE = (
 )
 """How recalled memories are shown to the model; ``{memories}`` is one ``- fact`` per line."""
 _MAX_QUERY_CHARS = 2000
+DEFAULT_RECALL_THRESHOLD = 0.1
+"""Cosine floor of recall. With the default MiniLM embedder a task unrelated to a fact (tax
+law, a router, a flight) scored at most 0.07 against it, while weak but real relations
+("Any dinner ideas?" / "The user is vegetarian.") scored 0.15 and direct questions 0.34 or
+more (docs/middleware/memory.md); the floor drops the first and keeps the rest."""
 _HOOKS: dict[str, frozenset[str]] = {
     "static_control": frozenset({"on_reply", "on_reasoning", "after_agent"}),
     "agent_control": frozenset({"on_reply", "on_acting", "on_system_prompt"}),
@@ -73,7 +78,7 @@ class MemoryMiddleware(MemoryTools):
       event reports them; the hint is re-added at every step of the reply and removed after
       each, so it never stays in the session); after a successful reply (`after_agent`),
       write the turn back (user input and final answer; the memory service extracts facts
-      with its model, or stores the user's words verbatim). The write is awaited, or with
+      with its model, or stores the user's statements verbatim). The write is awaited, or with
       ``write="background"`` runs as a task the instance tracks (`drain`, `aclose`).
     - ``agent_control``: contribute ``search_memory`` and ``add_memory`` tools and a short
       system-prompt note; the agent decides. The tools run in `on_acting`, where the reply's
@@ -118,7 +123,8 @@ class MemoryMiddleware(MemoryTools):
             (off by default: only for callers trusted to name the user, e.g. a gateway).
         search_by_agent: Static and tool searches only see memories of the same agent.
         top_k: Memories recalled at reply start (1-50).
-        score_threshold: Cosine floor for recalled memories (0: none).
+        score_threshold: Cosine floor for recalled memories (-1 to 1; 0: none); see
+            `DEFAULT_RECALL_THRESHOLD`.
         write_back: Write the turn back after a successful reply (static control).
         write: ``await`` the write-back, or run it in the ``background``.
         timeout: Seconds each memory call may take.
@@ -150,7 +156,7 @@ class MemoryMiddleware(MemoryTools):
         scope_from_metadata: bool = False,
         search_by_agent: bool = True,
         top_k: int = 5,
-        score_threshold: float = 0.0,
+        score_threshold: float = DEFAULT_RECALL_THRESHOLD,
         write_back: bool = True,
         write: WriteMode = "await",
         timeout: float = 10.0,
@@ -173,6 +179,8 @@ class MemoryMiddleware(MemoryTools):
             )
         if not 1 <= top_k <= 50:
             raise ValueError("top_k must be 1-50")
+        if not -1 <= score_threshold <= 1:
+            raise ValueError("score_threshold must be a cosine, -1 to 1")
         if timeout <= 0 or max_background < 0:
             raise ValueError("timeout must be positive and max_background not negative")
         if hint_template.count("{memories}") != 1:
@@ -325,6 +333,7 @@ class MemoryMiddleware(MemoryTools):
 __all__ = [
     "DEFAULT_HINT_TEMPLATE",
     "DEFAULT_PROMPT_NOTE",
+    "DEFAULT_RECALL_THRESHOLD",
     "WARNING_EVENT",
     "ControlMode",
     "MemoryMiddleware",
