@@ -4,14 +4,17 @@ line, and Ctrl-C leaving a clean log."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shlex
 import wave
 from pathlib import Path
 
+import httpx
 import pytest
+from mcp import Client
 
-from tests.e2e.commands import ROOT, run, start_up
+from tests.e2e.commands import DEADLINE, ROOT, run, start_up
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -55,6 +58,8 @@ async def test_the_readme_first_hour_as_written(tmp_path: Path) -> None:
             "tts": "127.0.0.1:7003",
             "memory": "127.0.0.1:7004",
             "agui": "http://127.0.0.1:7010/",
+            "a2a": "http://127.0.0.1:7020/.well-known/agent-card.json",
+            "mcp": "http://127.0.0.1:7030/mcp",
         }
         for command in commands:
             assert command[0] == "hookmesh"
@@ -63,6 +68,13 @@ async def test_the_readme_first_hour_as_written(tmp_path: Path) -> None:
             outputs[command[1] if command[1] not in ("kb", "memory", "sessions") else
                     f"{command[1]} {command[2]}"] = out  # fmt: skip
 
+        async with httpx.AsyncClient(timeout=DEADLINE) as http:
+            card = (await http.get(suite.addresses["a2a"])).json()
+        async with (
+            asyncio.timeout(DEADLINE),
+            Client(suite.addresses["mcp"], cache=None) as mcp,
+        ):
+            found = await mcp.call_tool("search_knowledge", {"query": "sidecar authenticate"})
         again = await run("up", cwd=tmp_path)
         assert again[0] == 1
         assert again[2] == "error: address 127.0.0.1:7000 is already in use\n"
@@ -71,7 +83,7 @@ async def test_the_readme_first_hour_as_written(tmp_path: Path) -> None:
     assert code == 0, log
     assert not [n for n in NOISE if n in log], log
 
-    for name in ("agent", "sidecar audit", "retrieval", "tts", "memory", "agui"):
+    for name in ("agent", "sidecar audit", "retrieval", "tts", "memory", "agui", "a2a", "mcp"):
         assert re.search(rf"^{name} +\S+ +serving$", outputs["status"], flags=re.M), name
     assert "end: completed" in outputs["chat"]
     session = re.search(r"session (\w+)", outputs["chat"])
@@ -82,4 +94,7 @@ async def test_the_readme_first_hour_as_written(tmp_path: Path) -> None:
     assert re.search(r"ingested [1-9]\d* documents into handbook", outputs["ingest"])
     assert "[1] handbook/" in outputs["search"]
     assert "green tea" in outputs["memory search"]
+    # The gateways front the same suite: the agent's card, the handbook through MCP.
+    assert card["name"] == "assistant" and card["skills"]
+    assert not found.is_error and "handbook/" in found.content[0].text  # type: ignore[union-attr]
     assert (tmp_path / "hookmesh-data" / "agent.db").is_file()

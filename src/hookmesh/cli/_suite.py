@@ -43,7 +43,7 @@ def up(
     client_ca: ClientCaOption = None,
 ) -> None:
     """Start the whole suite on loopback: retrieval, TTS and memory services, the sidecars,
-    the agent, and the AG-UI gateway. Ctrl-C stops everything.
+    the agent, the AG-UI and A2A gateways and the MCP server. Ctrl-C stops everything.
 
     With --token-env or --token-file every server requires a bearer token (the suite's
     parts get one of their own); TLS flags apply to the agent service."""
@@ -101,7 +101,7 @@ def status(
     """Check the health of every service of the suite (the default ports, or --config's);
     exit 1 when one is not serving."""
     from hookmesh.services.agent import load_config
-    from hookmesh.services.suite import default_suite_config
+    from hookmesh.services.suite import GATEWAYS, default_suite_config
 
     try:
         settings = default_suite_config() if config is None else load_config(config)
@@ -118,7 +118,7 @@ def status(
     async def check() -> int:
         results = await asyncio.gather(
             *(
-                _page_health(t, timeout) if name == "agui" else _health(t, timeout)
+                _page_health(t, timeout) if name in GATEWAYS else _health(t, timeout)
                 for name, t in targets.items()
             )
         )
@@ -150,7 +150,7 @@ async def _health(target: str, timeout: float) -> str:
 
 
 async def _page_health(listen: str, timeout: float) -> str:
-    """The AG-UI gateway's ``/healthz``: ``serving`` or why not."""
+    """A gateway's ``/healthz`` (AG-UI, A2A, MCP): ``serving`` or why not."""
     import httpx
 
     try:

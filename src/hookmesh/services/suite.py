@@ -32,7 +32,11 @@ RETRIEVAL_ADDRESS = "127.0.0.1:7002"
 TTS_ADDRESS = "127.0.0.1:7003"
 MEMORY_ADDRESS = "127.0.0.1:7004"
 AGUI_ADDRESS = "127.0.0.1:7010"
+A2A_ADDRESS = "127.0.0.1:7020"
+MCP_ADDRESS = "127.0.0.1:7030"
 """Where `hookmesh up` puts each server, and where every CLI command looks by default."""
+GATEWAYS = ("agui", "a2a", "mcp")
+"""Services that front others over HTTP: started after the agent, stopped before it."""
 DATA_DIR = "hookmesh-data"
 """Where the default suite keeps its SQLite files (relative to the working directory)."""
 
@@ -107,6 +111,8 @@ def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
             "tts": {"listen": TTS_ADDRESS},
             "memory": {"listen": MEMORY_ADDRESS, "store": f"sqlite:///{data / 'memory.db'}"},
             "agui": {"listen": AGUI_ADDRESS},
+            "a2a": {"listen": A2A_ADDRESS},
+            "mcp": {"listen": MCP_ADDRESS},
         },
     )
 
@@ -132,8 +138,15 @@ def secure_suite(config: AgentServiceConfig, auth: dict[str, Any]) -> AgentServi
     entries = [f"{principal}:{token}" for token, principal in users.items()]
     os.environ[SUITE_TOKENS_ENV] = ",".join([*entries, f"{SUITE_PRINCIPAL}:{own}"])
     inner = {"token_env": SUITE_TOKENS_ENV, "trusted_gateways": [SUITE_PRINCIPAL]}
+    gateways: dict[str, dict[str, Any]] = {
+        "agui": {},
+        # Callers' tokens pass through to the agent; the card says a token is needed.
+        "a2a": {"require_token": True, "token_env": SUITE_TOKEN_ENV},
+        # Callers are checked here, then act as themselves on the services behind.
+        "mcp": {"auth": {"token_env": SUITE_TOKENS_ENV}},
+    }
     services = {
-        name: overrides if name == "agui" else {**overrides, "auth": inner}
+        name: {**overrides, **gateways.get(name, {"auth": inner})}
         for name, overrides in config.services.items()
     }
     middlewares = []
@@ -170,6 +183,14 @@ def _service_config(name: str, overrides: dict[str, Any]) -> Any:
         from hookmesh.services.agui import load_agui_config
 
         return load_agui_config(None, **overrides)
+    if name == "a2a":
+        from hookmesh.services.a2a import load_a2a_config
+
+        return load_a2a_config(None, **overrides)
+    if name == "mcp":
+        from hookmesh.services.mcp import load_mcp_settings
+
+        return load_mcp_settings(None, **{**overrides, "transport": "http"})
     if name == "retrieval":
         from hookmesh.services.retrieval import load_retrieval_config
 
@@ -198,14 +219,33 @@ async def _start_service(name: str, settings: Any) -> _Stoppable:
     return await start_tts_service(settings)
 
 
-async def _start_gateway(settings: Any, agent_address: str) -> _Stoppable:
-    """The AG-UI gateway in front of the agent just started (its own address wins)."""
-    from hookmesh.services.agui import start_agui_gateway
-
+async def _start_gateway(
+    name: str, settings: Any, agent_address: str, services: dict[str, str]
+) -> tuple[_Stoppable, str]:
+    """A gateway in front of the agent (AG-UI, A2A) or the services (MCP) just started, and
+    the URL it prints; the addresses it talks to are the ones the suite bound."""
     try:
-        return await start_agui_gateway(settings.model_copy(update={"agent": agent_address}))
+        if name == "agui":
+            from hookmesh.services.agui import start_agui_gateway
+
+            server: _Stoppable = await start_agui_gateway(
+                settings.model_copy(update={"agent": agent_address})
+            )
+            path = "/"
+        elif name == "a2a":
+            from hookmesh.services.a2a import start_a2a_server
+
+            server = await start_a2a_server(settings.model_copy(update={"agent": agent_address}))
+            path = "/.well-known/agent-card.json"
+        else:
+            from hookmesh.services.mcp import start_mcp_http_server
+
+            behind = {part: services.get(part) for part in ("retrieval", "memory", "tts")}
+            server = await start_mcp_http_server(settings.model_copy(update=behind))
+            path = "/mcp"
     except Exception as exc:
-        raise SuiteError(f"agui gateway: {exc}") from exc
+        raise SuiteError(f"{name} gateway: {exc}") from exc
+    return server, f"http://{bound_address(settings.listen, server.port)}{path}"
 
 
 def _resolve(config: AgentServiceConfig, services: dict[str, str]) -> AgentServiceConfig:
@@ -284,7 +324,7 @@ async def start_suite(
     config: AgentServiceConfig, *, address: str | None = None, app_dir: Path | None = None
 ) -> AsyncIterator[Suite]:
     """Start the configured domain services (in this process), every sidecar (each its own
-    process), the agent service, then the AG-UI gateway in front of it.
+    process), the agent service, then the gateways (AG-UI, A2A, MCP) in front.
 
     Every fixed address is checked before anything starts, so a second suite fails at once
     without starting half of itself. Everything stops when the block ends: the agent first
@@ -310,6 +350,7 @@ async def start_suite(
         for listen in (
             agent_address,
             *(s.listen for s in settings.values()),
+            *(s.grpc_listen for s in settings.values() if getattr(s, "grpc_listen", None)),
             *(s.listen for s in config.sidecars),
         ):
             check_free(listen)
@@ -321,7 +362,7 @@ async def start_suite(
     services: dict[str, str] = {}
     try:
         for service_name, service_settings in settings.items():
-            if service_name == "agui":
+            if service_name in GATEWAYS:
                 continue
             try:
                 service = await _start_service(service_name, service_settings)
@@ -339,14 +380,16 @@ async def start_suite(
         except Exception as exc:
             raise SuiteError(f"agent service: {exc}") from exc
         address = bound_address(agent_address, agent.port)
-        gateway: _Stoppable | None = None
+        gateways: list[_Stoppable] = []
         try:
-            if "agui" in settings:
-                gateway = await _start_gateway(settings["agui"], address)
-                services["agui"] = f"http://{bound_address(settings['agui'].listen, gateway.port)}/"
+            for front in GATEWAYS:
+                if front in settings:
+                    gateway, url = await _start_gateway(front, settings[front], address, services)
+                    gateways.append(gateway)
+                    services[front] = url
             yield Suite(agent, address, sidecars, services)
         finally:
-            if gateway is not None:  # first: its open streams end, interrupting their replies
+            for gateway in reversed(gateways):  # first: open streams end, interrupting replies
                 await gateway.stop(config.grace_seconds)
             await agent.stop(config.grace_seconds)
     finally:

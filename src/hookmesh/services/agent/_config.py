@@ -152,13 +152,13 @@ class AgentServiceConfig(ServiceSettings):
     """Middlewares, outermost first."""
     sidecars: list[SidecarConfig] = Field(default_factory=list)
     """Sidecars `hookmesh up` starts before the agent."""
-    services: dict[Literal["retrieval", "memory", "tts", "agui"], dict[str, Any]] = Field(
-        default_factory=dict
+    services: dict[Literal["retrieval", "memory", "tts", "agui", "a2a", "mcp"], dict[str, Any]] = (
+        Field(default_factory=dict)
     )
     """Services `hookmesh up` starts with the agent, each with overrides of its own config
-    (docs/services/*.md): retrieval, memory and TTS before it, the AG-UI gateway after it
-    (pointed at it). A local middleware param ``"service:NAME"`` becomes that service's
-    address."""
+    (docs/services/*.md): retrieval, memory and TTS before it; the AG-UI and A2A gateways
+    after it (pointed at it) and the MCP server (over HTTP, pointed at the services started).
+    A local middleware param ``"service:NAME"`` becomes that service's address."""
 
     @field_validator("models")
     @classmethod

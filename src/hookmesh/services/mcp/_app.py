@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from mcp.server import MCPServer
 from mcp.server.auth.settings import AuthSettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from hookmesh.services._http import HttpServer
 from hookmesh.services.mcp._callers import ClientPool, HookmeshTokenVerifier
@@ -41,6 +43,14 @@ def build_mcp_server(settings: McpServerSettings, pool: ClientPool, url: str = "
         else None,
     )
     register_tools(server, settings, pool)
+    if settings.transport == "http":
+
+        @server.custom_route("/healthz", methods=["GET"])
+        async def healthz(request: Request) -> Response:
+            """Serving while the process runs (`hookmesh status`, readiness probes); needs
+            no token, says nothing about the services behind it."""
+            return JSONResponse({"status": "serving"})
+
     return server
 
 
