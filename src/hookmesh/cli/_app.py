@@ -6,11 +6,15 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from hookmesh.client import AgentClientError
 
 # NOTE(hookmesh): the suite forks processes (sidecars, espeak-ng) from a process that runs
 # gRPC; its fork handlers can abort the child, and nothing here relies on them.
@@ -129,6 +133,35 @@ def client_tls(ca: Path | None) -> Any:
     if bool(cert) != bool(key):
         die("HOOKMESH_CLIENT_CERT and HOOKMESH_CLIENT_KEY go together")
     return ClientTLS(ca, cert, key)
+
+
+def client_error(exc: AgentClientError) -> str:
+    """One line for a failed call: code, message and reason, then each field violation."""
+    fields = "".join(f"\n  {v.field}: {v.description}" for v in exc.violations)
+    return f"error: {exc}{fields}"
+
+
+def call_service(
+    open_client: Callable[[], Any],
+    address: str,
+    timeout: float,
+    work: Callable[[Any], Awaitable[int]],
+) -> NoReturn:
+    """Run `work(client)` within `timeout` and exit with its code; a failure the service
+    reports, or its silence, prints one line and exits 1 (never a traceback)."""
+    from hookmesh.client import AgentClientError
+
+    async def call() -> int:
+        try:
+            async with asyncio.timeout(timeout), open_client() as client:
+                return await work(client)
+        except AgentClientError as exc:
+            print(client_error(exc), file=sys.stderr)
+        except TimeoutError:
+            print(f"error: no answer from {address} within {timeout:g} s", file=sys.stderr)
+        return 1
+
+    raise typer.Exit(run(call()))
 
 
 AcceptTokensEnv = Annotated[

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -15,9 +14,9 @@ from hookmesh.cli._app import (
     TlsCaOption,
     TokenEnvOption,
     app,
+    call_service,
     client_tls,
     host_port,
-    run,
     token_from_env,
 )
 
@@ -58,29 +57,14 @@ def _call(
     tls_ca: Path | None,
     work: Callable[[Any], Awaitable[int]],
 ) -> None:
-    """Run `work(client)` against the service; print a failure's reason and exit 1."""
-    from hookmesh.client import AgentClientError, MemoryClient
+    """Run `work(client)` against the memory service."""
+    from hookmesh.client import MemoryClient
 
     address = host_port(target, "--target")
-    token = token_from_env(token_env)
-    tls = client_tls(tls_ca)
-
-    async def call() -> int:
-        try:
-            async with (
-                asyncio.timeout(timeout),
-                MemoryClient(address, timeout=timeout, token=token, tls=tls) as client,
-            ):
-                return await work(client)
-        except AgentClientError as exc:
-            reason = f" [{exc.reason}]" if exc.reason else ""
-            fields = "".join(f"\n  {v.field}: {v.description}" for v in exc.violations)
-            print(f"error: {exc.message}{reason}{fields}", file=sys.stderr)
-        except TimeoutError:
-            print(f"error: no answer from {address} within {timeout:g} s", file=sys.stderr)
-        return 1
-
-    raise typer.Exit(run(call()))
+    token, tls = token_from_env(token_env), client_tls(tls_ca)
+    call_service(
+        lambda: MemoryClient(address, timeout=timeout, token=token, tls=tls), address, timeout, work
+    )
 
 
 def _scope(user: str, agent: str = "", session: str = "") -> Any:

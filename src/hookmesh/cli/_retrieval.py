@@ -14,6 +14,7 @@ from hookmesh.cli._app import (
     TlsCaOption,
     TokenEnvOption,
     app,
+    client_error,
     client_tls,
     die,
     run,
@@ -21,7 +22,7 @@ from hookmesh.cli._app import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.client import IngestReport, RetrievalClient
+    from hookmesh.client import AgentClientError, IngestReport, RetrievalClient
     from hookmesh.retrieval import Document
 
 DEFAULT_TARGET = "127.0.0.1:7002"
@@ -46,8 +47,8 @@ def _client(
     return RetrievalClient(target, timeout=timeout, ingest_timeout=timeout, token=token, tls=tls)
 
 
-def _error(exc: Exception) -> int:
-    print(f"error: {exc}", file=sys.stderr)
+def _error(exc: AgentClientError) -> int:
+    print(client_error(exc), file=sys.stderr)
     return 1
 
 

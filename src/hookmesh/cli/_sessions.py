@@ -14,9 +14,9 @@ from hookmesh.cli._app import (
     TlsCaOption,
     TokenEnvOption,
     app,
+    call_service,
     client_tls,
     host_port,
-    run,
     token_from_env,
 )
 
@@ -36,22 +36,14 @@ def _call(
     tls_ca: Path | None,
     work: Callable[[Any], Awaitable[int]],
 ) -> None:
-    """Run `work(client)`; a failure prints one line with its reason and exits 1."""
-    from hookmesh.client import AgentClient, AgentClientError
+    """Run `work(client)` against the agent service."""
+    from hookmesh.client import AgentClient
 
     address = host_port(target, "--target")
-    token = token_from_env(token_env)
-    tls = client_tls(tls_ca)
-
-    async def call() -> int:
-        try:
-            async with AgentClient(address, timeout=timeout, token=token, tls=tls) as client:
-                return await work(client)
-        except AgentClientError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-
-    raise typer.Exit(run(call()))
+    token, tls = token_from_env(token_env), client_tls(tls_ca)
+    call_service(
+        lambda: AgentClient(address, timeout=timeout, token=token, tls=tls), address, timeout, work
+    )
 
 
 def _summary(info: Any) -> dict[str, Any]:
