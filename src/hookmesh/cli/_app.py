@@ -256,8 +256,17 @@ def run(coro: Any) -> Any:
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        runner: Any = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        return runner(coro)
+    except BrokenPipeError:
+        # The reader went away (`hookmesh chat --json | head -3`): it has what it wanted, so
+        # stop quietly (status 0, as Node's chat.js), and keep the interpreter's final flush
+        # from failing again. Caught here because click turns it into status 1.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def main() -> None:
@@ -271,9 +280,4 @@ def main() -> None:
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         print(f"error: {exc.format_message()}{hint}", file=sys.stderr)
         code = exc.exit_code
-    except BrokenPipeError:
-        # The reader went away (`hookmesh chat --json | head -3`): it has what it wanted, so
-        # stop quietly, and keep the interpreter's final flush from failing again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 0
     sys.exit(code if isinstance(code, int) else 0)
