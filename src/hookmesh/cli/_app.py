@@ -164,6 +164,23 @@ def call_service(
     raise typer.Exit(run(call()))
 
 
+def call_with(
+    client_class: Callable[..., Any],
+    target: str,
+    timeout: float,
+    token_env: str | None,
+    tls_ca: Path | None,
+    work: Callable[[Any], Awaitable[int]],
+) -> NoReturn:
+    """`call_service` on a `client_class` client built from a client command's shared flags
+    (--target, --timeout, --token-env, --tls-ca), so each command is only its `work`."""
+    address = host_port(target, "--target")
+    token, tls = token_from_env(token_env), client_tls(tls_ca)
+    call_service(
+        lambda: client_class(address, timeout=timeout, token=token, tls=tls), address, timeout, work
+    )
+
+
 AcceptTokensEnv = Annotated[
     str | None,
     typer.Option(
