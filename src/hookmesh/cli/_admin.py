@@ -6,15 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import (
-    TlsCaOption,
-    TokenEnvOption,
-    app,
-    call_service,
-    client_tls,
-    host_port,
-    token_from_env,
-)
+from hookmesh.cli._app import TlsCaOption, TokenEnvOption, app, call_with
 
 admin_app = typer.Typer(help="Operate a running agent service (admin principals only).")
 app.add_typer(admin_app, name="admin", no_args_is_help=True)
@@ -31,9 +23,6 @@ def reload(
     take the new chain, running ones finish on the old. A bad config changes nothing."""
     from hookmesh.client import AdminClient
 
-    address = host_port(target, "--target")
-    token, tls = token_from_env(token_env), client_tls(tls_ca)
-
     async def work(admin: Any) -> int:
         done = await admin.reload_middlewares()
         keys = ", ".join(done.middleware_keys) or "no middlewares"
@@ -43,6 +32,4 @@ def reload(
             print(f"not applied without a restart: {', '.join(done.restart_keys)}")
         return 0
 
-    call_service(
-        lambda: AdminClient(address, timeout=timeout, token=token, tls=tls), address, timeout, work
-    )
+    call_with(AdminClient, target, timeout, token_env, tls_ca, work)
