@@ -42,6 +42,10 @@ from typing import Any
 
 import grpc
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.sidecar_process import stop_process
+
 PAYLOAD = 160
 """Bytes per echo message: about one serialized on_reasoning invocation plus framing slack."""
 WARMUP = 300
@@ -140,17 +144,6 @@ async def _start(*args: str) -> tuple[asyncio.subprocess.Process, str]:
     if not line.startswith("listening on "):
         raise RuntimeError(f"{args} did not start: {line!r}")
     return process, line.removeprefix("listening on ")
-
-
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(START_TIMEOUT):
-                await process.wait()
-        except TimeoutError:
-            process.kill()
-            await process.wait()
 
 
 def _sidecar(attr: str, listen: str = "127.0.0.1:0") -> tuple[str, ...]:
@@ -437,7 +430,7 @@ async def main() -> None:
             await remote.aclose()
         await channel.close()
         await unix_channel.close()
-        await asyncio.gather(*(_stop(p) for p in processes))
+        await asyncio.gather(*(stop_process(p, START_TIMEOUT) for p in processes))
         shutil.rmtree(sockets, ignore_errors=True)
 
     _report(

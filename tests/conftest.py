@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from hookmesh.middleware import Middleware
 from hookmesh.schema import MessageKind
+
+if TYPE_CHECKING:
+    from hookmesh.retrieval import MiniLMEmbedder
 
 # NOTE: generated inputs are nested pydantic models; their build time varies with machine
 # load, so no per-example deadline (the per-test pytest timeout still holds).
@@ -30,6 +33,14 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if name.startswith("HOOKMESH_"):
             monkeypatch.delenv(name)
     yield
+
+
+@pytest.fixture(scope="session")
+def embedder() -> MiniLMEmbedder:
+    """The process-wide all-MiniLM-L6-v2 embedder (loaded once, shared by every test)."""
+    from hookmesh.retrieval import default_embedder
+
+    return default_embedder()
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import signal
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,8 @@ from typing import Any
 
 import httpx
 import yaml
+
+from tests.sidecar_process import stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "deploy" / "envoy" / "hookmesh.yaml"
@@ -177,14 +178,8 @@ class EnvoyProxy:
     async def stop(self) -> None:
         """SIGTERM (SIGKILL after the deadline) and remove the temporary directory."""
         process, self._process = self._process, None
-        if process is not None and process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(START_TIMEOUT):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        if process is not None:
+            await stop_process(process, START_TIMEOUT)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

@@ -45,17 +45,22 @@ async def run_node(
     return proc.returncode, stdout.decode(), stderr.decode()
 
 
-def start_node_sidecar(
-    *args: str, env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[bytes], str]:
-    """Start `node clients/node/sidecar.js --listen 127.0.0.1:0 ARGS`; return it and its address."""
+def node_binary() -> str:
+    """The `node` to run the Node package with; the test fails when it cannot run."""
     if not (NODE_DIR / "node_modules").is_dir():
         pytest.fail("clients/node/node_modules is missing: run `npm ci --prefix clients/node`")
     node = shutil.which("node")
     if node is None:
         pytest.fail("node is not on PATH: install Node.js 20 or newer")
+    return node
+
+
+def start_node_sidecar(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `node clients/node/sidecar.js --listen 127.0.0.1:0 ARGS`; return it and its address."""
     proc = subprocess.Popen(
-        [node, str(NODE_DIR / "sidecar.js"), "--listen", "127.0.0.1:0", *args],
+        [node_binary(), str(NODE_DIR / "sidecar.js"), "--listen", "127.0.0.1:0", *args],
         stdout=subprocess.PIPE,
         env=env,
     )

@@ -40,6 +40,18 @@ class SidecarProcess:
         await self.process.wait()
 
 
+async def stop_process(process: asyncio.subprocess.Process, timeout: float = START_TIMEOUT) -> int:
+    """SIGTERM, then SIGKILL if it has not ended within `timeout` s; its exit status."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(timeout):
+                await process.wait()
+        except TimeoutError:
+            process.kill()
+    return await process.wait()
+
+
 @asynccontextmanager
 async def hookmesh_process(
     *args: str, ready: str, env: dict[str, str] | None = None
@@ -59,13 +71,7 @@ async def hookmesh_process(
         server.address = first.removeprefix(ready)
         yield server
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(START_TIMEOUT):
-                    await process.wait()
-            except TimeoutError:
-                await server.kill()
+        await stop_process(process)
 
 
 @asynccontextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any, ClassVar
 from rich.console import Console
 
 from hookmesh.agent import tool
+from hookmesh.agent.models import openai_model_from_env
 from hookmesh.middleware import Middleware
 from hookmesh.schema import AgentEvent, CustomEvent
 from hookmesh.services.agent import AgentServiceConfig, load_config
@@ -121,14 +121,8 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
             ],
         }
     }
-    if os.environ.get("OPENAI_BASE_URL"):
-        models = {
-            "default": {
-                "type": "openai",
-                "base_url": os.environ["OPENAI_BASE_URL"],
-                "model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
-            }
-        }
+    if (openai := openai_model_from_env()) is not None:
+        models = {"default": openai}
     extractor = {"type": "scripted", "turns": ['{"facts": ["The user is vegetarian."]}']}
     return load_config(
         None,

@@ -150,3 +150,33 @@ async def test_demo_serve_prints_the_chat_page_url_and_stops_on_ctrl_c() -> None
             demo.send_signal(signal.SIGINT)
         async with asyncio.timeout(DEADLINE):
             assert await demo.wait() == 0
+
+
+async def test_both_chat_clients_stop_quietly_when_the_reader_goes_away(tmp_path: Path) -> None:
+    """`chat --json | head -1`: the reply is far larger than the pipe holds, so the client
+    writes after `head` has gone; it stops with status 0 and nothing on stderr."""
+    from hookmesh.services.agent import load_config, start_agent_service
+    from tests.node_process import NODE_DIR, node_binary
+
+    long_text = "word " * 200_000
+    config = load_config(
+        None,
+        store=f"sqlite:///{tmp_path}/agent.db",
+        models={"default": {"type": "scripted", "turns": [long_text], "chunk_size": 1000}},
+    )
+    service = await start_agent_service(config, address="127.0.0.1:0")
+    target = f"127.0.0.1:{service.port}"
+    python_chat = f"{sys.executable} -m hookmesh.cli chat"
+    node_chat = f"{node_binary()} {NODE_DIR / 'chat.js'}"
+    try:
+        for chat in (python_chat, node_chat):
+            shell = await asyncio.create_subprocess_exec(
+                "bash", "-c", f"set -o pipefail; {chat} --json --target {target} hi | head -1",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            async with asyncio.timeout(DEADLINE):
+                out, err = await shell.communicate()
+            assert (shell.returncode, err.decode()) == (0, ""), chat
+            assert json.loads(out)["type"] == "reply_start"
+    finally:
+        await service.stop(None)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
-import sys
 import uuid
 from pathlib import Path
 
@@ -14,7 +12,8 @@ from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 
 from hookmesh.services.agent import load_config, start_agent_service
-from tests.e2e.commands import DEADLINE, ROOT, run
+from tests.e2e.commands import DEADLINE, run
+from tests.sidecar_process import hookmesh_process
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -26,38 +25,33 @@ async def test_serve_a2a_until_sigterm(tmp_path: Path) -> None:
         models={"default": {"type": "scripted", "turns": ["Hi from the agent."]}},
     )
     agent = await start_agent_service(settings, address="127.0.0.1:0")
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hookmesh.cli", "serve", "a2a", "--listen", "127.0.0.1:0",
-        "--agent", f"127.0.0.1:{agent.port}", "--grpc-listen", "127.0.0.1:0",
-        stdout=asyncio.subprocess.PIPE, cwd=ROOT,
-    )  # fmt: skip
-    assert server.stdout is not None
     try:
-        async with asyncio.timeout(DEADLINE):
-            line = (await server.stdout.readline()).decode().strip()
-        assert line.startswith("a2a server listening on 127.0.0.1:"), line
-        url = f"http://{line.rsplit(' ', 1)[1]}"
-        async with httpx.AsyncClient(timeout=DEADLINE) as http:
-            card = await A2ACardResolver(http, url).get_agent_card()
-        assert {i.protocol_binding for i in card.supported_interfaces} == {
-            "JSONRPC",
-            "HTTP+JSON",
-            "GRPC",
-        }
-        client = await create_client(card, client_config=ClientConfig(streaming=False))
-        message = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text="hi")])
-        async with asyncio.timeout(DEADLINE):
-            (response,) = [
-                e async for e in client.send_message(SendMessageRequest(message=message))
-            ]
-        await client.close()
-        assert response.task.status.state == TaskState.TASK_STATE_COMPLETED
-        assert response.task.artifacts[0].parts[0].text == "Hi from the agent."
+        async with hookmesh_process(
+            "serve", "a2a", "--listen", "127.0.0.1:0", "--agent", f"127.0.0.1:{agent.port}",
+            "--grpc-listen", "127.0.0.1:0", ready="a2a server listening on ",
+        ) as server:  # fmt: skip
+            assert server.address.startswith("127.0.0.1:")
+            url = f"http://{server.address}"
+            async with httpx.AsyncClient(timeout=DEADLINE) as http:
+                card = await A2ACardResolver(http, url).get_agent_card()
+            assert {i.protocol_binding for i in card.supported_interfaces} == {
+                "JSONRPC",
+                "HTTP+JSON",
+                "GRPC",
+            }
+            client = await create_client(card, client_config=ClientConfig(streaming=False))
+            message = Message(
+                role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text="hi")]
+            )
+            async with asyncio.timeout(DEADLINE):
+                (response,) = [
+                    e async for e in client.send_message(SendMessageRequest(message=message))
+                ]
+            await client.close()
+            assert response.task.status.state == TaskState.TASK_STATE_COMPLETED
+            assert response.task.artifacts[0].parts[0].text == "Hi from the agent."
+        assert server.process.returncode == 0  # a clean stop at SIGTERM
     finally:
-        if server.returncode is None:
-            server.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(DEADLINE):
-            assert await server.wait() == 0
         await agent.stop(None)
 
 

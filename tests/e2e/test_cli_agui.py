@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import signal
-import sys
 from pathlib import Path
 
 import httpx
@@ -12,7 +9,8 @@ import pytest
 
 from hookmesh.services.agent import load_config, start_agent_service
 from tests.agui_stack import TIMEOUT, post_run, run_input
-from tests.e2e.commands import DEADLINE, ROOT, run
+from tests.e2e.commands import run
+from tests.sidecar_process import hookmesh_process
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -26,29 +24,22 @@ async def test_serve_agui_until_sigterm(tmp_path: Path) -> None:
     agent = await start_agent_service(settings, address="127.0.0.1:0")
     config = tmp_path / "agui.yaml"
     config.write_text("cors_origins: [https://app.test]\nkeepalive_seconds: 5\n")
-    gateway = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hookmesh.cli", "serve", "agui", "--config", str(config),
-        "--listen", "127.0.0.1:0", "--agent", f"127.0.0.1:{agent.port}",
-        stdout=asyncio.subprocess.PIPE, cwd=ROOT,
-    )  # fmt: skip
-    assert gateway.stdout is not None
     try:
-        async with asyncio.timeout(DEADLINE):
-            line = (await gateway.stdout.readline()).decode().strip()
-        assert line.startswith("agui gateway listening on 127.0.0.1:"), line
-        url = f"http://{line.rsplit(' ', 1)[1]}"
-        async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as http:
-            assert (await http.get("/healthz")).json() == {"status": "serving"}
-            body = run_input("t-cli", "r1", [{"id": "u1", "role": "user", "content": "hi"}])
-            response, events = await post_run(http, body, origin="https://app.test")
-        assert response.headers["access-control-allow-origin"] == "https://app.test"
-        answer = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
-        assert answer == "Hi from the agent."
+        async with hookmesh_process(
+            "serve", "agui", "--config", str(config), "--listen", "127.0.0.1:0",
+            "--agent", f"127.0.0.1:{agent.port}", ready="agui gateway listening on ",
+        ) as gateway:  # fmt: skip
+            assert gateway.address.startswith("127.0.0.1:")
+            url = f"http://{gateway.address}"
+            async with httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as http:
+                assert (await http.get("/healthz")).json() == {"status": "serving"}
+                body = run_input("t-cli", "r1", [{"id": "u1", "role": "user", "content": "hi"}])
+                response, events = await post_run(http, body, origin="https://app.test")
+            assert response.headers["access-control-allow-origin"] == "https://app.test"
+            answer = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+            assert answer == "Hi from the agent."
+        assert gateway.process.returncode == 0  # a clean stop at SIGTERM
     finally:
-        if gateway.returncode is None:
-            gateway.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(DEADLINE):
-            assert await gateway.wait() == 0
         await agent.stop(None)
 
 

@@ -3,10 +3,7 @@ process."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +11,8 @@ import pytest
 
 from hookmesh.services.memory import MemoryService, load_memory_config, start_memory_service
 from tests.e2e import commands
-from tests.e2e.commands import DEADLINE, ROOT
+from tests.e2e.commands import DEADLINE
+from tests.sidecar_process import hookmesh_process
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -73,22 +71,12 @@ async def test_add_search_list_delete(service: MemoryService) -> None:
 async def test_serve_until_sigterm(tmp_path: Path) -> None:
     config = tmp_path / "memory.yaml"
     config.write_text(f"store: sqlite:///{tmp_path}/memory.db\ndedup_threshold: 0.9\n")
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hookmesh.cli", "serve", "memory",
-        "--config", str(config), "--listen", "127.0.0.1:0",
-        stdout=asyncio.subprocess.PIPE, cwd=ROOT,
-    )  # fmt: skip
-    assert server.stdout is not None
-    try:
-        async with asyncio.timeout(DEADLINE):
-            line = (await server.stdout.readline()).decode().strip()
-        assert line.startswith("memory service listening on 127.0.0.1:"), line
-        address = line.rsplit(" ", 1)[1]
+    async with hookmesh_process(
+        "serve", "memory", "--config", str(config), "--listen", "127.0.0.1:0",
+        ready="memory service listening on ",
+    ) as server:  # fmt: skip
+        assert server.address.startswith("127.0.0.1:")
         code, out, err = await run("memory", "add", "The user owns a kayak.", "-u", "kim",
-                                   "--target", address)  # fmt: skip
+                                   "--target", server.address)  # fmt: skip
         assert code == 0 and out.startswith("created"), err
-    finally:
-        if server.returncode is None:
-            server.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(DEADLINE):
-            assert await server.wait() == 0
+    assert server.process.returncode == 0  # a clean stop at SIGTERM

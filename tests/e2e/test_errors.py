@@ -125,3 +125,14 @@ async def test_a_bad_config_key_is_named(tmp_path: Path) -> None:
     code, _, err = await run("up", "--config", str(config))
     assert code == USAGE
     assert "agent.kind" in one_line(err)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("sessions", "list"), ("memory", "list", "--user", "alice"), ("admin", "reload")],
+)
+async def test_a_service_that_never_answers(busy_port: int, command: tuple[str, ...]) -> None:
+    target = f"127.0.0.1:{busy_port}"
+    code, _, err = await run(*command, "--target", target, "--timeout", "1")
+    assert code == FAILURE
+    assert one_line(err) == f"error: no answer from {target} within 1 s"

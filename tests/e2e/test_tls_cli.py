@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.commands import DEADLINE, ROOT, run
+from tests.e2e.commands import DEADLINE, run
+from tests.node_process import NODE_DIR, node_binary
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,11 +42,8 @@ async def test_serve_and_chat_over_tls_with_a_token(tmp_path: Path, pki: dict[st
                                  env=env)  # fmt: skip
         assert code == 1 and "UNAVAILABLE" in err  # plaintext against TLS
 
-        node = shutil.which("node")
-        assert node is not None, "node is not on PATH"
-        chat_js = ROOT / "clients" / "node" / "chat.js"
         process = await asyncio.create_subprocess_exec(
-            node, str(chat_js), *tls, "--token-env", "ALICE_TOKEN", "hi",
+            node_binary(), str(NODE_DIR / "chat.js"), *tls, "--token-env", "ALICE_TOKEN", "hi",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env={**os.environ, **env},
         )  # fmt: skip

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -13,12 +12,11 @@ from typing import Any
 import pytest
 
 from hookmesh.services.agent import load_config, start_agent_service
-from tests.node_process import run_node
+from tests.node_process import NODE_DIR, node_binary, run_node
 
 pytestmark = pytest.mark.timeout(60)
 
-_NODE_DIR = Path(__file__).resolve().parents[2] / "clients" / "node"
-_CHAT = _NODE_DIR / "chat.js"
+_CHAT = NODE_DIR / "chat.js"
 _NODE_TIMEOUT = 20.0
 """Seconds one node process may take, proto loading included."""
 
@@ -39,19 +37,10 @@ class _Run:
     stderr: str
 
 
-def _node() -> str:
-    if not (_NODE_DIR / "node_modules").is_dir():
-        pytest.fail("clients/node/node_modules is missing: run `npm ci --prefix clients/node`")
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is not on PATH: install Node.js 20 or newer")
-    return node
-
-
 async def _run_node(*args: str, stdin: str = "") -> _Run:
     """Run `node ARGS` to its end, fed `stdin`, within a deadline, without blocking the
     event loop."""
-    return _Run(*await run_node(_node(), *args, timeout=_NODE_TIMEOUT, stdin=stdin))
+    return _Run(*await run_node(node_binary(), *args, timeout=_NODE_TIMEOUT, stdin=stdin))
 
 
 async def _chat(target: str, *args: str) -> _Run:
@@ -61,7 +50,7 @@ async def _chat(target: str, *args: str) -> _Run:
 @pytest.fixture
 async def target(tmp_path: Path) -> AsyncIterator[str]:
     """The address of a live agent service with a scripted model and the echo tool."""
-    _node()  # fail before starting anything
+    node_binary()  # fail before starting anything
     config = load_config(
         None,
         store=f"sqlite:///{tmp_path}/agent.db",
@@ -235,7 +224,7 @@ def _what(error: dict[str, Any]) -> tuple[str, str]:
 
 
 async def test_agent_client_text_sessions_errors_and_abort(target: str) -> None:
-    module = json.dumps((_NODE_DIR / "lib" / "agent-client.js").as_uri())
+    module = json.dumps((NODE_DIR / "lib" / "agent-client.js").as_uri())
     script = _CLIENT_SCRIPT % {"module": module}
 
     run = await _run_node("--input-type=module", "-e", script, target)

@@ -11,7 +11,8 @@ import pytest
 
 from hookmesh.client import AgentClient
 from hookmesh.schema import EDITED_CALLS_METADATA_KEY, tool_calls, tool_results
-from tests.integration.test_node_client import _CHAT, _NODE_DIR, _node, _run_node
+from tests.integration.test_node_client import _CHAT, _run_node
+from tests.node_process import NODE_DIR, node_binary
 from tests.service_tools import confirming_service
 
 pytestmark = pytest.mark.timeout(60)
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.timeout(60)
 @pytest.fixture
 async def target(tmp_path: Path) -> AsyncIterator[str]:
     """A live agent service whose model asks to delete a file, then answers."""
-    _node()
+    node_binary()
     async with confirming_service(tmp_path) as address:
         yield address
 
@@ -59,7 +60,7 @@ process.stdout.write(JSON.stringify(out));
 
 
 async def test_agent_client_resumes_with_edited_arguments(target: str) -> None:
-    module = json.dumps((_NODE_DIR / "lib" / "agent-client.js").as_uri())
+    module = json.dumps((NODE_DIR / "lib" / "agent-client.js").as_uri())
     run = await _run_node("--input-type=module", "-e", _SCRIPT % {"module": module}, target)
     code, out, err = run.code, run.stdout, run.stderr
     assert code == 0, err

@@ -4,9 +4,6 @@ bad input, health, a client cancel, kill -9 durability, and a PostgreSQL smoke t
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -30,6 +27,7 @@ from hookmesh.v1 import retrieval_pb2 as pb
 from hookmesh.v1 import retrieval_pb2_grpc as pb_grpc
 from tests.pg import postgres_url  # noqa: F401  (the session-wide PostgreSQL server)
 from tests.servers import stopped_at_exit, target
+from tests.sidecar_process import hookmesh_process
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -355,28 +353,13 @@ def test_config_from_environment_and_file(monkeypatch: pytest.MonkeyPatch, tmp_p
 @asynccontextmanager
 async def service_process(store: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
     """``hookmesh serve retrieval`` on 127.0.0.1:0; yields it and its address."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hookmesh.cli", "serve", "retrieval",
-        "--listen", "127.0.0.1:0", "--store", store,
-        stdout=asyncio.subprocess.PIPE, cwd=ROOT,
+    async with hookmesh_process(
+        "serve", "retrieval", "--listen", "127.0.0.1:0", "--store", store,
+        ready="retrieval service listening on ",
         # Small batches: a long ingest is many durable commits, so the kill lands among them.
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "HOOKMESH_RETRIEVAL_MAX_BATCH_DOCUMENTS": "16"},
-    )  # fmt: skip
-    try:
-        assert process.stdout is not None
-        async with asyncio.timeout(START_TIMEOUT):
-            line = (await process.stdout.readline()).decode().strip()
-        assert line.startswith("retrieval service listening on "), line
-        yield process, line.removeprefix("retrieval service listening on ")
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(START_TIMEOUT):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        env={"HOOKMESH_RETRIEVAL_MAX_BATCH_DOCUMENTS": "16"},
+    ) as service:  # fmt: skip
+        yield service.process, service.address
 
 
 def _batch(call: int, size: int) -> list[Document]:

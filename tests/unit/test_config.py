@@ -135,3 +135,21 @@ def test_every_auth_key_is_documented() -> None:
         re.findall(r"^\| `([a-z_.]+)` \|", (ROOT / "docs/security.md").read_text(), flags=re.M)
     )
     assert _keys(AuthConfig) <= documented, sorted(_keys(AuthConfig) - documented)
+
+
+def test_openai_base_url_picks_the_model_of_up_and_the_demo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hookmesh.demo import demo_config
+    from hookmesh.services.suite import default_suite_config, describe_model
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    for config in (default_suite_config(tmp_path), demo_config(str(tmp_path))):
+        assert isinstance(config.models[config.agent.model], ScriptedModelConfig)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+    monkeypatch.setenv("OPENAI_MODEL", "smollm2")
+    for config in (default_suite_config(tmp_path), demo_config(str(tmp_path))):
+        model = config.models[config.agent.model]
+        assert isinstance(model, OpenAIModelConfig)
+        assert (model.base_url, model.model) == ("http://127.0.0.1:8080/v1", "smollm2")
+        assert describe_model(config) == "smollm2 at http://127.0.0.1:8080/v1"

@@ -1,6 +1,7 @@
 """The `hookmesh` command: one module per command group, registered on import."""
 
-from hookmesh.cli import (
+# Imported only for their registrations on `app`.
+from hookmesh.cli import (  # noqa: F401
     _a2a,
     _admin,
     _agui,
@@ -19,20 +20,3 @@ from hookmesh.cli._app import app, main
 from hookmesh.cli._printer import EventPrinter
 
 __all__ = ["EventPrinter", "app", "main"]
-
-_COMMAND_MODULES = (
-    _a2a,
-    _admin,
-    _agui,
-    _chat,
-    _conformance,
-    _mcp,
-    _memory,
-    _retrieval,
-    _serve,
-    _sessions,
-    _sidecar,
-    _speech,
-    _suite,
-)
-"""Imported for their registrations on `app`."""

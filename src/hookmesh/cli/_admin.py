@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import TokenEnvOption, app, host_port, run, token_from_env
+from hookmesh.cli._app import TlsCaOption, TokenEnvOption, app, call_with
 
 admin_app = typer.Typer(help="Operate a running agent service (admin principals only).")
 app.add_typer(admin_app, name="admin", no_args_is_help=True)
@@ -17,22 +16,15 @@ app.add_typer(admin_app, name="admin", no_args_is_help=True)
 def reload(
     target: Annotated[str, typer.Option(help="Agent service address.")] = "127.0.0.1:7000",
     token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
     timeout: Annotated[float, typer.Option(help="Seconds the reload may take.")] = 30.0,
 ) -> None:
     """Reload the service's middlewares from its config file without a restart: new replies
     take the new chain, running ones finish on the old. A bad config changes nothing."""
-    from hookmesh.client import AdminClient, AgentClientError
+    from hookmesh.client import AdminClient
 
-    address = host_port(target, "--target")
-    token = token_from_env(token_env)
-
-    async def call() -> int:
-        try:
-            async with AdminClient(address, timeout=timeout, token=token) as admin:
-                done = await admin.reload_middlewares()
-        except AgentClientError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+    async def work(admin: Any) -> int:
+        done = await admin.reload_middlewares()
         keys = ", ".join(done.middleware_keys) or "no middlewares"
         print(f"generation {done.generation}: {keys}")
         print(f"{done.draining_replies} running replies finish on the previous chain")
@@ -40,4 +32,4 @@ def reload(
             print(f"not applied without a restart: {', '.join(done.restart_keys)}")
         return 0
 
-    raise typer.Exit(run(call()))
+    call_with(AdminClient, target, timeout, token_env, tls_ca, work)

@@ -6,11 +6,15 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from hookmesh.client import AgentClientError
 
 # NOTE(hookmesh): the suite forks processes (sidecars, espeak-ng) from a process that runs
 # gRPC; its fork handlers can abort the child, and nothing here relies on them.
@@ -131,6 +135,57 @@ def client_tls(ca: Path | None) -> Any:
     return ClientTLS(ca, cert, key)
 
 
+def client_error(exc: AgentClientError) -> str:
+    """One line for a failed call: code, message and reason, then each field violation."""
+    fields = "".join(f"\n  {v.field}: {v.description}" for v in exc.violations)
+    return f"error: {exc}{fields}"
+
+
+def call_service(
+    open_client: Callable[[], Any],
+    address: str,
+    deadline: float | None,
+    work: Callable[[Any], Awaitable[int]],
+) -> NoReturn:
+    """Run `work(client)` and exit with its code; a failure the service reports, or its
+    silence past `deadline`, prints one line and exits 1 (never a traceback).
+
+    A `deadline` of None leaves each call to its own timeout, for work of many calls.
+    """
+    from hookmesh.client import AgentClientError
+
+    async def call() -> int:
+        try:
+            async with asyncio.timeout(deadline), open_client() as client:
+                return await work(client)
+        except AgentClientError as exc:
+            print(client_error(exc), file=sys.stderr)
+        except TimeoutError:
+            if deadline is None:  # not the deadline's: a bug, so keep its traceback
+                raise
+            print(f"error: no answer from {address} within {deadline:g} s", file=sys.stderr)
+        return 1
+
+    raise typer.Exit(run(call()))
+
+
+def call_with(
+    client_class: Callable[..., Any],
+    target: str,
+    timeout: float,
+    token_env: str | None,
+    tls_ca: Path | None,
+    work: Callable[[Any], Awaitable[int]],
+) -> NoReturn:
+    """`call_service` on a `client_class` client built from a client command's shared flags
+    (--target, --timeout, --token-env, --tls-ca), so each command is only its `work`."""
+    address = host_port(target, "--target")
+    token, tls = token_from_env(token_env), client_tls(tls_ca)
+    call_service(
+        lambda: client_class(address, timeout=timeout, token=token, tls=tls), address, timeout, work
+    )
+
+
 AcceptTokensEnv = Annotated[
     str | None,
     typer.Option(
@@ -223,8 +278,17 @@ def run(coro: Any) -> Any:
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        runner: Any = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        return runner(coro)
+    except BrokenPipeError:
+        # The reader went away (`hookmesh chat --json | head -3`): it has what it wanted, so
+        # stop quietly (status 0, as Node's chat.js), and keep the interpreter's final flush
+        # from failing again. Caught here because click turns it into status 1.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def main() -> None:
@@ -238,9 +302,4 @@ def main() -> None:
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         print(f"error: {exc.format_message()}{hint}", file=sys.stderr)
         code = exc.exit_code
-    except BrokenPipeError:
-        # The reader went away (`hookmesh chat --json | head -3`): it has what it wanted, so
-        # stop quietly, and keep the interpreter's final flush from failing again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 0
     sys.exit(code if isinstance(code, int) else 0)

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import (
-    TlsCaOption,
-    TokenEnvOption,
-    app,
-    client_tls,
-    host_port,
-    run,
-    token_from_env,
-)
+from hookmesh.cli._app import TlsCaOption, TokenEnvOption, app, call_with
 
 memory_app = typer.Typer(
     help="Read and write a memory service's long-term memories.", no_args_is_help=True
@@ -49,38 +38,6 @@ def _memory_json(memory: Any) -> dict[str, Any]:
         "update_time": memory.update_time.isoformat(),
         "source_message_ids": list(memory.source_message_ids),
     }
-
-
-def _call(
-    target: str,
-    timeout: float,
-    token_env: str | None,
-    tls_ca: Path | None,
-    work: Callable[[Any], Awaitable[int]],
-) -> None:
-    """Run `work(client)` against the service; print a failure's reason and exit 1."""
-    from hookmesh.client import AgentClientError, MemoryClient
-
-    address = host_port(target, "--target")
-    token = token_from_env(token_env)
-    tls = client_tls(tls_ca)
-
-    async def call() -> int:
-        try:
-            async with (
-                asyncio.timeout(timeout),
-                MemoryClient(address, timeout=timeout, token=token, tls=tls) as client,
-            ):
-                return await work(client)
-        except AgentClientError as exc:
-            reason = f" [{exc.reason}]" if exc.reason else ""
-            fields = "".join(f"\n  {v.field}: {v.description}" for v in exc.violations)
-            print(f"error: {exc.message}{reason}{fields}", file=sys.stderr)
-        except TimeoutError:
-            print(f"error: no answer from {address} within {timeout:g} s", file=sys.stderr)
-        return 1
-
-    raise typer.Exit(run(call()))
 
 
 def _scope(user: str, agent: str = "", session: str = "") -> Any:
@@ -118,6 +75,8 @@ def add(
     tls_ca: TlsCaOption = None,
 ) -> None:
     """Remember FACTS (a near-duplicate of a memory is merged into it)."""
+    from hookmesh.client import MemoryClient
+
     metadata = _metadata(meta or [])
 
     async def work(client: Any) -> int:
@@ -129,7 +88,7 @@ def add(
                 print(f"{added.outcome:7s} {added.memory.id}  {added.memory.text}")
         return 0
 
-    _call(target, timeout, token_env, tls_ca, work)
+    call_with(MemoryClient, target, timeout, token_env, tls_ca, work)
 
 
 @memory_app.command("search")
@@ -147,6 +106,7 @@ def search(
     tls_ca: TlsCaOption = None,
 ) -> None:
     """Find the user's memories best matching QUERY (meaning and keywords, fused by rank)."""
+    from hookmesh.client import MemoryClient
 
     async def work(client: Any) -> int:
         hits = await client.search(
@@ -166,7 +126,7 @@ def search(
             print("no memories match", file=sys.stderr)
         return 0
 
-    _call(target, timeout, token_env, tls_ca, work)
+    call_with(MemoryClient, target, timeout, token_env, tls_ca, work)
 
 
 @memory_app.command("list")
@@ -184,6 +144,7 @@ def list_memories(
     tls_ca: TlsCaOption = None,
 ) -> None:
     """List the user's memories, oldest first."""
+    from hookmesh.client import MemoryClient
 
     async def work(client: Any) -> int:
         token = page_token
@@ -204,7 +165,7 @@ def list_memories(
                 print(f"next page: --page-token {token}", file=sys.stderr)
                 return 0
 
-    _call(target, timeout, token_env, tls_ca, work)
+    call_with(MemoryClient, target, timeout, token_env, tls_ca, work)
 
 
 @memory_app.command("delete")
@@ -224,6 +185,8 @@ def delete(
     tls_ca: TlsCaOption = None,
 ) -> None:
     """Delete memories by id, or with --all every memory of the scope."""
+    from hookmesh.client import MemoryClient
+
     if bool(memory_ids) == every:
         raise typer.BadParameter("name memory ids, or pass --all (not both)")
 
@@ -237,4 +200,4 @@ def delete(
             print(f"deleted {memory_id}")
         return 0
 
-    _call(target, timeout, token_env, tls_ca, work)
+    call_with(MemoryClient, target, timeout, token_env, tls_ca, work)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -14,9 +14,9 @@ from hookmesh.cli._app import (
     TlsCaOption,
     TokenEnvOption,
     app,
+    call_service,
     client_tls,
     die,
-    run,
     token_from_env,
 )
 
@@ -33,22 +33,24 @@ app.add_typer(kb_app, name="kb")
 
 Target = Annotated[str, typer.Option(help="Retrieval service address (host:port).")]
 Timeout = Annotated[float, typer.Option(help="Seconds each call may take.")]
-TokenEnv = TokenEnvOption
 
 
-def _client(
-    target: str, timeout: float, token_env: str | None, tls_ca: Path | None
-) -> RetrievalClient:
+def _call(
+    target: str,
+    timeout: float,
+    token_env: str | None,
+    tls_ca: Path | None,
+    work: Callable[[RetrievalClient], Awaitable[int]],
+) -> NoReturn:
+    """`call_service` on the retrieval service with `timeout` bounding each call, not the
+    command: an ingest makes one call per batch."""
     from hookmesh.client import RetrievalClient
 
-    token = token_from_env(token_env)
-    tls = client_tls(tls_ca)
-    return RetrievalClient(target, timeout=timeout, ingest_timeout=timeout, token=token, tls=tls)
-
-
-def _error(exc: Exception) -> int:
-    print(f"error: {exc}", file=sys.stderr)
-    return 1
+    token, tls = token_from_env(token_env), client_tls(tls_ca)
+    open_client = partial(
+        RetrievalClient, target, timeout=timeout, ingest_timeout=timeout, token=token, tls=tls
+    )
+    call_service(open_client, target, None, work)
 
 
 # -- knowledge bases -------------------------------------------------------------------------
@@ -62,25 +64,20 @@ def kb_create(
     overlap_tokens: Annotated[int, typer.Option(help="Overlap between chunks; 0 for 32.")] = 0,
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
-    token_env: TokenEnv = None,
+    token_env: TokenEnvOption = None,
     tls_ca: TlsCaOption = None,
 ) -> None:
     """Create an empty knowledge base."""
-    from hookmesh.client import AgentClientError
 
-    async def work() -> int:
-        async with _client(target, timeout, token_env, tls_ca) as client:
-            try:
-                kb = await client.create_knowledge_base(
-                    name, description, max_tokens=max_tokens, overlap_tokens=overlap_tokens
-                )
-            except AgentClientError as exc:
-                return _error(exc)
+    async def work(client: RetrievalClient) -> int:
+        kb = await client.create_knowledge_base(
+            name, description, max_tokens=max_tokens, overlap_tokens=overlap_tokens
+        )
         chunking = f"{kb.chunking.max_tokens}/{kb.chunking.overlap_tokens} tokens"
         print(f"created knowledge base {kb.name} (chunks {chunking}, embedder {kb.embedder})")
         return 0
 
-    raise typer.Exit(run(work()))
+    _call(target, timeout, token_env, tls_ca, work)
 
 
 @kb_app.command("list")
@@ -88,21 +85,15 @@ def kb_list(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
-    token_env: TokenEnv = None,
+    token_env: TokenEnvOption = None,
     tls_ca: TlsCaOption = None,
 ) -> None:
     """List knowledge bases with their document and chunk counts."""
     from rich.console import Console
     from rich.table import Table
 
-    from hookmesh.client import AgentClientError
-
-    async def work() -> int:
-        async with _client(target, timeout, token_env, tls_ca) as client:
-            try:
-                kbs = await client.list_knowledge_bases()
-            except AgentClientError as exc:
-                return _error(exc)
+    async def work(client: RetrievalClient) -> int:
+        kbs = await client.list_knowledge_bases()
         if as_json:
             for kb in kbs:
                 print(
@@ -127,7 +118,7 @@ def kb_list(
         Console(highlight=False).print(table)
         return 0
 
-    raise typer.Exit(run(work()))
+    _call(target, timeout, token_env, tls_ca, work)
 
 
 @kb_app.command("delete")
@@ -135,22 +126,17 @@ def kb_delete(
     name: Annotated[str, typer.Argument(help="The knowledge base.")],
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
-    token_env: TokenEnv = None,
+    token_env: TokenEnvOption = None,
     tls_ca: TlsCaOption = None,
 ) -> None:
     """Delete a knowledge base and everything in it."""
-    from hookmesh.client import AgentClientError
 
-    async def work() -> int:
-        async with _client(target, timeout, token_env, tls_ca) as client:
-            try:
-                await client.delete_knowledge_base(name)
-            except AgentClientError as exc:
-                return _error(exc)
+    async def work(client: RetrievalClient) -> int:
+        await client.delete_knowledge_base(name)
         print(f"deleted knowledge base {name}")
         return 0
 
-    raise typer.Exit(run(work()))
+    _call(target, timeout, token_env, tls_ca, work)
 
 
 # -- ingest -----------------------------------------------------------------------------------
@@ -203,7 +189,7 @@ def ingest(
     ] = 64,
     target: Target = DEFAULT_TARGET,
     timeout: Annotated[float, typer.Option(help="Seconds each Ingest call may take.")] = 600.0,
-    token_env: TokenEnv = None,
+    token_env: TokenEnvOption = None,
     tls_ca: TlsCaOption = None,
 ) -> None:
     """Ingest text (.txt) and markdown (.md) files; ids are their relative paths.
@@ -213,8 +199,6 @@ def ingest(
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from hookmesh.client import AgentClientError
 
     if batch < 1:
         die("--batch must be at least 1")
@@ -226,31 +210,27 @@ def ingest(
     for path in skipped:
         err.print(f"skipped {path}: only {', '.join(sorted(TEXT_SUFFIXES))} files are read")
 
-    async def work() -> int:
+    async def work(client: RetrievalClient) -> int:
         reports: list[IngestReport] = []
         unreadable = 0
-        async with _client(target, timeout, token_env, tls_ca) as client:
-            with Progress(
-                TextColumn("ingesting into [bold]{task.fields[kb]}[/bold]"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                console=err,
-                transient=True,
-            ) as progress:
-                task = progress.add_task("ingest", total=len(files), kb=kb)
-                for group in _batches(files, batch):
-                    docs = []
-                    for doc_id, path in group:
-                        try:
-                            docs.append(read_document(doc_id, path))
-                        except (OSError, UnicodeDecodeError) as exc:
-                            unreadable += 1
-                            err.print(f"[red]unreadable {path}: {exc}[/red]")
+        with Progress(
+            TextColumn("ingesting into [bold]{task.fields[kb]}[/bold]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=err,
+            transient=True,
+        ) as progress:
+            task = progress.add_task("ingest", total=len(files), kb=kb)
+            for group in _batches(files, batch):
+                docs = []
+                for doc_id, path in group:
                     try:
-                        reports.append(await client.ingest(kb, docs))
-                    except AgentClientError as exc:
-                        return _error(exc)
-                    progress.advance(task, len(group))
+                        docs.append(read_document(doc_id, path))
+                    except (OSError, UnicodeDecodeError) as exc:
+                        unreadable += 1
+                        err.print(f"[red]unreadable {path}: {exc}[/red]")
+                reports.append(await client.ingest(kb, docs))
+                progress.advance(task, len(group))
         failed = [e for r in reports for e in r.errors]
         for e in failed:
             err.print(f"[red]failed {e.document_id}: {e.message} [{e.reason}][/red]")
@@ -263,7 +243,7 @@ def ingest(
         )
         return 1 if failed or unreadable else 0
 
-    raise typer.Exit(run(work()))
+    _call(target, timeout, token_env, tls_ca, work)
 
 
 # -- search -----------------------------------------------------------------------------------
@@ -283,31 +263,26 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON hit per line.")] = False,
     target: Target = DEFAULT_TARGET,
     timeout: Timeout = 30.0,
-    token_env: TokenEnv = None,
+    token_env: TokenEnvOption = None,
     tls_ca: TlsCaOption = None,
 ) -> None:
     """Search knowledge bases; hits are ranked best first."""
     from rich.console import Console
     from rich.markup import escape
 
-    from hookmesh.client import AgentClientError
     from hookmesh.retrieval import SEARCH_MODES
 
     if mode not in SEARCH_MODES:
         die(f"--mode must be one of {', '.join(SEARCH_MODES)}")
 
-    async def work() -> int:
-        async with _client(target, timeout, token_env, tls_ca) as client:
-            try:
-                hits = await client.search(
-                    query,
-                    kb or [],
-                    top_k=top_k,
-                    mode=mode,
-                    score_threshold=threshold,  # type: ignore[arg-type]
-                )
-            except AgentClientError as exc:
-                return _error(exc)
+    async def work(client: RetrievalClient) -> int:
+        hits = await client.search(
+            query,
+            kb or [],
+            top_k=top_k,
+            mode=mode,
+            score_threshold=threshold,  # type: ignore[arg-type]
+        )
         if as_json:
             for hit in hits:
                 print(
@@ -334,4 +309,4 @@ def search(
             console.print(f"    {escape(' '.join(hit.text.split()))}")
         return 0
 
-    raise typer.Exit(run(work()))
+    _call(target, timeout, token_env, tls_ca, work)

@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import (
-    TlsCaOption,
-    TokenEnvOption,
-    app,
-    client_tls,
-    host_port,
-    run,
-    token_from_env,
-)
+from hookmesh.cli._app import TlsCaOption, TokenEnvOption, app, call_with
 
 sessions_app = typer.Typer(help="List, read and delete an agent service's sessions.")
 app.add_typer(sessions_app, name="sessions", no_args_is_help=True)
@@ -27,31 +17,6 @@ Target = Annotated[str, typer.Option(help="Agent service address.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON lines.")]
 Timeout = Annotated[float, typer.Option(help="Seconds the call may take.")]
 DEFAULT_TARGET = "127.0.0.1:7000"
-
-
-def _call(
-    target: str,
-    timeout: float,
-    token_env: str | None,
-    tls_ca: Path | None,
-    work: Callable[[Any], Awaitable[int]],
-) -> None:
-    """Run `work(client)`; a failure prints one line with its reason and exits 1."""
-    from hookmesh.client import AgentClient, AgentClientError
-
-    address = host_port(target, "--target")
-    token = token_from_env(token_env)
-    tls = client_tls(tls_ca)
-
-    async def call() -> int:
-        try:
-            async with AgentClient(address, timeout=timeout, token=token, tls=tls) as client:
-                return await work(client)
-        except AgentClientError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-
-    raise typer.Exit(run(call()))
 
 
 def _summary(info: Any) -> dict[str, Any]:
@@ -76,6 +41,7 @@ def list_sessions(
     tls_ca: TlsCaOption = None,
 ) -> None:
     """List sessions, most recently updated first."""
+    from hookmesh.client import AgentClient
 
     async def work(client: Any) -> int:
         token = ""
@@ -95,7 +61,7 @@ def list_sessions(
             print("no sessions", file=sys.stderr)
         return 0
 
-    _call(target, timeout, token_env, tls_ca, work)
+    call_with(AgentClient, target, timeout, token_env, tls_ca, work)
 
 
 @sessions_app.command("show")
@@ -108,6 +74,7 @@ def show(
     tls_ca: TlsCaOption = None,
 ) -> None:
     """Print a session's conversation."""
+    from hookmesh.client import AgentClient
     from hookmesh.schema import text_of, tool_calls, tool_results
 
     async def work(client: Any) -> int:
@@ -128,7 +95,7 @@ def show(
                 print(f"  {role:9s} {text}")
         return 0
 
-    _call(target, timeout, token_env, tls_ca, work)
+    call_with(AgentClient, target, timeout, token_env, tls_ca, work)
 
 
 @sessions_app.command("delete")
@@ -140,6 +107,7 @@ def delete(
     tls_ca: TlsCaOption = None,
 ) -> None:
     """Delete sessions that are not replying."""
+    from hookmesh.client import AgentClient
 
     async def work(client: Any) -> int:
         for session_id in session_ids:
@@ -147,4 +115,4 @@ def delete(
             print(f"deleted {session_id}")
         return 0
 
-    _call(target, timeout, token_env, tls_ca, work)
+    call_with(AgentClient, target, timeout, token_env, tls_ca, work)

@@ -205,6 +205,21 @@ async def _event_hook(
     call.control(done=_mw_pb2.HookDone())
 
 
+async def _run_downstream(
+    call: _Call, mode: str, call_next: _mw_pb2.CallNext
+) -> _mw_pb2.DownstreamOutcome | None:
+    """Hand the invocation downstream and wait for its outcome (state and context taken in,
+    a downstream error raised); None under pre_only, where the agent ends the invocation at
+    call_next and the sidecar never learns the outcome."""
+    call.control(call_next=call_next)
+    if mode == "pre_only":
+        call.muted = True
+        return None
+    request = await call.receive()
+    call.take_outcome(request.outcome)
+    return request.outcome
+
+
 async def _model_hook(
     call: _Call,
     mw: Middleware,
@@ -223,14 +238,11 @@ async def _model_hook(
                 return
 
     async def next_handler(**overrides: Any) -> Any:
-        call.control(call_next=_call_next(hook, overrides))
-        if mode == "pre_only":
-            call.muted = True
+        outcome = await _run_downstream(call, mode, _call_next(hook, overrides))
+        if outcome is None:
             return ModelResponse(message=make_assistant(agent.kind, ""))
-        request = await call.receive()
-        arm = call.take_outcome(request.outcome)
-        if arm == "model_response":
-            return c.response_from_pb(request.outcome.model_response)
+        if outcome.WhichOneof("result") == "model_response":
+            return c.response_from_pb(outcome.model_response)
         return chunks()
 
     result = await mw.on_model_call(agent, _kwargs(hook, inv), next_handler)  # type: ignore[arg-type]
@@ -251,14 +263,8 @@ async def _permission_hook(
     inv: _mw_pb2.HookInvocation,
 ) -> None:
     async def next_handler() -> Any:
-        call.control(call_next=_mw_pb2.CallNext())
-        if mode == "pre_only":
-            # Nothing more will arrive: the sidecar never learns the downstream's decision.
-            call.muted = True
-            return ALLOW
-        request = await call.receive()
-        call.take_outcome(request.outcome)
-        return c.decision_from_pb(request.outcome.permission)
+        outcome = await _run_downstream(call, mode, _mw_pb2.CallNext())
+        return ALLOW if outcome is None else c.decision_from_pb(outcome.permission)
 
     decision = await mw.on_check_permission(agent, _kwargs(hook, inv), next_handler)  # type: ignore[arg-type]
     call.control(done=_mw_pb2.HookDone(permission=c.decision_to_pb(decision)))
@@ -273,12 +279,7 @@ async def _compress_hook(
     inv: _mw_pb2.HookInvocation,
 ) -> None:
     async def next_handler() -> None:
-        call.control(call_next=_mw_pb2.CallNext())
-        if mode == "pre_only":
-            call.muted = True
-            return
-        request = await call.receive()
-        call.take_outcome(request.outcome)
+        await _run_downstream(call, mode, _mw_pb2.CallNext())
 
     await mw.on_compress_context(agent, {}, next_handler)  # type: ignore[arg-type]
     call.control(done=_mw_pb2.HookDone())

@@ -75,18 +75,11 @@ def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
     under `data_dir`, an audit sidecar, long-term memory, and the scripted model (or the
     OpenAI-compatible server named by ``OPENAI_BASE_URL``, ``OPENAI_MODEL``,
     ``OPENAI_API_KEY``)."""
+    from hookmesh.agent.models import openai_model_from_env
     from hookmesh.services.agent import load_config
 
     data = Path(data_dir)
-    models: dict[str, Any] = {"default": {"type": "scripted"}}
-    if os.environ.get("OPENAI_BASE_URL"):
-        models = {
-            "default": {
-                "type": "openai",
-                "base_url": os.environ["OPENAI_BASE_URL"],
-                "model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
-            }
-        }
+    models = {"default": openai_model_from_env() or {"type": "scripted"}}
     return load_config(
         None,
         listen=AGENT_ADDRESS,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hookmesh.memory import MemoryStore, open_memory_store
-from hookmesh.retrieval import Embedder, default_embedder
+from hookmesh.retrieval import Embedder
 from tests.pg import postgres_url  # noqa: F401  (the session-wide PostgreSQL server)
 
 
@@ -33,12 +33,6 @@ class MemoryBackend:
     def config(self, **overrides: Any) -> dict[str, Any]:
         """Memory service settings for this backend."""
         return {"store": self.url, "namespace": self.namespace, **overrides}
-
-
-@pytest.fixture(scope="session")
-def embedder() -> Embedder:
-    """The process-wide all-MiniLM-L6-v2 embedder, shared by every test."""
-    return default_embedder()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hookmesh.retrieval import Embedder, KnowledgeStore, default_embedder, open_knowledge_store
+from hookmesh.retrieval import Embedder, KnowledgeStore, open_knowledge_store
 from tests.pg import postgres_url  # noqa: F401  (the session-wide PostgreSQL server)
 
 
@@ -21,12 +21,6 @@ class Backend:
     name: str
     url: str
     open: Callable[..., Awaitable[KnowledgeStore]]
-
-
-@pytest.fixture(scope="session")
-def embedder() -> Embedder:
-    """The process-wide all-MiniLM-L6-v2 embedder, shared by every test."""
-    return default_embedder()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

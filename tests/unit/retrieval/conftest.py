@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hookmesh.retrieval import MiniLMEmbedder, WordPieceTokenizer, default_embedder
-
-
-@pytest.fixture(scope="session")
-def embedder() -> MiniLMEmbedder:
-    """The process-wide all-MiniLM-L6-v2 embedder (loaded once, shared by every test)."""
-    return default_embedder()
+from hookmesh.retrieval import MiniLMEmbedder, WordPieceTokenizer
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from hookmesh.agent.models._config import (
     OpenAIModelConfig,
     ScriptedModelConfig,
     build_model,
+    openai_model_from_env,
 )
 from hookmesh.agent.models._openai import OpenAIChatModel
 from hookmesh.agent.models._scripted import NO_TOOLS_TEXT, ScriptedChatModel, ScriptedTurn
@@ -40,4 +41,5 @@ __all__ = [
     "answer_text",
     "build_model",
     "json_answer",
+    "openai_model_from_env",
 ]

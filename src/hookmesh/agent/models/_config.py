@@ -50,6 +50,16 @@ class OpenAIModelConfig(_Strict):
     """Seconds per request."""
 
 
+def openai_model_from_env() -> dict[str, Any] | None:
+    """The model config the standard ``OPENAI_BASE_URL`` / ``OPENAI_MODEL`` variables name
+    (the key stays in ``OPENAI_API_KEY``); None when no base URL is set."""
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        return None
+    model = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+    return {"type": "openai", "base_url": base_url, "model": model}
+
+
 ModelConfig = Annotated[ScriptedModelConfig | OpenAIModelConfig, Field(discriminator="type")]
 """One configured model, tagged by ``type``."""
 

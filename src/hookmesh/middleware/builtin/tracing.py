@@ -177,8 +177,7 @@ class TracingMiddleware(Middleware):
                 elif event.type == "reply_end":
                     span.set_attribute("hookmesh.finish_reason", event.finish_reason)
                     if event.error is not None:
-                        span.set_status(Status(StatusCode.ERROR, event.error.message))
-                        span.set_attribute("error.type", event.error.reason)
+                        _mark_error(span, event.error.message, event.error.reason)
                 yield event
         except BaseException as exc:
             _fail(span, exc)
@@ -206,8 +205,7 @@ class TracingMiddleware(Middleware):
         if self.capture_content:
             span.set_attribute("gen_ai.tool.call.result", _result_json(output))
         if state != "success":
-            span.set_status(Status(StatusCode.ERROR, f"tool result: {state}"))
-            span.set_attribute("error.type", state)
+            _mark_error(span, f"tool result: {state}", state)
         span.end()
 
     def on_model_call(  # type: ignore[override]
@@ -287,8 +285,7 @@ class TracingMiddleware(Middleware):
                 elif output is not None and event.type == "tool_result_end":
                     span.set_attribute("gen_ai.tool.call.result", _result_json(output))
                 if event.type == "tool_result_end" and event.state != "success":
-                    span.set_status(Status(StatusCode.ERROR, f"tool result: {event.state}"))
-                    span.set_attribute("error.type", event.state)
+                    _mark_error(span, f"tool result: {event.state}", event.state)
                 yield event
         except BaseException as exc:
             _fail(span, exc)
@@ -297,9 +294,14 @@ class TracingMiddleware(Middleware):
             span.end()
 
 
+def _mark_error(span: Span, description: str, error_type: str) -> None:
+    """The OpenTelemetry semantic conventions' failed span: ERROR status plus `error.type`."""
+    span.set_status(Status(StatusCode.ERROR, description))
+    span.set_attribute("error.type", error_type)
+
+
 def _fail(span: Span, exc: BaseException) -> None:
-    span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
-    span.set_attribute("error.type", type(exc).__name__)
+    _mark_error(span, str(exc) or type(exc).__name__, type(exc).__name__)
     if isinstance(exc, Exception):
         span.record_exception(exc)
 

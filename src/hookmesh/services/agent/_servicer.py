@@ -6,7 +6,7 @@ import asyncio
 import base64
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -258,12 +258,37 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
 
     # --- RPCs ------------------------------------------------------------------------------
 
+    async def _claimed(
+        self,
+        key: Key,
+        begin: Callable[[MiddlewareChain], Awaitable[tuple[Agent, AsyncIterator[AgentEvent]]]],
+        wrap: Callable[..., Any],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[Any]:
+        """Claim the session, start its reply with `begin` on the current chain, stream it,
+        and release both whatever happens; a refusal before the first event ends the call
+        with its status."""
+        chain: MiddlewareChain | None = None
+        try:
+            chain = await self._claim(key)
+            agent, events = await begin(chain)
+        except BaseException as exc:
+            if chain is not None:
+                await self._release(key, chain)
+            if not isinstance(exc, HookmeshError):
+                raise
+            await context.abort_with_status(to_grpc_status(exc))
+            return
+        try:
+            async for response in self._stream(key, agent, events, wrap, context):
+                yield response
+        finally:
+            await self._release(key, chain)
+
     async def Reply(
         self, request: _agent_pb2.ReplyRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[_agent_pb2.ReplyResponse]:
         session_id = request.session_id
-        owner = current_user()
-        chain: MiddlewareChain | None = None
         try:
             self._check_size(request, "messages")
             _check_id(session_id, required=False)
@@ -278,8 +303,12 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             check_messages(messages, "messages")
             client_tools = self._client_tools(request.client_tools)
             model, choice, max_iters = self._options(request.options, client_tools)
-            key = (owner, session_id or new_id())
-            chain = await self._claim(key)
+        except HookmeshError as exc:
+            await context.abort_with_status(to_grpc_status(exc))
+            return
+        key = (current_user(), session_id or new_id())
+
+        async def begin(chain: MiddlewareChain) -> tuple[Agent, AsyncIterator[AgentEvent]]:
             stored = await self.store.get(*key)
             if stored is None:
                 await self.store.put(
@@ -294,34 +323,28 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     metadata={"sessionId": key[1]},
                 )
             agent = self._agent(*key, state, model, client_tools, chain)
-            events = agent.reply(messages, tool_choice=choice, max_iters=max_iters)
-        except BaseException as exc:
-            if chain is not None:
-                await self._release(key, chain)
-            if not isinstance(exc, HookmeshError):
-                raise
-            await context.abort_with_status(to_grpc_status(exc))
-            return
-        try:
-            async for response in self._stream(
-                key, agent, events, _agent_pb2.ReplyResponse, context
-            ):
-                yield response
-        finally:
-            await self._release(key, chain)
+            return agent, agent.reply(messages, tool_choice=choice, max_iters=max_iters)
+
+        async for response in self._claimed(key, begin, _agent_pb2.ReplyResponse, context):
+            yield response
 
     async def Resume(
         self, request: _agent_pb2.ResumeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[_agent_pb2.ResumeResponse]:
         session_id = request.session_id
         key = (current_user(), session_id)
-        chain: MiddlewareChain | None = None
         try:
             self._check_size(request, "external_results")
             _check_id(session_id)
             if await self.store.get(*key) is None:
                 raise _not_found(session_id)
-            chain = await self._claim(key)
+            resume = _resume(request)
+            client_tools = self._client_tools(request.client_tools)
+        except HookmeshError as exc:
+            await context.abort_with_status(to_grpc_status(exc))
+            return
+
+        async def begin(chain: MiddlewareChain) -> tuple[Agent, AsyncIterator[AgentEvent]]:
             # Read again under the claim: another replica may have written it meanwhile.
             stored = await self.store.get(*key)
             if stored is None:
@@ -333,24 +356,11 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     f"session {session_id} has no paused reply to resume",
                     metadata={"sessionId": session_id},
                 )
-            resume = _resume(request)
-            client_tools = self._client_tools(request.client_tools)
             agent = self._agent(*key, stored.state, self.config.agent.model, client_tools, chain)
-            events = agent.resume(resume)
-        except BaseException as exc:
-            if chain is not None:
-                await self._release(key, chain)
-            if not isinstance(exc, HookmeshError):
-                raise
-            await context.abort_with_status(to_grpc_status(exc))
-            return
-        try:
-            async for response in self._stream(
-                key, agent, events, _agent_pb2.ResumeResponse, context
-            ):
-                yield response
-        finally:
-            await self._release(key, chain)
+            return agent, agent.resume(resume)
+
+        async for response in self._claimed(key, begin, _agent_pb2.ResumeResponse, context):
+            yield response
 
     async def Interrupt(
         self, request: _agent_pb2.InterruptRequest, context: grpc.aio.ServicerContext
