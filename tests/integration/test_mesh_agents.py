@@ -16,11 +16,12 @@ import yaml
 
 from hookmesh.client import AgentClient, AgentClientError
 from hookmesh.schema import text_of
+from hookmesh.testing import EnvoyProxy, ServerProcess
 from tests.agent_helpers import SHORT_TIMEOUT
-from tests.envoy import EnvoyProxy
+from tests.envoy import CONFIG as ENVOY_CONFIG
 from tests.mesh_app import PARK, Gate
 from tests.session_backends import postgres_schema
-from tests.sidecar_process import SidecarProcess, agent_process
+from tests.sidecar_process import agent_process
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 
@@ -34,7 +35,7 @@ PARKED = 20
 class Mesh:
     """Two replicas behind Envoy, and the gate their parked replies wait at."""
 
-    replicas: list[SidecarProcess]
+    replicas: list[ServerProcess]
     envoy: EnvoyProxy
     gate: Gate
 
@@ -80,7 +81,7 @@ async def mesh(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> A
             )
         )
         envoy = await stack.enter_async_context(
-            EnvoyProxy({"agent": [r.address for r in replicas]})
+            EnvoyProxy({"agent": [r.address for r in replicas]}, ENVOY_CONFIG)
         )
         stack.callback(gate.open)  # release whatever is still parked before the processes stop
         yield Mesh(replicas, envoy, gate)
