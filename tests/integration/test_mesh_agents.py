@@ -1,13 +1,16 @@
 """Two agent service processes on one PostgreSQL behind a real Envoy (deploy/envoy/): replies
 spread over both, tokens pass through, and a replica killed under load fails only its own
-replies, fast, while the survivor takes every new reply and the broken sessions."""
+replies, fast, while the survivor takes every new reply and the broken sessions; both
+clients (Python and Node) report such a reset alike."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import pytest
@@ -20,6 +23,7 @@ from hookmesh.testing import EnvoyProxy, ServerProcess
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.envoy import CONFIG as ENVOY_CONFIG
 from tests.mesh_app import PARK, Gate
+from tests.node_process import NODE_DIR, node_binary
 from tests.session_backends import postgres_schema
 from tests.sidecar_process import agent_process
 
@@ -187,3 +191,53 @@ async def _continue(client: AgentClient, session_id: str) -> str:
                 if exc.reason != "SESSION_BUSY":
                     raise
             await asyncio.sleep(0.1)
+
+
+async def test_the_node_client_reports_a_reset_stream_as_the_python_one_does(
+    tmp_path: Path,
+) -> None:
+    """chat.js through Envoy, its replica killed after the reply began: Envoy resets the
+    stream, and the Node client says UNAVAILABLE STREAM_RESET (grpc-js says INTERNAL)."""
+    async with AsyncExitStack() as stack:
+        gate = await stack.enter_async_context(Gate(tmp_path / "gate.sock"))
+        config = tmp_path / "agent.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "store": f"sqlite:///{tmp_path}/agent.db",
+                    "middlewares": [
+                        {
+                            "type": "local",
+                            "import": "tests.mesh_app:GateMiddleware",
+                            "params": {"path": str(gate.path)},
+                        }
+                    ],
+                }
+            )
+        )
+        replica = await stack.enter_async_context(agent_process(config))
+        envoy = await stack.enter_async_context(
+            EnvoyProxy({"agent": [replica.address]}, ENVOY_CONFIG)
+        )
+        chat = await asyncio.create_subprocess_exec(
+            node_binary(), str(NODE_DIR / "chat.js"), "--json",
+            "--target", envoy.address("agent"), PARK,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        stack.push_async_callback(_reap, chat)
+        assert chat.stdout is not None
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            first = json.loads(await chat.stdout.readline())
+            await gate.wait_for(1, SHORT_TIMEOUT)
+        assert first["type"] == "reply_start"
+        await replica.kill()
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            _, err = await chat.communicate()
+    assert chat.returncode == 1
+    assert err.decode().startswith("error: UNAVAILABLE STREAM_RESET: "), err.decode()
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.kill()
+    await process.wait()
