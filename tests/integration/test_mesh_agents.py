@@ -18,7 +18,7 @@ import pytest_asyncio
 import yaml
 
 from hookmesh.client import AgentClient, AgentClientError
-from hookmesh.schema import text_of
+from hookmesh.schema import AgentEvent, text_of
 from hookmesh.testing import EnvoyProxy, ServerProcess
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.envoy import CONFIG as ENVOY_CONFIG
@@ -122,6 +122,27 @@ async def test_tokens_and_principals_pass_through_envoy(mesh: Mesh) -> None:
     )
 
 
+async def test_interrupt_reaches_the_reply_on_another_replica(mesh: Mesh) -> None:
+    """Interrupt sent to the replica that does not run the reply (as round robin will do
+    half the time) is relayed through PostgreSQL: the reply ends interrupted."""
+    arrived = len(mesh.gate.arrivals)
+    async with mesh.client() as client:
+        reply = asyncio.create_task(_events(client.reply(PARK, session_id="stop-me")))
+        [runner_pid] = (await mesh.gate.wait_for(arrived + 1, SHORT_TIMEOUT))[arrived:]
+        [other] = [r for r in mesh.replicas if r.pid != runner_pid]
+        async with AgentClient(other.address, timeout=SHORT_TIMEOUT, token=TOKENS["alice"]) as o:
+            assert await o.interrupt("stop-me") is True
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                events = await reply
+            assert await o.interrupt("stop-me") is False  # nothing runs any more
+    assert events[-1].type == "reply_end"
+    assert events[-1].finish_reason == "interrupted"
+
+
+async def _events(stream: AsyncIterator[AgentEvent]) -> list[AgentEvent]:
+    return [event async for event in stream]
+
+
 async def _first_event_then_rest(client: AgentClient, session_id: str) -> list[str]:
     """Start a parked reply; return once its first event arrived, with a task for the rest."""
     stream = client.reply(PARK, session_id=session_id)
@@ -133,12 +154,13 @@ async def test_a_killed_replica_fails_only_its_replies_and_the_survivor_takes_ov
     mesh: Mesh,
 ) -> None:
     victim, survivor = mesh.replicas
+    before = len(mesh.gate.arrivals)
     async with mesh.client() as client:
         parked = [
             asyncio.create_task(_first_event_then_rest(client, f"broken-{i}"))
             for i in range(PARKED)
         ]
-        arrivals = await mesh.gate.wait_for(PARKED, SHORT_TIMEOUT)
+        arrivals = (await mesh.gate.wait_for(before + PARKED, SHORT_TIMEOUT))[before:]
         on_victim = [p for p in arrivals if p == victim.pid]
         assert on_victim and len(on_victim) < PARKED  # both replicas hold parked replies
         await victim.kill()
