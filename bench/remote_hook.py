@@ -42,9 +42,7 @@ from typing import Any
 
 import grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.sidecar_process import stop_process
+from hookmesh.testing import stop_process
 
 PAYLOAD = 160
 """Bytes per echo message: about one serialized on_reasoning invocation plus framing slack."""

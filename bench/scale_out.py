@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -32,12 +31,11 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from hookmesh.client import AgentClient
-from tests.envoy import EnvoyProxy
-from tests.pg import EmbeddedPostgres
-from tests.sidecar_process import agent_process
+from hookmesh.testing import EmbeddedPostgres, EnvoyProxy, agent_process
+
+ENVOY_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "envoy" / "hookmesh.yaml"
+"""The Envoy config the project ships, run with the replicas in place of its DNS names."""
 
 CONCURRENCY = 32
 REPLIES = 320
@@ -104,9 +102,9 @@ async def main() -> None:
         pg_config = _config(folder, "pg", pg.url)
         first = await stack.enter_async_context(agent_process(pg_config))
         second = await stack.enter_async_context(agent_process(pg_config))
-        one = await stack.enter_async_context(EnvoyProxy({"agent": [first.address]}))
+        one = await stack.enter_async_context(EnvoyProxy({"agent": [first.address]}, ENVOY_CONFIG))
         two = await stack.enter_async_context(
-            EnvoyProxy({"agent": [first.address, second.address]})
+            EnvoyProxy({"agent": [first.address, second.address]}, ENVOY_CONFIG)
         )
         rows: dict[str, Callable[[], AgentClient]] = {
             "1 replica, SQLite, direct": lambda: AgentClient(sqlite.address, timeout=TIMEOUT),

@@ -12,8 +12,8 @@ from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 
 from hookmesh.services.agent import load_config, start_agent_service
+from hookmesh.testing import hookmesh_process
 from tests.e2e.commands import DEADLINE, run
-from tests.sidecar_process import hookmesh_process
 
 pytestmark = pytest.mark.timeout(90)
 

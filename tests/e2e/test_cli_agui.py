@@ -8,9 +8,9 @@ import httpx
 import pytest
 
 from hookmesh.services.agent import load_config, start_agent_service
+from hookmesh.testing import hookmesh_process
 from tests.agui_stack import TIMEOUT, post_run, run_input
 from tests.e2e.commands import run
-from tests.sidecar_process import hookmesh_process
 
 pytestmark = pytest.mark.timeout(90)
 

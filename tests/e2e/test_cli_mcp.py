@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from mcp import Client
 
+from hookmesh.testing import hookmesh_process
 from tests.e2e.commands import DEADLINE, run
-from tests.sidecar_process import hookmesh_process
 
 pytestmark = pytest.mark.timeout(90)
 

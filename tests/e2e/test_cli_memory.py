@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from hookmesh.services.memory import MemoryService, load_memory_config, start_memory_service
+from hookmesh.testing import hookmesh_process
 from tests.e2e import commands
 from tests.e2e.commands import DEADLINE
-from tests.sidecar_process import hookmesh_process
 
 pytestmark = pytest.mark.timeout(120)
 

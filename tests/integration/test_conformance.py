@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from hookmesh.conformance import run_conformance
-from tests.sidecar_process import START_TIMEOUT, SidecarProcess, sidecar_process
+from hookmesh.testing import ServerProcess
+from tests.sidecar_process import sidecar_process
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,7 +37,7 @@ async def _command(*args: str) -> tuple[int, list[str]]:
 
 
 @asynccontextmanager
-async def _node_conformance(listen: str) -> AsyncIterator[SidecarProcess]:
+async def _node_conformance(listen: str) -> AsyncIterator[ServerProcess]:
     node = shutil.which("node")
     if node is None or not (_NODE / "node_modules").is_dir():
         pytest.fail("node and clients/node/node_modules are needed: run `make node`")
@@ -48,9 +49,9 @@ async def _node_conformance(listen: str) -> AsyncIterator[SidecarProcess]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
-    sidecar = SidecarProcess(process, "")
+    sidecar = ServerProcess(process, "")
     try:
-        first = await sidecar.line(START_TIMEOUT)
+        first = await sidecar.line()
         assert first.startswith("listening on "), first
         sidecar.address = first.removeprefix("listening on ")
         yield sidecar

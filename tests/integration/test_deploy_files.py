@@ -18,9 +18,9 @@ from hookmesh.client import AgentClient
 from hookmesh.remote import load_middleware
 from hookmesh.schema import CustomEvent
 from hookmesh.services.agent import load_config, start_agent_service
+from hookmesh.testing import envoy_binary
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.envoy import CONFIG as ENVOY_CONFIG
-from tests.envoy import envoy_binary
 from tests.sidecar_process import sidecar_process
 
 pytestmark = pytest.mark.timeout(120)

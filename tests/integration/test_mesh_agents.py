@@ -1,13 +1,16 @@
 """Two agent service processes on one PostgreSQL behind a real Envoy (deploy/envoy/): replies
 spread over both, tokens pass through, and a replica killed under load fails only its own
-replies, fast, while the survivor takes every new reply and the broken sessions."""
+replies, fast, while the survivor takes every new reply and the broken sessions; both
+clients (Python and Node) report such a reset alike."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import pytest
@@ -15,12 +18,14 @@ import pytest_asyncio
 import yaml
 
 from hookmesh.client import AgentClient, AgentClientError
-from hookmesh.schema import text_of
+from hookmesh.schema import AgentEvent, text_of
+from hookmesh.testing import EnvoyProxy, ServerProcess
 from tests.agent_helpers import SHORT_TIMEOUT
-from tests.envoy import EnvoyProxy
+from tests.envoy import CONFIG as ENVOY_CONFIG
 from tests.mesh_app import PARK, Gate
+from tests.node_process import NODE_DIR, node_binary
 from tests.session_backends import postgres_schema
-from tests.sidecar_process import SidecarProcess, agent_process
+from tests.sidecar_process import agent_process
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 
@@ -34,7 +39,7 @@ PARKED = 20
 class Mesh:
     """Two replicas behind Envoy, and the gate their parked replies wait at."""
 
-    replicas: list[SidecarProcess]
+    replicas: list[ServerProcess]
     envoy: EnvoyProxy
     gate: Gate
 
@@ -80,7 +85,7 @@ async def mesh(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> A
             )
         )
         envoy = await stack.enter_async_context(
-            EnvoyProxy({"agent": [r.address for r in replicas]})
+            EnvoyProxy({"agent": [r.address for r in replicas]}, ENVOY_CONFIG)
         )
         stack.callback(gate.open)  # release whatever is still parked before the processes stop
         yield Mesh(replicas, envoy, gate)
@@ -117,6 +122,27 @@ async def test_tokens_and_principals_pass_through_envoy(mesh: Mesh) -> None:
     )
 
 
+async def test_interrupt_reaches_the_reply_on_another_replica(mesh: Mesh) -> None:
+    """Interrupt sent to the replica that does not run the reply (as round robin will do
+    half the time) is relayed through PostgreSQL: the reply ends interrupted."""
+    arrived = len(mesh.gate.arrivals)
+    async with mesh.client() as client:
+        reply = asyncio.create_task(_events(client.reply(PARK, session_id="stop-me")))
+        [runner_pid] = (await mesh.gate.wait_for(arrived + 1, SHORT_TIMEOUT))[arrived:]
+        [other] = [r for r in mesh.replicas if r.pid != runner_pid]
+        async with AgentClient(other.address, timeout=SHORT_TIMEOUT, token=TOKENS["alice"]) as o:
+            assert await o.interrupt("stop-me") is True
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                events = await reply
+            assert await o.interrupt("stop-me") is False  # nothing runs any more
+    assert events[-1].type == "reply_end"
+    assert events[-1].finish_reason == "interrupted"
+
+
+async def _events(stream: AsyncIterator[AgentEvent]) -> list[AgentEvent]:
+    return [event async for event in stream]
+
+
 async def _first_event_then_rest(client: AgentClient, session_id: str) -> list[str]:
     """Start a parked reply; return once its first event arrived, with a task for the rest."""
     stream = client.reply(PARK, session_id=session_id)
@@ -128,12 +154,13 @@ async def test_a_killed_replica_fails_only_its_replies_and_the_survivor_takes_ov
     mesh: Mesh,
 ) -> None:
     victim, survivor = mesh.replicas
+    before = len(mesh.gate.arrivals)
     async with mesh.client() as client:
         parked = [
             asyncio.create_task(_first_event_then_rest(client, f"broken-{i}"))
             for i in range(PARKED)
         ]
-        arrivals = await mesh.gate.wait_for(PARKED, SHORT_TIMEOUT)
+        arrivals = (await mesh.gate.wait_for(before + PARKED, SHORT_TIMEOUT))[before:]
         on_victim = [p for p in arrivals if p == victim.pid]
         assert on_victim and len(on_victim) < PARKED  # both replicas hold parked replies
         await victim.kill()
@@ -186,3 +213,53 @@ async def _continue(client: AgentClient, session_id: str) -> str:
                 if exc.reason != "SESSION_BUSY":
                     raise
             await asyncio.sleep(0.1)
+
+
+async def test_the_node_client_reports_a_reset_stream_as_the_python_one_does(
+    tmp_path: Path,
+) -> None:
+    """chat.js through Envoy, its replica killed after the reply began: Envoy resets the
+    stream, and the Node client says UNAVAILABLE STREAM_RESET (grpc-js says INTERNAL)."""
+    async with AsyncExitStack() as stack:
+        gate = await stack.enter_async_context(Gate(tmp_path / "gate.sock"))
+        config = tmp_path / "agent.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "store": f"sqlite:///{tmp_path}/agent.db",
+                    "middlewares": [
+                        {
+                            "type": "local",
+                            "import": "tests.mesh_app:GateMiddleware",
+                            "params": {"path": str(gate.path)},
+                        }
+                    ],
+                }
+            )
+        )
+        replica = await stack.enter_async_context(agent_process(config))
+        envoy = await stack.enter_async_context(
+            EnvoyProxy({"agent": [replica.address]}, ENVOY_CONFIG)
+        )
+        chat = await asyncio.create_subprocess_exec(
+            node_binary(), str(NODE_DIR / "chat.js"), "--json",
+            "--target", envoy.address("agent"), PARK,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        stack.push_async_callback(_reap, chat)
+        assert chat.stdout is not None
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            first = json.loads(await chat.stdout.readline())
+            await gate.wait_for(1, SHORT_TIMEOUT)
+        assert first["type"] == "reply_start"
+        await replica.kill()
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            _, err = await chat.communicate()
+    assert chat.returncode == 1
+    assert err.decode().startswith("error: UNAVAILABLE STREAM_RESET: "), err.decode()
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.kill()
+    await process.wait()

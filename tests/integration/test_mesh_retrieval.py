@@ -10,8 +10,9 @@ import pytest
 from hookmesh.client import RetrievalClient
 from hookmesh.retrieval import Document
 from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
+from hookmesh.testing import EnvoyProxy
 from tests.agent_helpers import SHORT_TIMEOUT
-from tests.envoy import EnvoyProxy
+from tests.envoy import CONFIG as ENVOY_CONFIG
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,7 +29,7 @@ async def test_ingest_through_one_replica_search_through_the_other(postgres_url:
     addresses = [f"127.0.0.1:{r.port}" for r in replicas]
     try:
         async with (
-            EnvoyProxy({"retrieval": addresses}) as envoy,
+            EnvoyProxy({"retrieval": addresses}, ENVOY_CONFIG) as envoy,
             RetrievalClient(envoy.address("retrieval"), timeout=SHORT_TIMEOUT * 3) as client,
         ):
 

@@ -18,11 +18,12 @@ from hookmesh.client import AgentClient
 from hookmesh.remote import serve_middleware
 from hookmesh.schema import AgentEvent, CustomEvent, ReplyEndEvent
 from hookmesh.services.agent import AgentService, load_config, start_agent_service
+from hookmesh.testing import EnvoyProxy, ServerProcess
 from tests import middlewares as mws
 from tests.agent_helpers import SHORT_TIMEOUT
-from tests.envoy import EnvoyProxy
+from tests.envoy import CONFIG as ENVOY_CONFIG
 from tests.mesh_app import GATE_ENV, Gate
-from tests.sidecar_process import SidecarProcess, sidecar_process
+from tests.sidecar_process import sidecar_process
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,7 +42,7 @@ async def _reply(client: AgentClient) -> list[AgentEvent]:
 
 
 @pytest.fixture
-async def mesh(tmp_path: Path) -> AsyncIterator[tuple[list[SidecarProcess], EnvoyProxy, Gate]]:
+async def mesh(tmp_path: Path) -> AsyncIterator[tuple[list[ServerProcess], EnvoyProxy, Gate]]:
     """Two gated sidecars of one middleware behind Envoy (the gate starts open)."""
     async with AsyncExitStack() as stack:
         gate = await stack.enter_async_context(Gate(tmp_path / "gate.sock"))
@@ -58,7 +59,7 @@ async def mesh(tmp_path: Path) -> AsyncIterator[tuple[list[SidecarProcess], Envo
             )
         )
         envoy = await stack.enter_async_context(
-            EnvoyProxy({"audit-sidecar": [s.address for s in sidecars]})
+            EnvoyProxy({"audit-sidecar": [s.address for s in sidecars]}, ENVOY_CONFIG)
         )
         stack.callback(gate.open)
         yield sidecars, envoy, gate
@@ -78,7 +79,7 @@ async def _agent(tmp_path: Path, target: str, failure_mode: str) -> AgentService
 
 @pytest.mark.parametrize("failure_mode", ["fail_open", "fail_closed"])
 async def test_a_sidecar_killed_under_load_costs_only_its_inflight_invocations(
-    tmp_path: Path, mesh: tuple[list[SidecarProcess], EnvoyProxy, Gate], failure_mode: str
+    tmp_path: Path, mesh: tuple[list[ServerProcess], EnvoyProxy, Gate], failure_mode: str
 ) -> None:
     sidecars, envoy, gate = mesh
     service = await _agent(tmp_path, envoy.address("audit-sidecar"), failure_mode)
@@ -139,7 +140,9 @@ async def test_one_trace_and_the_tokens_cross_envoy_to_the_agent_and_its_sidecar
     monkeypatch.setenv("SIDECAR_TOKEN", "sidecar-token")
     sidecar = await serve_middleware(mws.CallCounter(), token="sidecar-token")
     try:
-        async with EnvoyProxy({"audit-sidecar": [f"127.0.0.1:{sidecar.port}"]}) as egress:
+        async with EnvoyProxy(
+            {"audit-sidecar": [f"127.0.0.1:{sidecar.port}"]}, ENVOY_CONFIG
+        ) as egress:
             config = load_config(
                 None,
                 store=f"sqlite:///{tmp_path}/agent.db",
@@ -154,7 +157,9 @@ async def test_one_trace_and_the_tokens_cross_envoy_to_the_agent_and_its_sidecar
             )
             service = await start_agent_service(config, address="127.0.0.1:0")
             try:
-                async with EnvoyProxy({"agent": [f"127.0.0.1:{service.port}"]}) as ingress:
+                async with EnvoyProxy(
+                    {"agent": [f"127.0.0.1:{service.port}"]}, ENVOY_CONFIG
+                ) as ingress:
                     span_exporter.clear()
                     with trace.get_tracer("test").start_as_current_span("user request") as root:
                         async with AgentClient(

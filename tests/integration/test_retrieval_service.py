@@ -23,11 +23,11 @@ from hookmesh.services.retrieval import (
     load_retrieval_config,
     start_retrieval_service,
 )
+from hookmesh.testing import hookmesh_process
 from hookmesh.v1 import retrieval_pb2 as pb
 from hookmesh.v1 import retrieval_pb2_grpc as pb_grpc
 from tests.pg import postgres_url  # noqa: F401  (the session-wide PostgreSQL server)
 from tests.servers import stopped_at_exit, target
-from tests.sidecar_process import hookmesh_process
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -234,3 +234,21 @@ async def test_retention_spares_sessions_leased_by_another_replica(
     cutoff = datetime.now(UTC) - timedelta(days=7)
     assert await second.sweep(older_than=cutoff, keep=None, busy=set()) == 0
     assert await second.get("alice", "running") is not None
+
+
+async def test_an_interrupt_goes_to_the_live_holder_only(
+    replicas: tuple[PostgresSessionStore, PostgresSessionStore], postgres_backend: SessionBackend
+) -> None:
+    first, second = replicas
+    requests = first.interrupt_requests()
+    assert await second.signal_interrupt("alice", "s") is False  # nobody replies there
+    assert await first.acquire("alice", "s") is not None
+    assert await first.signal_interrupt("alice", "s") is False  # its own: handled in process
+    assert await second.signal_interrupt("bob", "s") is False  # another owner's session
+    assert await second.signal_interrupt("alice", "s") is True
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        assert await anext(requests) == ("alice", "s")
+    await requests.aclose()
+    await first.close()  # the holder dies: its lease is there, but nobody to tell
+    await _wait_until_gone(postgres_backend.url, first.holder)
+    assert await second.signal_interrupt("alice", "s") is False

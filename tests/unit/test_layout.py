@@ -50,3 +50,24 @@ def test_no_module_imports_another_packages_private_parts() -> None:
                 if owner is not None and not _within(package, owner):
                     leaks.append(f"{path.relative_to(SRC)}:{node.lineno} imports {target}")
     assert not leaks, "\n".join(leaks)
+
+
+def test_benchmarks_do_not_import_the_tests() -> None:
+    """A bench runs what users run: its helpers come from `hookmesh` (`hookmesh.testing`)."""
+    bench = SRC.parent / "bench"
+    leaks = []
+    for path in sorted(bench.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            leaks += [
+                f"{path.name}:{node.lineno} imports {n}"
+                for n in names
+                if n.split(".")[0] == "tests"
+            ]
+    assert not leaks, "\n".join(leaks)

@@ -67,13 +67,33 @@ export class AgentClientError extends Error {
     Object.assign(this, { code, codeName, details, reason, domain, metadata, violations, source });
   }
 
-  /** The error for a grpc-js ServiceError, its rich details decoded from the trailers. */
+  /**
+   * The error for a grpc-js ServiceError, its rich details decoded from the trailers.
+   *
+   * A stream reset by a proxy (Envoy resets a call whose replica died after the response
+   * began: HTTP/2 RST_STREAM, which grpc-js reports as INTERNAL with no status of the
+   * service's own) becomes UNAVAILABLE with reason `STREAM_RESET`, as the Python client
+   * reports it: hookmesh services never answer INTERNAL without an ErrorInfo.
+   */
   static fromServiceError(err) {
+    const details = statusDetails(err.metadata);
+    const message = err.details ?? err.message;
+    if (err.code === grpc.status.INTERNAL && !details.reason && /RST_STREAM/.test(message)) {
+      return new AgentClientError({
+        code: grpc.status.UNAVAILABLE,
+        codeName: 'UNAVAILABLE',
+        details:
+          'the connection to the service broke during the call (a proxy reset the stream); ' +
+          'the call may not have finished',
+        reason: 'STREAM_RESET',
+        cause: err,
+      });
+    }
     return new AgentClientError({
       code: err.code,
       codeName: statusName(err.code),
-      details: err.details ?? err.message,
-      ...statusDetails(err.metadata),
+      details: message,
+      ...details,
       cause: err,
     });
   }

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from hookmesh._processes import stop_process
 from hookmesh.services._auth import AuthConfig, load_tokens
 from hookmesh.services._server import bound_address, check_free
 from hookmesh.services.agent import (
@@ -300,18 +300,6 @@ async def _start_sidecar(
     return process, line.removeprefix("listening on ")
 
 
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        async with asyncio.timeout(_STOP_TIMEOUT):
-            await process.wait()
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-
-
 @asynccontextmanager
 async def start_suite(
     config: AgentServiceConfig, *, address: str | None = None, app_dir: Path | None = None
@@ -386,6 +374,6 @@ async def start_suite(
                 await gateway.stop(config.grace_seconds)
             await agent.stop(config.grace_seconds)
     finally:
-        await asyncio.gather(*(_stop(p) for p in processes))
+        await asyncio.gather(*(stop_process(p, _STOP_TIMEOUT) for p in processes))
         for service in reversed(running):
             await service.stop(config.grace_seconds)

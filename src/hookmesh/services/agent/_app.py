@@ -146,6 +146,8 @@ async def start_agent_service(
         if store.leases is not None:
             renewer = asyncio.create_task(renew_leases(servicer, sessions.lease_seconds / 3))
             stack.push_async_callback(_cancel, renewer)
+            relay = asyncio.create_task(servicer.claims.relay_interrupts())
+            stack.push_async_callback(_cancel, relay)
         if sessions.ttl_seconds is not None or sessions.max_count is not None:
             await sweep_once(store, servicer, sessions)
             sweeper = asyncio.create_task(sweep_sessions(store, servicer, sessions))

@@ -107,6 +107,31 @@ class SessionClaims:
             if agent is not None:
                 agent.interrupt()
 
+    async def interrupt(self, key: Key) -> bool:
+        """Stop `key`'s running reply, here or (through the shared store) on the replica
+        that runs it; whether one was told to stop."""
+        agent = self._running.get(key)
+        if agent is not None:
+            return agent.interrupt()
+        if key in self._running or self._leases is None:
+            return False
+        return await self._leases.signal_interrupt(*key)
+
+    async def relay_interrupts(self) -> None:
+        """Interrupt the replies other replicas ask to stop, until cancelled; a broken
+        connection is opened again after a second (interrupts asked meanwhile are lost, and
+        the caller can cancel its Reply call instead)."""
+        assert self._leases is not None
+        while True:
+            try:
+                async for key in self._leases.interrupt_requests():
+                    agent = self._running.get(key)
+                    if agent is not None:
+                        agent.interrupt()
+            except Exception as exc:
+                log.warning("the interrupt relay's connection broke: %s", exc)
+            await asyncio.sleep(1.0)
+
     def busy(self) -> set[Key]:
         """The sessions replying in this process (retention never removes them)."""
         return set(self._running)

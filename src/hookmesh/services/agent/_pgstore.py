@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -67,6 +68,14 @@ ON CONFLICT (owner, session_id) DO UPDATE
     WHERE l.expire_time < now() OR pg_try_advisory_xact_lock(l.holder)
 RETURNING token
 """
+# Tells the live holder of a session's lease, if another replica, to interrupt its reply: a
+# NOTIFY on the namespace's channel naming that holder, which alone acts on it.
+_SIGNAL_INTERRUPT = """
+SELECT pg_notify(%(channel)s, json_build_array(l.holder, l.owner, l.session_id)::text)
+FROM {ns}.session_leases l
+WHERE l.owner = %(owner)s AND l.session_id = %(sid)s AND l.holder <> %(holder)s
+  AND l.expire_time >= now() AND NOT pg_try_advisory_xact_lock(l.holder)
+"""
 _LIVE_LEASE = (
     "EXISTS (SELECT 1 FROM {ns}.session_leases l WHERE l.owner = s.owner"
     " AND l.session_id = s.session_id AND l.expire_time >= now())"
@@ -113,6 +122,9 @@ class PostgresSessionStore:
         self._held: dict[tuple[str, str], int] = {}
         self._pool: Any = None
         self._lock_conn: Any = None
+        self._listen_conn: Any = None
+        self._channel = f"hookmesh_interrupt_{namespace}"
+        """The NOTIFY channel replicas of this namespace ask each other to interrupt on."""
 
     @classmethod
     async def open(cls, url: str, **options: Any) -> PostgresSessionStore:
@@ -127,6 +139,7 @@ class PostgresSessionStore:
         try:
             await store._migrate()
             await store._hold()
+            await store._listen()
             store._pool = AsyncConnectionPool(
                 url, min_size=1, max_size=store._max, kwargs={"autocommit": True}, open=False
             )
@@ -208,6 +221,25 @@ class PostgresSessionStore:
             "DELETE FROM {ns}.session_leases WHERE owner = %s AND session_id = %s AND token = %s",
             (lease.owner, lease.session_id, lease.token),
         )
+
+    async def signal_interrupt(self, owner: str, session_id: str) -> bool:
+        params = {"channel": self._channel, "owner": owner, "sid": session_id}
+        return bool(await self._rows(_SIGNAL_INTERRUPT, {**params, "holder": self.holder}))
+
+    async def _listen(self) -> None:
+        """LISTEN on a connection of its own (waiting for notifications holds it); from
+        here on, interrupts asked of this replica queue up until `interrupt_requests`."""
+        conn = await self._connect()
+        await conn.execute(f"LISTEN {self._channel}")  # type: ignore[arg-type]
+        self._listen_conn = conn
+
+    async def interrupt_requests(self) -> AsyncIterator[tuple[str, str]]:
+        if self._listen_conn is None or self._listen_conn.closed:
+            await self._listen()
+        async for note in self._listen_conn.notifies():
+            holder, owner, session_id = json.loads(note.payload)
+            if holder == self.holder:
+                yield owner, session_id
 
     # --- sessions --------------------------------------------------------------------------
 
@@ -312,10 +344,12 @@ class PostgresSessionStore:
         return len(doomed)
 
     async def close(self) -> None:
-        """Close the pool and the holder connection (leases still held become free)."""
+        """Close the pool, the holder connection (leases still held become free) and the
+        interrupt listener."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
-        if self._lock_conn is not None:
-            conn, self._lock_conn = self._lock_conn, None
-            await conn.close()
+        conns, self._lock_conn, self._listen_conn = (self._lock_conn, self._listen_conn), None, None
+        for conn in conns:
+            if conn is not None:
+                await conn.close()

@@ -370,9 +370,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             _check_id(request.session_id)
         except HookmeshError as exc:
             await context.abort_with_status(to_grpc_status(exc))
-        agent = self.claims.agent(key)
-        if agent is not None:
-            return _agent_pb2.InterruptResponse(interrupted=agent.interrupt())
+        if await self.claims.interrupt(key):
+            return _agent_pb2.InterruptResponse(interrupted=True)
         if key not in self.claims and await self.store.get(*key) is None:
             await context.abort_with_status(to_grpc_status(_not_found(request.session_id)))
         return _agent_pb2.InterruptResponse(interrupted=False)

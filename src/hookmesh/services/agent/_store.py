@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,6 +123,16 @@ class SessionLeases(Protocol):
 
     async def release(self, lease: Lease) -> None:
         """Give the lease up (no effect when it was lost)."""
+        ...
+
+    async def signal_interrupt(self, owner: str, session_id: str) -> bool:
+        """Ask the live replica that holds the session's lease to interrupt its reply; False
+        when no other live replica holds one."""
+        ...
+
+    def interrupt_requests(self) -> AsyncIterator[tuple[str, str]]:
+        """The ``(owner, session id)`` of each interrupt other replicas ask of this one, as
+        they come; ends (or raises) when the store's connection for them breaks."""
         ...
 
 
