@@ -9,7 +9,12 @@ from hookmesh.agent.models import ModelResponse, ModelResult
 from hookmesh.middleware import Middleware, PermissionDecision
 from hookmesh.remote import _codec as c
 from hookmesh.remote._changes import overrides
-from hookmesh.remote._invocation import _Invocation, protocol_error
+from hookmesh.remote._invocation import (
+    DownstreamStopped,
+    _Invocation,
+    close_downstream,
+    protocol_error,
+)
 from hookmesh.remote._subscriptions import Routes
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 
@@ -89,7 +94,18 @@ class CallHookDriver(Middleware):
         call_next (a retry, perhaps with other overrides) instead of done."""
         while True:
             try:
-                return await next_handler(**changed)  # type: ignore[no-any-return]
+                return await inv.downstream(next_handler(**changed))
+            except DownstreamStopped:
+                # The sidecar ended the hook while the model ran (its deadline): its done
+                # is the answer (a done with an error raises it).
+                events, message = await inv.wait("done")
+                _emit(inv, events)
+                if message.done.WhichOneof("result") != "model_response":
+                    raise protocol_error(
+                        "a done sent while the model ran must carry a model response or an error",
+                        hook=inv.hook,
+                    ) from None
+                return c.response_from_pb(message.done.model_response)
             except Exception as exc:
                 inv.outcome(error=c.error_to_pb(exc))
                 events, message = await inv.wait("done", "call_next", failed=True)
@@ -120,6 +136,14 @@ class CallHookDriver(Middleware):
                     chunk = await (anext(iterator) if observe else inv.pull(iterator))
                 except StopAsyncIteration:
                     break
+                except DownstreamStopped:
+                    # The sidecar ended the hook mid-stream (its deadline): a done with an
+                    # error raises it; a plain done ends the stream here.
+                    await close_downstream(iterator)
+                    events, _ = await inv.wait("done")
+                    _emit(inv, events)
+                    finished = True
+                    return
                 except Exception as exc:
                     if observe or exc is inv.broken:
                         raise

@@ -8,7 +8,7 @@ from typing import Any
 from hookmesh.middleware import Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._changes import overrides
-from hookmesh.remote._invocation import _Invocation
+from hookmesh.remote._invocation import DownstreamStopped, _Invocation, close_downstream
 from hookmesh.remote._subscriptions import PASS, READ_ONLY, Routes
 from hookmesh.schema import AgentEvent, event_to_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
@@ -60,6 +60,15 @@ class EventHookDriver(Middleware):
                         event = await inv.pull(iterator)
                     except StopAsyncIteration:
                         break
+                    except DownstreamStopped:
+                        # NOTE(hookmesh): the sidecar ended the hook mid-run (its deadline):
+                        # the downstream stops here; what it emitted replaces the rest.
+                        await close_downstream(iterator)
+                        events, message = await inv.wait("done")
+                        finished = True
+                        for emitted in events:
+                            yield emitted
+                        return
                     except Exception as exc:
                         if exc is inv.broken:
                             raise
@@ -92,9 +101,7 @@ class EventHookDriver(Middleware):
                         yield emitted
                     if message.WhichOneof("message") == "done":
                         finished = True
-                        aclose = getattr(iterator, "aclose", None)
-                        if aclose is not None:
-                            await aclose()
+                        await close_downstream(iterator)
                         return
                     verdict = message.verdict
                     if not verdict.drop:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -98,6 +98,8 @@ class _Stream:
                 inv = self.invocations.get(response.invocation_id)
                 if inv is not None:
                     inv.inbox.put_nowait(response)
+                    if inv.pulling and response.WhichOneof("message") == "done":
+                        inv.stop()
             error = SidecarError("the sidecar closed the stream", reason="SIDECAR_UNAVAILABLE")
         except grpc.aio.AioRpcError as exc:
             error = SidecarError(
@@ -149,6 +151,18 @@ def _coalesce(
     return out
 
 
+class DownstreamStopped(Exception):
+    """The sidecar ended the hook while the downstream ran (a `done` nobody asked for, e.g.
+    its deadline passed): the downstream is dropped and that `done` is the hook's answer."""
+
+
+async def close_downstream(iterator: AsyncIterator[Any]) -> None:
+    """Stop a downstream stream early (the tool run or model request behind it is cancelled)."""
+    aclose = getattr(iterator, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 class _Invocation:
     """The agent's side of one hook invocation."""
 
@@ -178,32 +192,67 @@ class _Invocation:
         self.task = asyncio.current_task()
         stream.invocations[self.id] = self
 
+    def stop(self) -> None:
+        """The sidecar ended the hook while the downstream runs: cancel the downstream wait
+        (`pull` and `downstream` then raise `DownstreamStopped`)."""
+        self._cancel_wait("hookmesh: the sidecar ended the hook")
+
+    def _cancel_wait(self, why: str) -> None:
+        """Cancel the downstream wait once (`_woken` undoes the one cancellation)."""
+        if self.task is not None and not self.interrupted:
+            self.interrupted = True
+            self.task.cancel(why)
+
     def fail(self, error: SidecarError) -> None:
         """The stream broke: wake any wait, and interrupt a fail_closed downstream wait."""
         self.broken = error
         self.inbox.put_nowait(error)
-        if self.pulling and self.mw.failure_mode == "fail_closed" and self.task is not None:
-            self.interrupted = True
-            self.task.cancel("hookmesh: the sidecar failed")
+        if self.pulling and self.mw.failure_mode == "fail_closed":
+            self._cancel_wait("hookmesh: the sidecar failed")
 
     async def pull(self, iterator: AsyncIterator[Any]) -> Any:
         """The downstream's next item. Under fail_closed a broken sidecar stream ends the
-        wait at once (the reply need not run to its end to learn it failed)."""
-        if self.broken is not None and self.mw.failure_mode == "fail_closed":
-            raise self.broken
+        wait at once (the reply need not run to its end to learn it failed); a `done` the
+        sidecar sends meanwhile ends it with `DownstreamStopped`."""
+        self._check_waiting()
         self.pulling = True
         try:
             return await anext(iterator)
         except asyncio.CancelledError:
             if not self.interrupted:
                 raise
-            self.interrupted = False
-            if self.task is not None:
-                self.task.uncancel()
-            assert self.broken is not None
-            raise self.broken from None
+            raise self._woken() from None
         finally:
             self.pulling = False
+
+    async def downstream(self, awaitable: Awaitable[Any]) -> Any:
+        """`pull` for a downstream that is one awaitable (a model call)."""
+        self._check_waiting()
+        self.pulling = True
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            if not self.interrupted:
+                raise
+            raise self._woken() from None
+        finally:
+            self.pulling = False
+
+    def _check_waiting(self) -> None:
+        """Before the downstream runs on: a broken stream (fail_closed) or a message the
+        sidecar sent unasked (only emits and mutations followed by a done are allowed)."""
+        if self.broken is not None and self.mw.failure_mode == "fail_closed":
+            raise self.broken
+        if self.broken is None and self.inbox.qsize():
+            raise DownstreamStopped
+
+    def _woken(self) -> Exception:
+        """Why the downstream wait was cancelled: the stream broke, or the sidecar ended the
+        hook."""
+        self.interrupted = False
+        if self.task is not None:
+            self.task.uncancel()
+        return self.broken if self.broken is not None else DownstreamStopped()
 
     def send(self, **message: Any) -> None:
         self.queue(_mw_pb2.InterceptRequest(invocation_id=self.id, **message))

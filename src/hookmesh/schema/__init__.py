@@ -88,8 +88,6 @@ from hookmesh.schema._messages import (
 from hookmesh.schema._proto import (
     block_from_proto,
     block_to_proto,
-    event_from_proto,
-    event_to_proto,
     json_value,
     message_from_proto,
     message_to_proto,
@@ -101,6 +99,7 @@ from hookmesh.schema._proto import (
     usage_from_proto,
     usage_to_proto,
 )
+from hookmesh.schema._proto_events import event_from_proto, event_to_proto
 from hookmesh.schema._validate import check_messages, message_violations
 
 __all__ = [

@@ -62,6 +62,14 @@ class MiddlewareServiceStub:
     answered), then the chunks, then `stream_end` (answered by `done`).
     `call_next.final` or `verdict.final` ends the invocation early: the
     agent sends nothing more for it and expects nothing more from it.
+    While the downstream of an event hook or on_model_call runs (after
+    `call_next`, before the outcome; a model stream until `stream_end`), the
+    sidecar may send `done` unasked (after any `emit`/`mutate`), e.g. when
+    its deadline passed: the agent cancels the downstream, drops its
+    remaining items, and takes that `done` as the hook's answer (for
+    on_model_call it must carry a model_response or an error). Messages the
+    agent sent before it saw the `done` need no answer: a sidecar ignores
+    every message for an invocation it has ended.
     Retries: after an `outcome` carrying an error (and, for event hooks,
     after `stream_end`) the sidecar may answer with another `call_next`
     instead of `done`: the agent runs the downstream again (with that
@@ -167,6 +175,14 @@ class MiddlewareServiceServicer:
     answered), then the chunks, then `stream_end` (answered by `done`).
     `call_next.final` or `verdict.final` ends the invocation early: the
     agent sends nothing more for it and expects nothing more from it.
+    While the downstream of an event hook or on_model_call runs (after
+    `call_next`, before the outcome; a model stream until `stream_end`), the
+    sidecar may send `done` unasked (after any `emit`/`mutate`), e.g. when
+    its deadline passed: the agent cancels the downstream, drops its
+    remaining items, and takes that `done` as the hook's answer (for
+    on_model_call it must carry a model_response or an error). Messages the
+    agent sent before it saw the `done` need no answer: a sidecar ignores
+    every message for an invocation it has ended.
     Retries: after an `outcome` carrying an error (and, for event hooks,
     after `stream_end`) the sidecar may answer with another `call_next`
     instead of `done`: the agent runs the downstream again (with that
@@ -311,6 +327,14 @@ class MiddlewareService:
     answered), then the chunks, then `stream_end` (answered by `done`).
     `call_next.final` or `verdict.final` ends the invocation early: the
     agent sends nothing more for it and expects nothing more from it.
+    While the downstream of an event hook or on_model_call runs (after
+    `call_next`, before the outcome; a model stream until `stream_end`), the
+    sidecar may send `done` unasked (after any `emit`/`mutate`), e.g. when
+    its deadline passed: the agent cancels the downstream, drops its
+    remaining items, and takes that `done` as the hook's answer (for
+    on_model_call it must carry a model_response or an error). Messages the
+    agent sent before it saw the `done` need no answer: a sidecar ignores
+    every message for an invocation it has ended.
     Retries: after an `outcome` carrying an error (and, for event hooks,
     after `stream_end`) the sidecar may answer with another `call_next`
     instead of `done`: the agent runs the downstream again (with that

@@ -136,11 +136,20 @@ class Stuck:
     def __init__(self) -> None:
         self.never = asyncio.Event()
         self.started = 0
+        self.cancelled = 0
+
+    async def wait(self) -> None:
+        """Hang until cancelled (and count the cancellation)."""
+        try:
+            await self.never.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
 
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_model_call_that_takes_too_long_ends_with_model_timeout(
-    kind: MessageKind, stream: bool
+    kind: MessageKind, attach: Attach, stream: bool
 ) -> None:
     stuck = Stuck()
 
@@ -148,14 +157,14 @@ async def test_a_model_call_that_takes_too_long_ends_with_model_timeout(
         async def __call__(self, messages: Any, **kw: Any) -> Any:
             stuck.started += 1
             if not stream:
-                await stuck.never.wait()
+                await stuck.wait()
             return self._hang()
 
         async def _hang(self) -> AsyncIterator[Any]:
-            await stuck.never.wait()
+            await stuck.wait()
             yield None
 
-    mw = TimeoutMiddleware(model_timeout=0.05)
+    mw = await attach(TimeoutMiddleware(model_timeout=0.05))
     agent = Agent(Hanging(["x"], model_name="slow"), kind=kind, middlewares=[mw])
     events = await collect(agent.reply("hi"))
     error = events[-1].error  # type: ignore[union-attr]
@@ -163,6 +172,7 @@ async def test_a_model_call_that_takes_too_long_ends_with_model_timeout(
     assert error.reason == "MODEL_TIMEOUT"
     assert (error.metadata["model"], error.metadata["timeoutSeconds"]) == ("slow", "0.05")
     assert stuck.started == 1
+    assert stuck.cancelled == 1  # the agent's model call was stopped, not left running
 
 
 async def test_a_timed_out_model_call_is_retried(kind: MessageKind) -> None:
@@ -187,7 +197,9 @@ async def test_a_timed_out_model_call_is_retried(kind: MessageKind) -> None:
     assert calls == 2
 
 
-async def test_a_tool_that_takes_too_long_gets_an_error_result(kind: MessageKind) -> None:
+async def test_a_tool_that_takes_too_long_gets_an_error_result(
+    kind: MessageKind, attach: Attach
+) -> None:
     stuck = Stuck()
 
     @tool
@@ -199,10 +211,10 @@ async def test_a_tool_that_takes_too_long_gets_an_error_result(kind: MessageKind
         """
         stuck.started += 1
         yield "partial "
-        await stuck.never.wait()
+        await stuck.wait()
 
     turns = [ScriptedTurn(tool_calls=[("slow", {"city": "Oslo"}), ("echo", {"text": "x"})]), "ok"]
-    mw = TimeoutMiddleware(tool_timeout=30, tool_timeouts={"slow": 0.05})
+    mw = await attach(TimeoutMiddleware(tool_timeout=30, tool_timeouts={"slow": 0.05}))
     agent = Agent(ScriptedChatModel(turns), kind=kind, tools=[slow, echo], middlewares=[mw])
     events = await collect(agent.reply("go"))
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
@@ -215,6 +227,7 @@ async def test_a_tool_that_takes_too_long_gets_an_error_result(kind: MessageKind
         "echo": ("success", "x"),
     }
     assert [e.type for e in events].count("tool_result_start") == 2
+    assert stuck.cancelled == 1  # the tool run was stopped, not left running
 
 
 def test_timeouts_are_checked_when_built() -> None:
@@ -224,8 +237,13 @@ def test_timeouts_are_checked_when_built() -> None:
         TimeoutMiddleware(tool_timeouts={"x": -1})
 
 
-async def test_a_sidecar_refuses_the_timeout_middleware() -> None:
+async def test_a_sidecar_refuses_a_middleware_that_runs_in_process_only() -> None:
+    from hookmesh.middleware import Middleware
     from hookmesh.remote import serve_middleware
 
-    with pytest.raises(ValueError, match="runs in the agent's process only"):
-        await serve_middleware(TimeoutMiddleware(model_timeout=1))
+    class Local(Middleware):
+        serves_remotely = False
+        local_only_reason = "it holds the agent's own file handles"
+
+    with pytest.raises(ValueError, match="it holds the agent's own file handles"):
+        await serve_middleware(Local())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from hookmesh.agent.models import ModelError, ModelResponse, ModelResult
 from hookmesh.middleware._base import EventHandler, Middleware, ModelHandler
@@ -44,9 +44,10 @@ class TimeoutMiddleware(Middleware):
     (output it streamed before stays). A synchronous tool's thread cannot be stopped: it
     runs on, its result is dropped.
 
-    State: none. In process only: a deadline must cancel the agent's own model call or tool
-    run, which a sidecar cannot reach (`hookmesh sidecar` refuses it). Put it in the agent's
-    middleware list; sidecar middlewares around it see its errors as usual.
+    State: none. Behind a sidecar the deadline is kept there: when it passes, the sidecar
+    ends the hook while the downstream runs, and the agent cancels the model call or tool
+    run (remote protocol, step 4). There a model timeout is the sidecar middleware's failure,
+    not a `ModelError`: keep this middleware in process when a retry must follow it.
 
     Example:
         >>> mw = TimeoutMiddleware(model_timeout=60, tool_timeout=30, tool_timeouts={"build": 600})
@@ -59,8 +60,10 @@ class TimeoutMiddleware(Middleware):
         tool_timeouts: Per tool name, seconds that replace `tool_timeout`.
     """
 
-    serves_remotely = False
-    local_only_reason = "a deadline must cancel the agent's own model call or tool run"
+    read_only_subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+        "on_acting": ("tool_result_start",)
+    }
+    """Behind a sidecar it needs only to learn that a tool result began, never to hold one."""
 
     def __init__(
         self,
