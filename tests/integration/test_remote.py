@@ -87,6 +87,33 @@ async def test_subscribed_events_are_the_only_ones_forwarded(
     assert received(running) == {"invocation": 1, "item": 1, "outcome": 1}
 
 
+async def test_an_emit_after_a_verdict_waits_for_the_next_answer(
+    kind: MessageKind, serve: Serve
+) -> None:
+    """A hook that re-yields an item, then yields its own event (the sidecar sends the
+    verdict, then the emit) is not a hook ending early, even when the emit is already there
+    when the agent pulls on: the downstream runs to its end."""
+    from hookmesh.demo import AuditTrail, get_weather
+
+    running, remote = await serve(AuditTrail())
+    turns = [ScriptedTurn(tool_calls=[("get_weather", {"city": "Oslo"})]), "Cold."]
+    agent = Agent(ScriptedChatModel(turns), kind=kind, tools=[get_weather], middlewares=[remote])
+    events = []
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        async for event in agent.reply("go"):
+            events.append(event)
+            if event.type == "tool_result_end":
+                # The consumer is slow: the emit reaches the agent before it pulls again.
+                # (Polled: nothing signals a message put in an invocation's inbox.)
+                invocations = remote._stream.invocations.values()  # type: ignore[union-attr]
+                while not any(inv.inbox.qsize() for inv in invocations):  # noqa: ASYNC110
+                    await asyncio.sleep(0)
+    assert events[-1].finish_reason == "completed"  # type: ignore[attr-defined]
+    kinds = types(events)
+    assert kinds.index("tool_result_end") < kinds.index("custom")
+    assert received(running) == {"invocation": 1, "item": 1, "outcome": 1}
+
+
 async def test_pre_only_costs_one_message_and_still_overrides(
     kind: MessageKind, serve: Serve
 ) -> None:

@@ -98,8 +98,8 @@ class _Stream:
                 inv = self.invocations.get(response.invocation_id)
                 if inv is not None:
                     inv.inbox.put_nowait(response)
-                    if inv.pulling and response.WhichOneof("message") == "done":
-                        inv.stop()
+                    if response.WhichOneof("message") == "done":
+                        inv.ended()
             error = SidecarError("the sidecar closed the stream", reason="SIDECAR_UNAVAILABLE")
         except grpc.aio.AioRpcError as exc:
             error = SidecarError(
@@ -169,6 +169,7 @@ class _Invocation:
     __slots__ = (
         "agent",
         "broken",
+        "done_sent",
         "hook",
         "id",
         "inbox",
@@ -187,15 +188,19 @@ class _Invocation:
         self.id = stream.next_id()
         self.inbox: asyncio.Queue[Any] = asyncio.Queue()
         self.broken: SidecarError | None = None
+        self.done_sent = False
         self.pulling = False
         self.interrupted = False
         self.task = asyncio.current_task()
         stream.invocations[self.id] = self
 
-    def stop(self) -> None:
-        """The sidecar ended the hook while the downstream runs: cancel the downstream wait
-        (`pull` and `downstream` then raise `DownstreamStopped`)."""
-        self._cancel_wait("hookmesh: the sidecar ended the hook")
+    def ended(self) -> None:
+        """A `done` arrived. Answering a wait, `wait` takes it; sent unasked while the
+        downstream runs, it stops the downstream wait (`pull` and `downstream` raise
+        `DownstreamStopped`, now or at their next call)."""
+        self.done_sent = True
+        if self.pulling:
+            self._cancel_wait("hookmesh: the sidecar ended the hook")
 
     def _cancel_wait(self, why: str) -> None:
         """Cancel the downstream wait once (`_woken` undoes the one cancellation)."""
@@ -239,11 +244,12 @@ class _Invocation:
             self.pulling = False
 
     def _check_waiting(self) -> None:
-        """Before the downstream runs on: a broken stream (fail_closed) or a message the
-        sidecar sent unasked (only emits and mutations followed by a done are allowed)."""
+        """Before the downstream runs on: a broken stream (fail_closed), or a `done` the
+        sidecar sent while the agent was busy upstream. (Emits may come unasked too: they
+        wait in the inbox for the next answer.)"""
         if self.broken is not None and self.mw.failure_mode == "fail_closed":
             raise self.broken
-        if self.broken is None and self.inbox.qsize():
+        if self.done_sent:
             raise DownstreamStopped
 
     def _woken(self) -> Exception:
