@@ -128,6 +128,27 @@ async def test_pre_only_costs_one_message_and_still_overrides(
     await asyncio.wait_for(asyncio.gather(*sidecar_tasks), SHORT_TIMEOUT)
 
 
+@pytest.mark.parametrize(("mode", "answers"), [("pre_only", 0), ("observe", 1)])
+async def test_permission_and_compression_hooks_honour_their_mode(
+    kind: MessageKind, serve: Serve, mode: str, answers: int
+) -> None:
+    """pre_only: the invocation alone; observe: the invocation and the outcome, never
+    waited for (a 1 s deadline would fail the reply if the agent waited)."""
+    watcher = rmws.WatchesChecks(mode)  # type: ignore[arg-type]
+    running, remote = await serve(watcher, timeout=1)
+    turns = [ScriptedTurn(tool_calls=[("echo", {"text": "x"})]), "done"]
+    agent = Agent(ScriptedChatModel(turns), kind=kind, tools=[echo], middlewares=[remote])
+    events = await collect(agent.reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert [(e.state, e.type) for e in events if e.type == "tool_result_end"] == [
+        ("success", "tool_result_end")
+    ]
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        hooks = sorted([await watcher.finished.get() for _ in range(3)])
+    assert hooks == ["on_check_permission", "on_compress_context", "on_compress_context"]
+    assert received(running) == {"invocation": 3, **({"outcome": 3} if answers else {})}
+
+
 async def test_observe_hooks_never_delay_the_reply(kind: MessageKind, serve: Serve) -> None:
     stuck = rmws.Stuck("observe")
     running, remote = await serve(stuck)

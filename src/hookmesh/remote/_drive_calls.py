@@ -183,14 +183,26 @@ class CallHookDriver(Middleware):
         finally:
             inv.close(cancel=not finished)
 
-    async def drive_permission(self, inv: _Invocation, next_handler: Any) -> PermissionDecision:
+    async def drive_permission(
+        self, inv: _Invocation, routes: Routes, next_handler: Any
+    ) -> PermissionDecision:
         """One on_check_permission invocation."""
         finished = False
         try:
+            if routes.mode == "observe":
+                decision = await next_handler()
+                inv.outcome(permission=c.decision_to_pb(decision))
+                finished = True
+                return decision  # type: ignore[no-any-return]
             events, message = await inv.wait("call_next")
             _emit(inv, events)
-            decision: PermissionDecision | None = None
+            decision = None
             if message.WhichOneof("message") == "call_next":
+                overrides(self, inv.hook, message.call_next, inv.agent, {})
+                if routes.mode == "pre_only" or message.call_next.final:
+                    finished = True
+                    inv.close(cancel=False)
+                    return await next_handler()  # type: ignore[no-any-return]
                 decision = await next_handler()
                 assert decision is not None
                 inv.outcome(permission=c.decision_to_pb(decision))
@@ -207,12 +219,24 @@ class CallHookDriver(Middleware):
         finally:
             inv.close(cancel=not finished)
 
-    async def drive_compress(self, inv: _Invocation, next_handler: Any) -> None:
+    async def drive_compress(self, inv: _Invocation, routes: Routes, next_handler: Any) -> None:
         """One on_compress_context invocation."""
         finished = False
         try:
+            if routes.mode == "observe":
+                await next_handler()
+                inv.outcome(stream_end=_STREAM_END)
+                finished = True
+                return
             events, message = await inv.wait("call_next")
             if message.WhichOneof("message") == "call_next":
+                overrides(self, inv.hook, message.call_next, inv.agent, {})
+                if routes.mode == "pre_only" or message.call_next.final:
+                    _emit(inv, events)
+                    finished = True
+                    inv.close(cancel=False)
+                    await next_handler()
+                    return
                 await next_handler()
                 inv.outcome(stream_end=_STREAM_END)
                 more, _ = await inv.wait("done")
