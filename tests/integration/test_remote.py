@@ -317,3 +317,26 @@ async def test_the_sidecar_sees_only_its_slice_and_context_only_if_asked(
     assert seen["replies"] == [events[0].reply_id]
     assert seen["context"] == (1 if probe.needs_context else 0)
     assert report(events, "CallCounter")["calls"] == 1
+
+
+async def test_a_sidecar_tool_keeps_every_flag(serve: Serve) -> None:
+    """What retry, permission and concurrency decide by must survive the trip."""
+    from hookmesh.agent import tool
+
+    @tool(read_only=True, concurrency_safe=True, idempotent=True, needs_confirmation=True)
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: The key.
+        """
+        return key
+
+    class Gives(Middleware):
+        def list_tools(self) -> list[Any]:
+            return [lookup]
+
+    _, remote = await serve(Gives())
+    [proxy] = remote.list_tools()
+    flags = ("read_only", "concurrency_safe", "idempotent", "needs_confirmation", "return_directly")
+    assert {f: getattr(proxy, f) for f in flags} == {f: getattr(lookup, f) for f in flags}

@@ -277,9 +277,6 @@ class _Invocation:
             )
         self.stream.send(request, read_only)
 
-    def state(self) -> Any:
-        return c.struct(self.mw.state(self.agent))
-
     def fill_state(self, message: Any) -> None:
         """Set `message.state` to the middleware's slice, when it has one."""
         by_reply = self.agent.state.middle_context.get(self.mw.middleware_key())
