@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from hookmesh.agent.models import ModelResponse, ModelResult
@@ -94,7 +95,7 @@ class CallHookDriver(Middleware):
         call_next (a retry, perhaps with other overrides) instead of done."""
         while True:
             try:
-                return await inv.downstream(next_handler(**changed))
+                return await inv.downstream(partial(next_handler, **changed))
             except DownstreamStopped:
                 # The sidecar ended the hook while the model ran (its deadline): its done
                 # is the answer (a done with an error raises it).

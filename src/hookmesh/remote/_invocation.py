@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from hookmesh.errors import HookmeshError
-from hookmesh.remote import _codec as c
 from hookmesh.schema import AgentEvent, event_from_proto, message_to_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
@@ -224,22 +223,23 @@ class _Invocation:
         try:
             return await anext(iterator)
         except asyncio.CancelledError:
-            if not self.interrupted:
+            if (woken := self._woken()) is None:
                 raise
-            raise self._woken() from None
+            raise woken from None
         finally:
             self.pulling = False
 
-    async def downstream(self, awaitable: Awaitable[Any]) -> Any:
-        """`pull` for a downstream that is one awaitable (a model call)."""
+    async def downstream(self, start: Callable[[], Awaitable[Any]]) -> Any:
+        """`pull` for a downstream that is one awaitable (a model call), started here once
+        the checks passed."""
         self._check_waiting()
         self.pulling = True
         try:
-            return await awaitable
+            return await start()
         except asyncio.CancelledError:
-            if not self.interrupted:
+            if (woken := self._woken()) is None:
                 raise
-            raise self._woken() from None
+            raise woken from None
         finally:
             self.pulling = False
 
@@ -252,12 +252,15 @@ class _Invocation:
         if self.done_sent:
             raise DownstreamStopped
 
-    def _woken(self) -> Exception:
-        """Why the downstream wait was cancelled: the stream broke, or the sidecar ended the
-        hook."""
+    def _woken(self) -> Exception | None:
+        """Why this invocation cancelled the downstream wait: the stream broke, or the
+        sidecar ended the hook. None when the cancellation is someone else's (the reply's
+        interrupt, an outer deadline), also when it came beside this one: it goes on."""
+        if not self.interrupted:
+            return None
         self.interrupted = False
-        if self.task is not None:
-            self.task.uncancel()
+        if self.task is not None and self.task.uncancel() > 0:
+            return None
         return self.broken if self.broken is not None else DownstreamStopped()
 
     def send(self, **message: Any) -> None:
