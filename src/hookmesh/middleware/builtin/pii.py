@@ -4,7 +4,7 @@ redacted, masked, hashed or blocked in user input, tool results and model output
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from hookmesh.middleware._base import EventHandler, Middleware
@@ -21,11 +21,14 @@ from hookmesh.middleware.builtin._pii import (
 __all__ = ["TARGETS", "PIIDetectedError", "PIIMiddleware", "Strategy", "Target"]
 from hookmesh.schema import (
     AgentEvent,
+    ContentBlock,
+    Message,
     ReasoningBlockDeltaEvent,
     TextBlockDeltaEvent,
     ToolResultDeltaEvent,
     is_assistant,
     is_system,
+    is_tool_result,
     map_text,
 )
 
@@ -72,9 +75,11 @@ class PIIMiddleware(Middleware):
     last four letters and digits), ``hash`` (``<email:1a2b3c4d5e>``, a stable SHA-256
     prefix) or ``block`` (the reply ends with ``PII_DETECTED``).
 
-    Where (`apply_to`): ``input``: user messages (and hints) are rewritten in the context
-    before each model call; ``tool_results``: a tool's streamed output is masked as it passes
-    (so its result in the context is too); ``output``: the model's streamed text and
+    Where (`apply_to`): ``input``: the user's text and hints (not the tool results a user
+    message carries) are rewritten in the context before each model call; ``tool_results``:
+    a tool's streamed output is masked as it passes (so its result in the context is too),
+    and tool results that reached the context otherwise (sent by the client) are rewritten
+    before each model call; ``output``: the model's streamed text and
     reasoning are masked as they pass, and its message in the context is rewritten after
     the step. Every text-bearing block of both kinds is covered; tool call arguments are not
     rewritten (the tool must get what the model meant; guard the tool instead). A stream is
@@ -145,14 +150,21 @@ class PIIMiddleware(Middleware):
         return "pii"
 
     def _rewrite(self, agent: Agent, start: int, *, output: bool) -> None:
-        """Scrub the context's messages from `start` on: user turns and tool results
-        before a call, the model's messages after it."""
+        """Scrub the context's messages from `start` on: before a call, the user's text and
+        hints (``input``) and tool results (``tool_results``), each only when chosen; after
+        it, the model's messages."""
         context = agent.state.context
+        user = not output and "input" in self.apply_to
+        results = not output and "tool_results" in self.apply_to
         for i in range(start, len(context)):
             msg = context[i]
             if is_system(msg) or is_assistant(msg) != output:
                 continue
-            context[i] = map_text(msg, self.scrubber.scrub)
+            context[i] = (
+                map_text(msg, self.scrubber.scrub)
+                if output
+                else _map_parts(msg, self.scrubber.scrub, user=user, results=results)
+            )
 
     async def on_reasoning(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
@@ -165,7 +177,7 @@ class PIIMiddleware(Middleware):
         state = self.state(agent)
         context = agent.state.context
         clean = state.get("clean", 0)
-        if "input" in self.apply_to:
+        if self.apply_to & {"input", "tool_results"}:
             self._rewrite(agent, clean if clean <= len(context) else 0, output=False)
         before = len(context)
         if "output" not in self.apply_to:
@@ -211,6 +223,24 @@ class PIIMiddleware(Middleware):
             if held is not None and (rest := held[0].flush()):
                 yield _with_text(held[1], rest)
             yield event
+
+
+# NOTE(pii): the one place that looks at kind-specific fields; map_text has no way to touch
+# a user message's own text but not the tool results it carries (agentic), and belongs
+# with the kind-aware helpers in hookmesh.schema.
+def _map_parts(msg: Message, change: Callable[[str], str], *, user: bool, results: bool) -> Message:
+    """`msg` with `change` applied to its own text (user text and hints) when `user`, and to
+    the text of the tool results it carries when `results`."""
+    if msg.kind == "flat":
+        return map_text(msg, change) if (results if is_tool_result(msg) else user) else msg
+    blocks: list[ContentBlock] = []
+    for block in msg.blocks:
+        if results if block.type == "tool_result" else user:
+            block = map_text(msg.model_copy(update={"blocks": [block]}), change).blocks[0]  # type: ignore[union-attr]
+        blocks.append(block)
+    if all(new is old for new, old in zip(blocks, msg.blocks, strict=True)):
+        return msg
+    return msg.model_copy(update={"blocks": blocks})
 
 
 def _text(event: AgentEvent) -> str:
