@@ -4,7 +4,7 @@ redacted, masked, hashed or blocked in user input, tool results and model output
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from hookmesh.middleware._base import EventHandler, Middleware
@@ -21,14 +21,11 @@ from hookmesh.middleware.builtin._pii import (
 __all__ = ["TARGETS", "PIIDetectedError", "PIIMiddleware", "Strategy", "Target"]
 from hookmesh.schema import (
     AgentEvent,
-    ContentBlock,
-    Message,
     ReasoningBlockDeltaEvent,
     TextBlockDeltaEvent,
     ToolResultDeltaEvent,
     is_assistant,
     is_system,
-    is_tool_result,
     map_text,
 )
 
@@ -154,17 +151,16 @@ class PIIMiddleware(Middleware):
         hints (``input``) and tool results (``tool_results``), each only when chosen; after
         it, the model's messages."""
         context = agent.state.context
-        user = not output and "input" in self.apply_to
-        results = not output and "tool_results" in self.apply_to
+        only: Literal["all", "own", "tool_results"] = "all"
+        if not output and "input" not in self.apply_to:
+            only = "tool_results"
+        elif not output and "tool_results" not in self.apply_to:
+            only = "own"
         for i in range(start, len(context)):
             msg = context[i]
             if is_system(msg) or is_assistant(msg) != output:
                 continue
-            context[i] = (
-                map_text(msg, self.scrubber.scrub)
-                if output
-                else _map_parts(msg, self.scrubber.scrub, user=user, results=results)
-            )
+            context[i] = map_text(msg, self.scrubber.scrub, only=only)
 
     async def on_reasoning(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
@@ -223,24 +219,6 @@ class PIIMiddleware(Middleware):
             if held is not None and (rest := held[0].flush()):
                 yield _with_text(held[1], rest)
             yield event
-
-
-# NOTE(pii): the one place that looks at kind-specific fields; map_text has no way to touch
-# a user message's own text but not the tool results it carries (agentic), and belongs
-# with the kind-aware helpers in hookmesh.schema.
-def _map_parts(msg: Message, change: Callable[[str], str], *, user: bool, results: bool) -> Message:
-    """`msg` with `change` applied to its own text (user text and hints) when `user`, and to
-    the text of the tool results it carries when `results`."""
-    if msg.kind == "flat":
-        return map_text(msg, change) if (results if is_tool_result(msg) else user) else msg
-    blocks: list[ContentBlock] = []
-    for block in msg.blocks:
-        if results if block.type == "tool_result" else user:
-            block = map_text(msg.model_copy(update={"blocks": [block]}), change).blocks[0]  # type: ignore[union-attr]
-        blocks.append(block)
-    if all(new is old for new, old in zip(blocks, msg.blocks, strict=True)):
-        return msg
-    return msg.model_copy(update={"blocks": blocks})
 
 
 def _text(event: AgentEvent) -> str:
