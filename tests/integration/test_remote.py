@@ -340,3 +340,33 @@ async def test_a_sidecar_tool_keeps_every_flag(serve: Serve) -> None:
     [proxy] = remote.list_tools()
     flags = ("read_only", "concurrency_safe", "idempotent", "needs_confirmation", "return_directly")
     assert {f: getattr(proxy, f) for f in flags} == {f: getattr(lookup, f) for f in flags}
+
+
+async def test_a_model_response_cannot_replace_a_stream_under_way(
+    kind: MessageKind, serve: Serve
+) -> None:
+    """The sidecar answers with a full response while the agent relays the model's stream:
+    refused as a protocol error (the stream's start already went upstream), never dropped."""
+    from hookmesh.agent.models import ModelResponse
+    from hookmesh.schema import make_assistant
+
+    never = asyncio.Event()
+
+    class Hanging(ScriptedChatModel):
+        async def __call__(self, messages: Any, **kw: Any) -> Any:
+            return self._hang()
+
+        async def _hang(self) -> AsyncIterator[Any]:
+            await never.wait()
+            yield None
+
+    class Replaces(Middleware):
+        async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+            await next_handler()  # the stream has started
+            return ModelResponse(message=make_assistant(agent.kind, "instead"))
+
+    _, remote = await serve(Replaces())
+    agent = Agent(Hanging(["x"]), kind=kind, middlewares=[remote])
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        events = await collect(agent.reply("go"))
+    assert events[-1].error.reason == "SIDECAR_PROTOCOL_ERROR"  # type: ignore[union-attr]

@@ -139,11 +139,17 @@ class CallHookDriver(Middleware):
                     break
                 except DownstreamStopped:
                     # The sidecar ended the hook mid-stream (its deadline): a done with an
-                    # error raises it; a plain done ends the stream here.
+                    # error raises it; a plain done ends the stream here. A model response
+                    # cannot replace a stream already under way.
                     await close_downstream(iterator)
-                    events, _ = await inv.wait("done")
+                    events, message = await inv.wait("done")
                     _emit(inv, events)
                     finished = True
+                    if message.done.WhichOneof("result") == "model_response":
+                        raise protocol_error(
+                            "a done sent during a model stream may not carry a model response",
+                            hook=inv.hook,
+                        ) from None
                     return
                 except Exception as exc:
                     if observe or exc is inv.broken:
