@@ -238,7 +238,7 @@ class RemoteMiddleware(EventHookDriver, CallHookDriver):
     def _invoke(self, agent: Agent, hook: str, **kwargs_arm: Any) -> _Invocation:
         stream = self._stream
         if stream is None or not stream.alive:
-            stream = self._stream = _Stream(self.stub, self.metadata)
+            stream = self._stream = _Stream(self.stub, self.metadata, self.max_message_bytes)
         inv = _Invocation(self, stream, agent, hook)
         request = _mw_pb2.InterceptRequest(invocation_id=inv.id)
         invocation = request.invocation  # filled in place: no copies of the message
