@@ -60,9 +60,9 @@ class ToolSelectorMiddleware(Middleware):
     emits a `SELECTION_EVENT`. The request is the last user message with text of its own;
     while it and the tools stay the same (the later steps of a reply), the choice is reused.
 
-    State: the last request, tools and choice (per reply). Remote: declares `needs_context` (it reads the request) and narrows the
-    offered tools with ``ModelCallOverrides.tools``; a sidecar needs `model` (it has none of
-    the agent's).
+    State: the last request, tools and choice (per reply). Remote: declares `needs_context`
+    (it reads the request) and narrows the offered tools with ``ModelCallOverrides.tools``; a
+    sidecar needs `model` (it has none of the agent's).
 
     Example:
         >>> from hookmesh.agent.models import ScriptedChatModel
