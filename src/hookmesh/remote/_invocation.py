@@ -65,9 +65,7 @@ class _Stream:
         metadata: Sequence[tuple[str, str]],
         max_message_bytes: int,
     ) -> None:
-        self._outgoing: asyncio.Queue[tuple[_mw_pb2.InterceptRequest, int] | None] = (
-            asyncio.Queue()
-        )
+        self._outgoing: asyncio.Queue[tuple[_mw_pb2.InterceptRequest, int] | None] = asyncio.Queue()
         self.max_message_bytes = max_message_bytes
         self.invocations: dict[str, _Invocation] = {}
         self._ids = itertools.count(1)
