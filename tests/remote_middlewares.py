@@ -167,3 +167,26 @@ class PrefersFailOpen(Middleware):
     ) -> AsyncIterator[AgentEvent]:
         raise RuntimeError("always fails")
         yield  # pragma: no cover - makes this an async generator
+
+
+class WatchesChecks(Middleware):
+    """Watches permission checks and context compression in the given mode, changing
+    nothing (pre_only and observe are each a single message for these hooks)."""
+
+    def __init__(self, mode: HookMode) -> None:
+        self.hook_modes = {"on_check_permission": mode, "on_compress_context": mode}
+        self.finished: asyncio.Queue[str] = asyncio.Queue()
+        """The hooks as each invocation ends (on the sidecar)."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> Any:
+        decision = await next_handler()
+        self.finished.put_nowait("on_check_permission")
+        return decision
+
+    async def on_compress_context(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> None:
+        await next_handler()
+        self.finished.put_nowait("on_compress_context")

@@ -180,3 +180,16 @@ async def test_both_chat_clients_stop_quietly_when_the_reader_goes_away(tmp_path
             assert json.loads(out)["type"] == "reply_start"
     finally:
         await service.stop(None)
+
+
+async def test_status_checks_every_configured_service_at_the_address_up_uses(
+    tmp_path: Path,
+) -> None:
+    """A service without a listen key runs on its default address: status checks it there
+    (nothing runs here, so it is down and status exits 1)."""
+    config = tmp_path / "suite.yaml"
+    config.write_text("listen: 127.0.0.1:0\nservices: {tts: {}, agui: {}}\n")
+    code, out, err = await run("status", "--config", str(config), "--timeout", "1")
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()}
+    assert rows == {"agent": "127.0.0.1:0", "tts": "127.0.0.1:7003", "agui": "127.0.0.1:7010"}
+    assert code == 1, err

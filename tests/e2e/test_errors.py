@@ -112,6 +112,12 @@ async def test_a_middleware_with_a_sync_hook_is_refused_at_start(tmp_path: Path)
         (("serve", "agent", "--config", "missing.yaml"), {}, "cannot read config missing.yaml"),
         (("sessions", "list", "--page-sise", "3"), {}, "No such option: --page-sise"),
         (("up", "--listen", "7000"), {}, "--listen '7000' is not host:port"),
+        (("serve", "mcp", "--token-env", "HOOKMESH_NO_SUCH_VAR"), {}, "HOOKMESH_NO_SUCH_VAR"),
+        (
+            ("serve", "mcp", "--transport", "http", "--token-env", "HOME"),
+            {},
+            "--token-env is for stdio",
+        ),
     ],
 )
 async def test_usage_mistakes(args: tuple[str, ...], env: dict[str, str], expected: str) -> None:

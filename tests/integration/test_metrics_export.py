@@ -57,6 +57,11 @@ async def test_the_agent_service_serves_prometheus_metrics(
         line.startswith("hookmesh_agent_replies_total{") and line.endswith(" 1.0") for line in lines
     ), lines
     assert "gen_ai_client_operation_duration_seconds_bucket" in page
+    # The one model call of the reply was recorded once (a count, never a duration).
+    assert any(
+        line.startswith("gen_ai_client_operation_duration_seconds_count{") and line.endswith(" 1.0")
+        for line in page.splitlines()
+    ), page
     with pytest.raises(OSError):
         await asyncio.to_thread(_get, url)
 

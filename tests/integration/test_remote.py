@@ -128,6 +128,27 @@ async def test_pre_only_costs_one_message_and_still_overrides(
     await asyncio.wait_for(asyncio.gather(*sidecar_tasks), SHORT_TIMEOUT)
 
 
+@pytest.mark.parametrize(("mode", "answers"), [("pre_only", 0), ("observe", 1)])
+async def test_permission_and_compression_hooks_honour_their_mode(
+    kind: MessageKind, serve: Serve, mode: str, answers: int
+) -> None:
+    """pre_only: the invocation alone; observe: the invocation and the outcome, never
+    waited for (a 1 s deadline would fail the reply if the agent waited)."""
+    watcher = rmws.WatchesChecks(mode)  # type: ignore[arg-type]
+    running, remote = await serve(watcher, timeout=1)
+    turns = [ScriptedTurn(tool_calls=[("echo", {"text": "x"})]), "done"]
+    agent = Agent(ScriptedChatModel(turns), kind=kind, tools=[echo], middlewares=[remote])
+    events = await collect(agent.reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert [(e.state, e.type) for e in events if e.type == "tool_result_end"] == [
+        ("success", "tool_result_end")
+    ]
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        hooks = sorted([await watcher.finished.get() for _ in range(3)])
+    assert hooks == ["on_check_permission", "on_compress_context", "on_compress_context"]
+    assert received(running) == {"invocation": 3, **({"outcome": 3} if answers else {})}
+
+
 async def test_observe_hooks_never_delay_the_reply(kind: MessageKind, serve: Serve) -> None:
     stuck = rmws.Stuck("observe")
     running, remote = await serve(stuck)
@@ -296,3 +317,56 @@ async def test_the_sidecar_sees_only_its_slice_and_context_only_if_asked(
     assert seen["replies"] == [events[0].reply_id]
     assert seen["context"] == (1 if probe.needs_context else 0)
     assert report(events, "CallCounter")["calls"] == 1
+
+
+async def test_a_sidecar_tool_keeps_every_flag(serve: Serve) -> None:
+    """What retry, permission and concurrency decide by must survive the trip."""
+    from hookmesh.agent import tool
+
+    @tool(read_only=True, concurrency_safe=True, idempotent=True, needs_confirmation=True)
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: The key.
+        """
+        return key
+
+    class Gives(Middleware):
+        def list_tools(self) -> list[Any]:
+            return [lookup]
+
+    _, remote = await serve(Gives())
+    [proxy] = remote.list_tools()
+    flags = ("read_only", "concurrency_safe", "idempotent", "needs_confirmation", "return_directly")
+    assert {f: getattr(proxy, f) for f in flags} == {f: getattr(lookup, f) for f in flags}
+
+
+async def test_a_model_response_cannot_replace_a_stream_under_way(
+    kind: MessageKind, serve: Serve
+) -> None:
+    """The sidecar answers with a full response while the agent relays the model's stream:
+    refused as a protocol error (the stream's start already went upstream), never dropped."""
+    from hookmesh.agent.models import ModelResponse
+    from hookmesh.schema import make_assistant
+
+    never = asyncio.Event()
+
+    class Hanging(ScriptedChatModel):
+        async def __call__(self, messages: Any, **kw: Any) -> Any:
+            return self._hang()
+
+        async def _hang(self) -> AsyncIterator[Any]:
+            await never.wait()
+            yield None
+
+    class Replaces(Middleware):
+        async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+            await next_handler()  # the stream has started
+            return ModelResponse(message=make_assistant(agent.kind, "instead"))
+
+    _, remote = await serve(Replaces())
+    agent = Agent(Hanging(["x"]), kind=kind, middlewares=[remote])
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        events = await collect(agent.reply("go"))
+    assert events[-1].error.reason == "SIDECAR_PROTOCOL_ERROR"  # type: ignore[union-attr]

@@ -54,3 +54,28 @@ async def test_an_oversized_invocation_fails_only_its_reply(kind: MessageKind) -
     finally:
         await remote.aclose()
         await server.stop(None)
+
+
+def test_read_only_items_fold_only_within_the_sidecars_limit() -> None:
+    """Under load read-only items of one invocation travel folded together, but a folded
+    message never outgrows the limit each item was checked against."""
+    from hookmesh.remote._invocation import coalesce
+    from hookmesh.schema import TextBlockDeltaEvent, event_to_proto
+    from hookmesh.v1 import middleware_pb2
+
+    def item(n: int) -> tuple[Any, int]:
+        event = TextBlockDeltaEvent(reply_id="r", block_id="b", delta=f"{n}" + "x" * 1000)
+        request = middleware_pb2.InterceptRequest(invocation_id="1")
+        request.item.event.CopyFrom(event_to_proto(event))
+        return request, request.ByteSize()
+
+    batch: list[Any] = [item(n) for n in range(5)]
+    size = batch[0][1]
+    sent = coalesce(batch, limit=2 * size)
+    assert [1 + len(m.item.more_events) for m in sent] == [2, 2, 1]
+    assert all(m.ByteSize() <= 2 * size for m in sent)
+    deltas = [
+        e.text_block_delta.delta[0] for m in sent for e in (m.item.event, *m.item.more_events)
+    ]
+    assert deltas == ["0", "1", "2", "3", "4"]  # in order, none lost
+    assert len(coalesce([item(n) for n in range(5)], limit=10 * size)) == 1

@@ -649,6 +649,28 @@ async def test_stream_cut_short_raises_model_error(streaming, server):
         await _collect(streaming, _user("hi"))
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_answer_over_the_byte_limit_is_refused(server, stream):
+    """Bytes are counted, not characters: 2,000 'é' are 4,000 bytes of UTF-8."""
+    text = "é" * 2000
+    answer = json.dumps(
+        {**TEXT_ANSWER, "choices": [{**TEXT_ANSWER["choices"][0], "message": {"content": text}}]},
+        ensure_ascii=False,
+    ).encode()
+    chunk = _chunk({"content": text})
+    frames = [f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode(), b"data: [DONE]\n\n"]
+    server.replies.append(Reply.sse(frames) if stream else Reply(200, [answer]))
+    async with OpenAIChatModel(
+        f"http://127.0.0.1:{server.port}/v1",
+        "gpt-test",
+        stream=stream,
+        timeout=SHORT_TIMEOUT,
+        max_response_bytes=3500,
+    ) as limited:
+        with pytest.raises(ModelError, match="sent more than 3500 bytes"):
+            await (_collect if stream else _call)(limited, _user("hi"))
+
+
 async def test_malformed_json_answer_raises_model_error(model, server):
     server.replies.append(Reply(200, [b"<html>gateway</html>"]))
 

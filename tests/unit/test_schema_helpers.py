@@ -34,6 +34,7 @@ from hookmesh.schema import (
     make_text,
     make_tool_result,
     make_user_text,
+    map_text,
     reasoning_of,
     text_of,
     to_kind,
@@ -424,3 +425,33 @@ def test_a_tool_result_has_no_text_in_either_kind(kind: MessageKind) -> None:
     msg = make_tool_result(kind, "c1", "echo", "the output")
     assert text_of(msg) == ""
     assert [r.text for r in tool_results(msg)] == ["the output"]
+
+
+@pytest.mark.parametrize(
+    ("only", "user", "result"),
+    [("all", "HI", "OK"), ("own", "HI", "ok"), ("tool_results", "hi", "OK")],
+)
+def test_map_text_takes_the_texts_asked_for(
+    kind: MessageKind, only: Any, user: str, result: str
+) -> None:
+    said = make_user_text(kind, "hi")
+    answered = make_tool_result(kind, "c1", "search", "ok")
+    before = (said.model_dump(), answered.model_dump())
+    assert text_of(map_text(said, str.upper, only=only)) == user
+    assert [r.text for r in tool_results(map_text(answered, str.upper, only=only))] == [result]
+    assert (said.model_dump(), answered.model_dump()) == before  # the originals are untouched
+    assert map_text(said, str.lower, only=only) is said  # nothing changed: the same object
+
+
+def test_map_text_splits_an_agentic_user_message_by_block() -> None:
+    mixed = AgenticMessage(
+        role="user",
+        blocks=[
+            ToolResultBlock(call_id="c1", name="search", output=[TextBlock(text="ok")]),
+            TextBlock(text="hi"),
+        ],
+    )
+    own = map_text(mixed, str.upper, only="own")
+    assert (text_of(own), [r.text for r in tool_results(own)]) == ("HI", ["ok"])
+    results = map_text(mixed, str.upper, only="tool_results")
+    assert (text_of(results), [r.text for r in tool_results(results)]) == ("hi", ["OK"])

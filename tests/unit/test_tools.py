@@ -69,6 +69,9 @@ def test_schema_and_flags_come_from_the_function() -> None:
     [
         ("{not json", "arguments are not valid JSON"),
         ("[1, 2]", "arguments must be a JSON object, got list"),
+        ("null", "arguments must be a JSON object, got NoneType"),
+        ("5", "arguments must be a JSON object, got int"),
+        ('"text"', "arguments must be a JSON object, got str"),
         ('{"limit": 2}', "query: Field required"),
         ('{"query": "x", "limit": "many"}', "limit: Input should be a valid integer"),
         ('{"query": "x", "mode": "slow"}', "mode: Input should be 'fast' or 'deep'"),

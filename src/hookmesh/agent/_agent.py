@@ -26,6 +26,7 @@ from hookmesh.middleware import (
     check_middleware,
     core_step,
     culprit,
+    skip_failed,
 )
 from hookmesh.schema import (
     AgentEvent,
@@ -428,9 +429,7 @@ class Agent(ActingSteps):
             except Exception as exc:
                 if mw.failure_mode != "fail_open":
                     raise
-                log.warning(
-                    "middleware %s failed in on_system_prompt: %s", mw.middleware_key(), exc
-                )
+                skip_failed(mw, "on_system_prompt", exc)
         return make_text(self.kind, "system", prompt) if prompt else None
 
     async def _after_agent(self, run: ReplyRun) -> None:
@@ -442,7 +441,7 @@ class Agent(ActingSteps):
             except Exception as exc:
                 if mw.failure_mode != "fail_open":
                     raise
-                log.warning("middleware %s failed in after_agent: %s", mw.middleware_key(), exc)
+                skip_failed(mw, "after_agent", exc)
 
     @core_step
     async def _core_reasoning(self, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:

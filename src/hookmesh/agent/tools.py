@@ -80,11 +80,9 @@ class Tool:
                 f"arguments are not valid JSON: {exc.msg} (character {exc.pos})"
             ) from None
         except RecursionError:
-            raw = None
-        if raw is None or _too_deep(raw):
-            raise ToolArgumentError(
-                f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
-            )
+            raise ToolArgumentError(_TOO_DEEP) from None
+        if _too_deep(raw):
+            raise ToolArgumentError(_TOO_DEEP)
         if not isinstance(raw, dict):
             raise ToolArgumentError(f"arguments must be a JSON object, got {type(raw).__name__}")
         if self._model is None:
@@ -121,11 +119,12 @@ class Tool:
 
 MAX_ARGUMENT_DEPTH = 64
 """Deepest nesting of objects and arrays accepted in tool arguments."""
+_TOO_DEEP = f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
 
 
 def _too_deep(value: Any) -> bool:
     """Whether `value` nests deeper than `MAX_ARGUMENT_DEPTH` (walked without recursion)."""
-    level: list[Any] = [value]
+    level: list[Any] = [value] if isinstance(value, dict | list) else []
     for _ in range(MAX_ARGUMENT_DEPTH + 1):
         level = (
             [

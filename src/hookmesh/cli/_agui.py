@@ -8,15 +8,12 @@ from typing import Annotated
 import typer
 
 from hookmesh.cli._app import host_port, serve_app
-from hookmesh.cli._serve import ListenOption, serve_service
+from hookmesh.cli._serve import ListenOption, config_option, serve_service
 
 
 @serve_app.command("agui")
 def serve_agui(
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="YAML config file (see docs/services/agui.md)."),
-    ] = None,
+    config: Annotated[Path | None, config_option("agui.md")] = None,
     listen: ListenOption = None,
     agent: Annotated[
         str | None, typer.Option(help="Agent service address (host:port) the runs go to.")

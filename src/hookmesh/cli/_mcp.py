@@ -7,16 +7,13 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from hookmesh.cli._app import die, host_port, run, serve_app
-from hookmesh.cli._serve import ListenOption, serve_service
+from hookmesh.cli._app import die, host_port, run, serve_app, token_from_env
+from hookmesh.cli._serve import ListenOption, config_option, serve_service
 
 
 @serve_app.command("mcp")
 def serve_mcp(
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="YAML config file (see docs/services/mcp.md)."),
-    ] = None,
+    config: Annotated[Path | None, config_option("mcp.md")] = None,
     transport: Annotated[
         str | None, typer.Option(help="stdio (default: an MCP client starts this) or http.")
     ] = None,
@@ -41,6 +38,7 @@ def serve_mcp(
 
     if transport not in (None, "stdio", "http"):
         die(f"--transport {transport!r} is not stdio or http")
+    token_from_env(token_env)  # an unset variable is one line, here, not a refusal later
     for value, flag in ((retrieval, "--retrieval"), (memory, "--memory"), (tts, "--tts")):
         if value:
             host_port(value, flag)
@@ -56,6 +54,8 @@ def serve_mcp(
     }
     chosen: Literal["stdio", "http"] | None = transport  # type: ignore[assignment]
     if chosen == "http" or (chosen is None and _configured_http(config)):
+        if token_env is not None:
+            die("--token-env is for stdio: over HTTP each caller's own token goes through")
         serve_service(load_mcp_settings, start_mcp_http_server, config, "mcp server ", **overrides)
     try:
         settings = load_mcp_settings(config, **{k: v for k, v in overrides.items() if v})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,10 +15,12 @@ from hookmesh.cli._app import (
     AppDirOption,
     ClientCaOption,
     ConfigOption,
+    TlsCaOption,
     TlsCertOption,
     TlsKeyOption,
     app,
     auth_flags,
+    client_tls,
     die,
     host_port,
     import_from,
@@ -94,6 +96,7 @@ def up(
 @app.command()
 def status(
     config: ConfigOption = None,
+    tls_ca: TlsCaOption = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each service.")] = (
         _HEALTH_TIMEOUT
     ),
@@ -101,7 +104,7 @@ def status(
     """Check the health of every service of the suite (the default ports, or --config's);
     exit 1 when one is not serving."""
     from hookmesh.services.agent import load_config
-    from hookmesh.services.suite import GATEWAYS, default_suite_config
+    from hookmesh.services.suite import GATEWAYS, default_suite_config, service_settings
 
     try:
         settings = default_suite_config() if config is None else load_config(config)
@@ -110,15 +113,17 @@ def status(
     targets = {"agent": settings.listen}
     for sidecar in settings.sidecars:
         targets[f"sidecar {sidecar.name}"] = sidecar.listen
-    for name, overrides in settings.services.items():
-        listen = overrides.get("listen")
-        if listen:
-            targets[name] = listen
+    try:
+        for name, overrides in settings.services.items():
+            targets[name] = service_settings(name, overrides).listen
+    except ValueError as exc:
+        die(str(exc))
+    tls = client_tls(tls_ca)
 
     async def check() -> int:
         results = await asyncio.gather(
             *(
-                _page_health(t, timeout) if name in GATEWAYS else _health(t, timeout)
+                _page_health(t, timeout) if name in GATEWAYS else _health(t, timeout, tls)
                 for name, t in targets.items()
             )
         )
@@ -129,14 +134,16 @@ def status(
     raise typer.Exit(run(check()))
 
 
-async def _health(target: str, timeout: float) -> str:
+async def _health(target: str, timeout: float, tls: Any) -> str:
     """``serving``, ``not serving`` or why it could not be asked."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+    from hookmesh._security import open_channel
+
     if target.rpartition(":")[2] == "0":
         return "unknown (port 0: picked at start)"
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with open_channel(target, tls) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             answer = await stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout)

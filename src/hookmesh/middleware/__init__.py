@@ -19,6 +19,7 @@ from hookmesh.middleware._chain import (
     build_event_chain,
     core_step,
     culprit,
+    skip_failed,
 )
 
 __all__ = [
@@ -38,4 +39,5 @@ __all__ = [
     "check_middleware",
     "core_step",
     "culprit",
+    "skip_failed",
 ]

@@ -143,12 +143,9 @@ class Middleware:
     """Remote only: per onion hook, the downstream items the sidecar must see: event tags
     (``"reply_end"``), ``"chunk"`` for model streams, or ``"*"`` (the default) for all.
     Narrow it: unsubscribed items pass with no round trip."""
-    serves_remotely: ClassVar[bool] = True
-    """Whether a sidecar can serve this middleware: False for one that must act on the
-    agent's own process (e.g. cancel a model call on a deadline); `hookmesh sidecar` refuses
-    it with the reason in `local_only_reason`."""
     local_only_reason: ClassVar[str] = ""
-    """Why the middleware runs in process only (shown when a sidecar refuses it)."""
+    """Set for a middleware a sidecar cannot serve (one that must reach into the agent's own
+    process): why. `hookmesh sidecar` refuses it with this reason."""
     read_only_subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {}
     """Remote only: per onion hook, downstream items the sidecar sees as they pass but never
     answers (no round trip; the agent yields them at once). Re-yield such an item unchanged

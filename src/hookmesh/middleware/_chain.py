@@ -55,7 +55,8 @@ def culprit(exc: BaseException) -> Middleware | None:
     return found
 
 
-def _skip(mw: Middleware, hook: str, exc: BaseException) -> None:
+def skip_failed(mw: Middleware, hook: str, exc: BaseException) -> None:
+    """A fail_open middleware failed in `hook`: count it and log it, then go on without it."""
     record_middleware_error(mw.middleware_key(), "fail_open", hook)
     # A HookmeshError is an expected failure (a sidecar or service down) and says what it
     # is; anything else is a bug in the middleware and keeps its traceback.
@@ -128,7 +129,7 @@ def _open_event_layer(agent: Agent, mw: Middleware, hook: str, downstream: Event
         try:
             result = method(agent, kwargs, next_handler)
         except Exception as exc:
-            _skip(mw, hook, exc)
+            skip_failed(mw, hook, exc)
             return run.raw if run.raw is not None else downstream(kwargs)  # type: ignore[no-any-return]
         run.returned = True
         if run.raw is not None and result is run.raw:
@@ -147,7 +148,7 @@ async def _open_events(
     except Exception as exc:
         if run.downstream_failed(exc, mw):
             raise
-        _skip(mw, hook, exc)
+        skip_failed(mw, hook, exc)
         rest = run.guarded or run.raw
         async for event in rest if rest is not None else fresh():
             yield event
@@ -188,7 +189,7 @@ def _open_await_layer(agent: Agent, mw: Middleware, hook: str, downstream: Await
         except Exception as exc:
             if run.failed:
                 raise
-            _skip(mw, hook, exc)
+            skip_failed(mw, hook, exc)
             return run.raw if called else await downstream(kwargs)
         if result is run.raw or not hasattr(result, "__anext__"):
             return result
@@ -208,7 +209,7 @@ async def _open_stream(
     except Exception as exc:
         if run.downstream_failed(exc, mw) or not hasattr(run.raw, "__anext__"):
             raise
-        _skip(mw, hook, exc)
+        skip_failed(mw, hook, exc)
         async for item in run.raw:
             yield item
 

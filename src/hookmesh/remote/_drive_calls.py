@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from hookmesh.agent.models import ModelResponse, ModelResult
@@ -94,7 +95,7 @@ class CallHookDriver(Middleware):
         call_next (a retry, perhaps with other overrides) instead of done."""
         while True:
             try:
-                return await inv.downstream(next_handler(**changed))
+                return await inv.downstream(partial(next_handler, **changed))
             except DownstreamStopped:
                 # The sidecar ended the hook while the model ran (its deadline): its done
                 # is the answer (a done with an error raises it).
@@ -138,11 +139,17 @@ class CallHookDriver(Middleware):
                     break
                 except DownstreamStopped:
                     # The sidecar ended the hook mid-stream (its deadline): a done with an
-                    # error raises it; a plain done ends the stream here.
+                    # error raises it; a plain done ends the stream here. A model response
+                    # cannot replace a stream already under way.
                     await close_downstream(iterator)
-                    events, _ = await inv.wait("done")
+                    events, message = await inv.wait("done")
                     _emit(inv, events)
                     finished = True
+                    if message.done.WhichOneof("result") == "model_response":
+                        raise protocol_error(
+                            "a done sent during a model stream may not carry a model response",
+                            hook=inv.hook,
+                        ) from None
                     return
                 except Exception as exc:
                     if observe or exc is inv.broken:
@@ -183,14 +190,26 @@ class CallHookDriver(Middleware):
         finally:
             inv.close(cancel=not finished)
 
-    async def drive_permission(self, inv: _Invocation, next_handler: Any) -> PermissionDecision:
+    async def drive_permission(
+        self, inv: _Invocation, routes: Routes, next_handler: Any
+    ) -> PermissionDecision:
         """One on_check_permission invocation."""
         finished = False
         try:
+            if routes.mode == "observe":
+                decision = await next_handler()
+                inv.outcome(permission=c.decision_to_pb(decision))
+                finished = True
+                return decision  # type: ignore[no-any-return]
             events, message = await inv.wait("call_next")
             _emit(inv, events)
-            decision: PermissionDecision | None = None
+            decision = None
             if message.WhichOneof("message") == "call_next":
+                overrides(self, inv.hook, message.call_next, inv.agent, {})
+                if routes.mode == "pre_only" or message.call_next.final:
+                    finished = True
+                    inv.close(cancel=False)
+                    return await next_handler()  # type: ignore[no-any-return]
                 decision = await next_handler()
                 assert decision is not None
                 inv.outcome(permission=c.decision_to_pb(decision))
@@ -207,12 +226,24 @@ class CallHookDriver(Middleware):
         finally:
             inv.close(cancel=not finished)
 
-    async def drive_compress(self, inv: _Invocation, next_handler: Any) -> None:
+    async def drive_compress(self, inv: _Invocation, routes: Routes, next_handler: Any) -> None:
         """One on_compress_context invocation."""
         finished = False
         try:
+            if routes.mode == "observe":
+                await next_handler()
+                inv.outcome(stream_end=_STREAM_END)
+                finished = True
+                return
             events, message = await inv.wait("call_next")
             if message.WhichOneof("message") == "call_next":
+                overrides(self, inv.hook, message.call_next, inv.agent, {})
+                if routes.mode == "pre_only" or message.call_next.final:
+                    _emit(inv, events)
+                    finished = True
+                    inv.close(cancel=False)
+                    await next_handler()
+                    return
                 await next_handler()
                 inv.outcome(stream_end=_STREAM_END)
                 more, _ = await inv.wait("done")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from hookmesh.errors import HookmeshError
-from hookmesh.remote import _codec as c
 from hookmesh.schema import AgentEvent, event_from_proto, message_to_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
@@ -61,11 +60,13 @@ class _Stream:
     """One long-lived Intercept call carrying every invocation, each with its own inbox."""
 
     def __init__(
-        self, stub: _mw_grpc.MiddlewareServiceStub, metadata: Sequence[tuple[str, str]]
+        self,
+        stub: _mw_grpc.MiddlewareServiceStub,
+        metadata: Sequence[tuple[str, str]],
+        max_message_bytes: int,
     ) -> None:
-        self._outgoing: asyncio.Queue[tuple[_mw_pb2.InterceptRequest, bool] | None] = (
-            asyncio.Queue()
-        )
+        self._outgoing: asyncio.Queue[tuple[_mw_pb2.InterceptRequest, int] | None] = asyncio.Queue()
+        self.max_message_bytes = max_message_bytes
         self.invocations: dict[str, _Invocation] = {}
         self._ids = itertools.count(1)
         self.alive = True
@@ -83,10 +84,10 @@ class _Stream:
             # NOTE(hookmesh): under load, what queued up while the last write was in flight
             # goes out together, read-only events of one invocation folded into one item
             # (one message instead of many; the order within each invocation is kept).
-            batch: list[tuple[_mw_pb2.InterceptRequest, bool] | None] = [entry]
+            batch: list[tuple[_mw_pb2.InterceptRequest, int] | None] = [entry]
             while not queue.empty():
                 batch.append(queue.get_nowait())
-            for request in _coalesce(batch):
+            for request in coalesce(batch, self.max_message_bytes):
                 yield request
             if batch[-1] is None:
                 return
@@ -119,9 +120,10 @@ class _Stream:
     def next_id(self) -> str:
         return str(next(self._ids))
 
-    def send(self, request: _mw_pb2.InterceptRequest, read_only: bool = False) -> None:
-        """Queue `request`; a `read_only` item may be folded into the one before it."""
-        self._outgoing.put_nowait((request, read_only))
+    def send(self, request: _mw_pb2.InterceptRequest, foldable: int = 0) -> None:
+        """Queue `request`; a read-only item (`foldable`: its size in bytes) may be folded
+        into the one before it."""
+        self._outgoing.put_nowait((request, foldable))
 
     async def close(self) -> None:
         self._outgoing.put_nowait(None)
@@ -129,24 +131,27 @@ class _Stream:
         await asyncio.gather(self._reader, return_exceptions=True)
 
 
-def _coalesce(
-    batch: list[tuple[_mw_pb2.InterceptRequest, bool] | None],
+def coalesce(
+    batch: list[tuple[_mw_pb2.InterceptRequest, int] | None], limit: int
 ) -> list[_mw_pb2.InterceptRequest]:
-    """The requests of `batch` in order, each invocation's consecutive read-only items as one."""
+    """The requests of `batch` in order, each invocation's consecutive read-only items folded
+    into as few messages as stay within `limit` bytes (a folded item adds at most its own
+    size: the sidecar's limit holds for the folded message too)."""
     out: list[_mw_pb2.InterceptRequest] = []
-    heads: dict[str, _mw_pb2.InterceptRequest] = {}
+    heads: dict[str, list[Any]] = {}
     for entry in batch:
         if entry is None:
             break
-        request, read_only = entry
+        request, size = entry
         invocation_id = request.invocation_id
-        if not read_only:
+        if not size:
             heads.pop(invocation_id, None)
-        elif (head := heads.get(invocation_id)) is not None:
-            head.item.more_events.append(request.item.event)
+        elif (head := heads.get(invocation_id)) is not None and head[1] + size <= limit:
+            head[0].item.more_events.append(request.item.event)
+            head[1] += size
             continue
         else:
-            heads[invocation_id] = request
+            heads[invocation_id] = [request, size]
         out.append(request)
     return out
 
@@ -224,22 +229,23 @@ class _Invocation:
         try:
             return await anext(iterator)
         except asyncio.CancelledError:
-            if not self.interrupted:
+            if (woken := self._woken()) is None:
                 raise
-            raise self._woken() from None
+            raise woken from None
         finally:
             self.pulling = False
 
-    async def downstream(self, awaitable: Awaitable[Any]) -> Any:
-        """`pull` for a downstream that is one awaitable (a model call)."""
+    async def downstream(self, start: Callable[[], Awaitable[Any]]) -> Any:
+        """`pull` for a downstream that is one awaitable (a model call), started here once
+        the checks passed."""
         self._check_waiting()
         self.pulling = True
         try:
-            return await awaitable
+            return await start()
         except asyncio.CancelledError:
-            if not self.interrupted:
+            if (woken := self._woken()) is None:
                 raise
-            raise self._woken() from None
+            raise woken from None
         finally:
             self.pulling = False
 
@@ -252,12 +258,15 @@ class _Invocation:
         if self.done_sent:
             raise DownstreamStopped
 
-    def _woken(self) -> Exception:
-        """Why the downstream wait was cancelled: the stream broke, or the sidecar ended the
-        hook."""
+    def _woken(self) -> Exception | None:
+        """Why this invocation cancelled the downstream wait: the stream broke, or the
+        sidecar ended the hook. None when the cancellation is someone else's (the reply's
+        interrupt, an outer deadline), also when it came beside this one: it goes on."""
+        if not self.interrupted:
+            return None
         self.interrupted = False
-        if self.task is not None:
-            self.task.uncancel()
+        if self.task is not None and self.task.uncancel() > 0:
+            return None
         return self.broken if self.broken is not None else DownstreamStopped()
 
     def send(self, **message: Any) -> None:
@@ -275,10 +284,7 @@ class _Invocation:
                 reason="INVOCATION_TOO_LARGE",
                 metadata={"bytes": str(size), "limit": str(self.mw.max_message_bytes)},
             )
-        self.stream.send(request, read_only)
-
-    def state(self) -> Any:
-        return c.struct(self.mw.state(self.agent))
+        self.stream.send(request, size if read_only else 0)
 
     def fill_state(self, message: Any) -> None:
         """Set `message.state` to the middleware's slice, when it has one."""

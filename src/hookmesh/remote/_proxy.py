@@ -238,7 +238,7 @@ class RemoteMiddleware(EventHookDriver, CallHookDriver):
     def _invoke(self, agent: Agent, hook: str, **kwargs_arm: Any) -> _Invocation:
         stream = self._stream
         if stream is None or not stream.alive:
-            stream = self._stream = _Stream(self.stub, self.metadata)
+            stream = self._stream = _Stream(self.stub, self.metadata, self.max_message_bytes)
         inv = _Invocation(self, stream, agent, hook)
         request = _mw_pb2.InterceptRequest(invocation_id=inv.id)
         invocation = request.invocation  # filled in place: no copies of the message
@@ -329,7 +329,7 @@ class RemoteMiddleware(EventHookDriver, CallHookDriver):
             tool_call=c.tool_call_to_pb(kwargs["tool_call"]), tool=c.tool_spec(kwargs["tool"])
         )
         inv = self._invoke(agent, "on_check_permission", check_permission=args)
-        return await self.drive_permission(inv, next_handler)
+        return await self.drive_permission(inv, self._routes["on_check_permission"], next_handler)
 
     async def on_compress_context(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: Any
@@ -337,7 +337,7 @@ class RemoteMiddleware(EventHookDriver, CallHookDriver):
         inv = self._invoke(
             agent, "on_compress_context", compress_context=_mw_pb2.CompressContextArgs()
         )
-        await self.drive_compress(inv, next_handler)
+        await self.drive_compress(inv, self._routes["on_compress_context"], next_handler)
 
     # --- unary hooks -----------------------------------------------------------------------
 

@@ -40,12 +40,12 @@ async def serve_middleware(
             oversized invocation fails alone instead of breaking the shared stream).
 
     Raises:
-        ValueError: The middleware runs in process only (`Middleware.serves_remotely`).
+        ValueError: The middleware runs in process only (`Middleware.local_only_reason`).
     """
-    if not middleware.serves_remotely:
+    if middleware.local_only_reason:
         raise ValueError(
             f"{middleware.middleware_key()} runs in the agent's process only: "
-            f"{middleware.local_only_reason or 'it cannot be served by a sidecar'}"
+            f"{middleware.local_only_reason}"
         )
     servicer = MiddlewareServicer(middleware, max_message_bytes=max_message_bytes)
     return await start_server(

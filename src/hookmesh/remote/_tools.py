@@ -51,4 +51,5 @@ def tool_proxy(mw: RemoteMiddleware, spec: _mw_pb2.ToolSpec) -> Tool:
         concurrency_safe=spec.concurrency_safe,
         return_directly=spec.return_directly,
         needs_confirmation=spec.needs_confirmation,
+        idempotent=spec.idempotent,
     )

@@ -39,6 +39,6 @@ async def open_knowledge_store(
         return await PostgresKnowledgeStore.open(url, embedder, **options)
     scheme = url.partition(":")[0]  # never echo the rest: it may hold a password
     raise ValueError(
-        f"unsupported knowledge store URL scheme {scheme!r}: use sqlite:///path/to/file.db "
+        f"unsupported store URL scheme {scheme!r}: use sqlite:///path/to/file.db "
         "or postgresql://user@host:port/database"
     )

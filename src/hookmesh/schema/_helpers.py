@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from hookmesh.schema._blocks import (
     ContentBlock,
@@ -314,34 +314,57 @@ def estimate_tokens(messages: Message | Iterable[Message]) -> int:
     return total
 
 
-def map_text(msg: Message, change: Callable[[str], str]) -> Message:
-    """`msg` with `change` applied to every text it carries: text and hint blocks, reasoning,
+def map_text(
+    msg: Message,
+    change: Callable[[str], str],
+    *,
+    only: Literal["all", "own", "tool_results"] = "all",
+) -> Message:
+    """`msg` with `change` applied to the texts it carries: text and hint blocks, reasoning,
     and tool results' text (flat: content, text parts, reasoning; agentic: text, reasoning,
-    hint and tool_result text blocks). Tool call arguments and media are left alone. The
-    same object when nothing changed, else a changed deep copy."""
-    copy = msg.model_copy(deep=True)
-    changed = False
+    hint and tool_result text blocks). Tool call arguments and media are left alone.
+
+    `only`: ``own`` skips the tool results (a flat tool message, an agentic message's
+    tool_result blocks), ``tool_results`` takes only them. The same object when nothing
+    changed; else a copy in which only what changed is new (unchanged blocks are shared)."""
 
     def apply(text: str) -> str:
-        nonlocal changed
-        new = change(text) if text else text
-        changed = changed or new != text
-        return new
+        return change(text) if text else text
 
-    def texts(blocks: Sequence[Any]) -> None:
-        for block in blocks:
-            if isinstance(block, TextBlock | ReasoningBlock | HintBlock):
-                block.text = apply(block.text)
-            elif isinstance(block, ToolResultBlock):
-                texts(block.output)
+    def blocks_of(blocks: Sequence[Any], in_result: bool) -> list[Any] | None:
+        out: list[Any] | None = None
+        for i, block in enumerate(blocks):
+            new = block
+            if isinstance(block, ToolResultBlock):
+                output = blocks_of(block.output, True) if only != "own" else None
+                if output is not None:
+                    new = block.model_copy(update={"output": output})
+            elif isinstance(block, TextBlock | ReasoningBlock | HintBlock) and (
+                in_result or only != "tool_results"
+            ):
+                text = apply(block.text)
+                if text != block.text:
+                    new = block.model_copy(update={"text": text})
+            if new is not block:
+                out = out if out is not None else list(blocks)
+                out[i] = new
+        return out
 
-    if copy.kind == "flat":
-        copy.content = apply(copy.content)
-        copy.reasoning_content = apply(copy.reasoning_content)
-        texts(copy.parts)
-    else:
-        texts(copy.blocks)
-    return copy if changed else msg
+    if msg.kind == "agentic":
+        blocks = blocks_of(msg.blocks, False)
+        return msg if blocks is None else msg.model_copy(update={"blocks": blocks})
+    result = is_tool_result(msg)
+    if only == ("tool_results" if not result else "own"):
+        return msg
+    update: dict[str, Any] = {}
+    for name in ("content", "reasoning_content"):
+        text = apply(getattr(msg, name))
+        if text != getattr(msg, name):
+            update[name] = text
+    parts = blocks_of(msg.parts, result)
+    if parts is not None:
+        update["parts"] = parts
+    return msg.model_copy(update=update) if update else msg
 
 
 def copy_message(msg: Message) -> Message:

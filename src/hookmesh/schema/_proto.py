@@ -143,10 +143,6 @@ def timestamp_from_proto(pb: timestamp_pb2.Timestamp, path: str) -> datetime:
         ) from None
 
 
-def _dict(pb: struct_pb2.Struct, path: str) -> dict[str, Any]:
-    return struct_from_proto(pb, path)  # type: ignore[no-any-return]
-
-
 # --- blocks ------------------------------------------------------------------------------
 
 
@@ -183,7 +179,9 @@ def media_from_proto(pb: _content_pb2.MediaBlock, arm: str, block_id: str, path:
     return _MEDIA_CLASSES[arm](
         source=source,
         name=pb.name,
-        metadata=_dict(pb.metadata, f"{path}.metadata") if pb.HasField("metadata") else None,
+        metadata=struct_from_proto(pb.metadata, f"{path}.metadata")
+        if pb.HasField("metadata")
+        else None,
         id=block_id,
     )
 
@@ -343,7 +341,9 @@ def message_from_proto(pb: _message_pb2.Message, path: str = "message") -> Messa
     arm = pb.WhichOneof("kind")
     common: dict[str, Any] = {
         "id": pb.id,
-        "metadata": _dict(pb.metadata, f"{path}.metadata") if pb.HasField("metadata") else None,
+        "metadata": struct_from_proto(pb.metadata, f"{path}.metadata")
+        if pb.HasField("metadata")
+        else None,
         "create_time": timestamp_from_proto(pb.create_time, f"{path}.create_time")
         if pb.HasField("create_time")
         else None,

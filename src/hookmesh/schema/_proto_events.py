@@ -12,14 +12,14 @@ from hookmesh.errors import SchemaError
 from hookmesh.schema import _events as e
 from hookmesh.schema._proto import (
     _MEDIA_TYPES,
-    _STATE_FROM_PB,
-    _STATE_TO_PB,
     _enum,
     _tool_call_from_proto,
     _tool_call_to_proto,
     block_from_proto,
     block_to_proto,
     struct_from_proto,
+    tool_result_state_from_proto,
+    tool_result_state_to_proto,
     usage_from_proto,
     usage_to_proto,
 )
@@ -131,7 +131,9 @@ def _tool_result_delta_from_proto(
 
 
 def _tool_result_end_to_proto(ev: e.ToolResultEndEvent) -> _event_pb2.ToolResultEndEvent:
-    return _event_pb2.ToolResultEndEvent(call_id=ev.call_id, state=_STATE_TO_PB[ev.state])
+    return _event_pb2.ToolResultEndEvent(
+        call_id=ev.call_id, state=tool_result_state_to_proto(ev.state)
+    )
 
 
 def _tool_result_end_from_proto(
@@ -140,7 +142,7 @@ def _tool_result_end_from_proto(
     return e.ToolResultEndEvent(
         reply_id=reply_id,
         call_id=pb.call_id,
-        state=_enum(_STATE_FROM_PB, pb.state, f"{path}.state", "tool result state"),
+        state=tool_result_state_from_proto(pb.state, f"{path}.state"),
     )
 
 

@@ -171,7 +171,9 @@ def describe_model(config: AgentServiceConfig) -> str:
     return f"{model.model} at {model.base_url}"
 
 
-def _service_config(name: str, overrides: dict[str, Any]) -> Any:
+def service_settings(name: str, overrides: dict[str, Any]) -> Any:
+    """The settings `hookmesh up` runs service `name` with: its `services.<name>` block over
+    the service's own defaults and environment (MCP always over HTTP)."""
     if name == "agui":
         from hookmesh.services.agui import load_agui_config
 
@@ -324,7 +326,7 @@ async def start_suite(
     settings: dict[str, Any] = {}
     for name, overrides in config.services.items():
         try:
-            settings[name] = _service_config(name, overrides)
+            settings[name] = service_settings(name, overrides)
         except ValueError as exc:
             raise SuiteError(f"services.{name}: {exc}") from None
     try:
@@ -342,15 +344,15 @@ async def start_suite(
     running: list[_Stoppable] = []
     services: dict[str, str] = {}
     try:
-        for service_name, service_settings in settings.items():
+        for service_name, wanted in settings.items():
             if service_name in GATEWAYS:
                 continue
             try:
-                service = await _start_service(service_name, service_settings)
+                service = await _start_service(service_name, wanted)
             except Exception as exc:
                 raise SuiteError(f"{service_name} service: {exc}") from exc
             running.append(service)
-            services[service_name] = bound_address(service_settings.listen, service.port)
+            services[service_name] = bound_address(wanted.listen, service.port)
         for sidecar in config.sidecars:
             process, sidecar_address = await _start_sidecar(sidecar, app_dir)
             processes.append(process)

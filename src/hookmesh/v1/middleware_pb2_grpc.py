@@ -67,7 +67,8 @@ class MiddlewareServiceStub:
     sidecar may send `done` unasked (after any `emit`/`mutate`), e.g. when
     its deadline passed: the agent cancels the downstream, drops its
     remaining items, and takes that `done` as the hook's answer (for
-    on_model_call it must carry a model_response or an error). Messages the
+    on_model_call it must carry a model_response or an error; once a model
+    stream started, an error or nothing). Messages the
     agent sent before it saw the `done` need no answer: a sidecar ignores
     every message for an invocation it has ended.
     Retries: after an `outcome` carrying an error (and, for event hooks,
@@ -180,7 +181,8 @@ class MiddlewareServiceServicer:
     sidecar may send `done` unasked (after any `emit`/`mutate`), e.g. when
     its deadline passed: the agent cancels the downstream, drops its
     remaining items, and takes that `done` as the hook's answer (for
-    on_model_call it must carry a model_response or an error). Messages the
+    on_model_call it must carry a model_response or an error; once a model
+    stream started, an error or nothing). Messages the
     agent sent before it saw the `done` need no answer: a sidecar ignores
     every message for an invocation it has ended.
     Retries: after an `outcome` carrying an error (and, for event hooks,
@@ -332,7 +334,8 @@ class MiddlewareService:
     sidecar may send `done` unasked (after any `emit`/`mutate`), e.g. when
     its deadline passed: the agent cancels the downstream, drops its
     remaining items, and takes that `done` as the hook's answer (for
-    on_model_call it must carry a model_response or an error). Messages the
+    on_model_call it must carry a model_response or an error; once a model
+    stream started, an error or nothing). Messages the
     agent sent before it saw the `done` need no answer: a sidecar ignores
     every message for an invocation it has ended.
     Retries: after an `outcome` carrying an error (and, for event hooks,

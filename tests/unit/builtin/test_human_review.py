@@ -9,6 +9,7 @@ import pytest
 from hookmesh.agent import Agent, AgentState, Confirmation, Resume, tool
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.errors import SchemaError
+from hookmesh.middleware.builtin.call_limits import CallLimitMiddleware
 from hookmesh.middleware.builtin.human_review import REVIEW_EVENT, HumanReviewMiddleware
 from hookmesh.schema import (
     EDITED_CALLS_METADATA_KEY,
@@ -183,6 +184,47 @@ async def test_unnamed_tools_defer_to_the_inner_checks(kind: MessageKind, attach
     assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
     assert not [c for c in customs(events) if c.name == REVIEW_EVENT]
     assert _results(agent) == {"echo": ("success", "x")}
+
+
+async def test_allow_keeps_an_inner_deny_and_overrides_only_an_ask(
+    kind: MessageKind, attach: Attach
+) -> None:
+    # default="allow" and a named allow both still ask the inner checks: the call limit
+    # placed after the review denies the second and third echo; the core's ask for
+    # delete_file (needs_confirmation) is overridden.
+    review = await attach(HumanReviewMiddleware({"delete_file": "allow"}, default="allow"))
+    limit = CallLimitMiddleware(tool_calls_per_reply={"echo": 1, "delete_file": 1})
+    turns = [
+        ScriptedTurn(
+            tool_calls=[
+                ("echo", {"text": "a"}),
+                ("echo", {"text": "b"}),
+                ("echo", {"text": "c"}),
+                ("delete_file", {"path": "/a"}),
+                ("delete_file", {"path": "/b"}),
+            ]
+        ),
+        "done",
+    ]
+    agent = Agent(
+        ScriptedChatModel(turns),
+        kind=kind,
+        tools=[delete_file, echo],
+        middlewares=[review, limit],
+    )
+    events = await collect(agent.reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert not [c for c in customs(events) if c.name == REVIEW_EVENT]
+    states = [(r.name, r.state) for m in agent.state.context for r in tool_results(m)]
+    assert states == [
+        ("echo", "success"),
+        ("echo", "denied"),
+        ("echo", "denied"),
+        ("delete_file", "success"),
+        ("delete_file", "denied"),
+    ]
+    denied = [r.text for m in agent.state.context for r in tool_results(m) if r.state == "denied"]
+    assert all("the limit of 1 calls per reply" in text for text in denied)
 
 
 def test_policies_are_checked_when_built() -> None:

@@ -242,7 +242,6 @@ async def test_a_sidecar_refuses_a_middleware_that_runs_in_process_only() -> Non
     from hookmesh.remote import serve_middleware
 
     class Local(Middleware):
-        serves_remotely = False
         local_only_reason = "it holds the agent's own file handles"
 
     with pytest.raises(ValueError, match="it holds the agent's own file handles"):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hookmesh.agent import Agent
+from hookmesh.agent import Agent, Tool, tool
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.metrics import record_remote_hook
 from hookmesh.middleware import Middleware
@@ -18,6 +18,34 @@ from tests.agent_helpers import collect, echo
 from tests.conftest import Attach
 
 pytestmark = pytest.mark.timeout(60)
+
+
+def _echo(name: str) -> Tool:
+    """`echo` under a name of the test's own: points are cumulative over the session."""
+
+    def say(text: str) -> str:
+        """Say the text back.
+
+        Args:
+            text: What to say.
+        """
+        return text
+
+    return tool(say, name=name)  # type: ignore[no-any-return]
+
+
+def _failing(name: str) -> Tool:
+    """A tool that raises, under a name of the test's own."""
+
+    def fail(text: str) -> str:
+        """Always fails.
+
+        Args:
+            text: Ignored.
+        """
+        raise RuntimeError("tool broke")
+
+    return tool(fail, name=name)  # type: ignore[no-any-return]
 
 
 def points(reader: Any, name: str, **match: Any) -> list[Any]:
@@ -41,9 +69,10 @@ async def test_replies_model_calls_and_tools_are_measured(
 ) -> None:
     name = f"metered-{request.node.callspec.id}"
     model_name = f"m-{name}"
+    tool_name = f"echo-{name}"
     turns = [
         ScriptedTurn(
-            tool_calls=[("echo", {"text": "x"})], usage=Usage(input_tokens=11, output_tokens=3)
+            tool_calls=[(tool_name, {"text": "x"})], usage=Usage(input_tokens=11, output_tokens=3)
         ),
         ScriptedTurn(text="done", usage=Usage(input_tokens=17, output_tokens=5)),
     ]
@@ -51,7 +80,7 @@ async def test_replies_model_calls_and_tools_are_measured(
         ScriptedChatModel(turns, stream=stream, model_name=model_name),
         name=name,
         kind=kind,
-        tools=[echo],
+        tools=[_echo(tool_name)],
         middlewares=[await attach(MetricsMiddleware())],
     )
     await collect(agent.reply("go"))
@@ -81,6 +110,11 @@ async def test_replies_model_calls_and_tools_are_measured(
     assert (tokens_in.count, tokens_in.sum) == (2, 28)
     assert (tokens_out.count, tokens_out.sum) == (2, 8)
     assert tokens_in.explicit_bounds[:3] == (1, 4, 16)  # the GenAI conventions' buckets
+    # The one tool run: counted once, as a success, and timed once.
+    [tool_calls] = points(metric_reader, "hookmesh.tool.calls", **{"gen_ai.tool.name": tool_name})
+    assert (tool_calls.value, tool_calls.attributes["hookmesh.tool.state"]) == (1, "success")
+    [tool_time] = points(metric_reader, "hookmesh.tool.duration", **{"gen_ai.tool.name": tool_name})
+    assert tool_time.count == 1 and tool_time.sum >= 0
 
 
 async def test_a_failed_model_call_carries_its_error_type(
@@ -103,10 +137,11 @@ async def test_a_failed_model_call_carries_its_error_type(
 
 async def test_tool_calls_are_counted_by_state(kind: MessageKind, metric_reader: Any) -> None:
     turns = [ScriptedTurn(tool_calls=[("echo", {"text": "x"}), ("echo", {"nope": 1})]), "ok"]
-    before = sum(
-        p.value
+    earlier = {
+        p.attributes["hookmesh.tool.state"]: p.value
         for p in points(metric_reader, "hookmesh.tool.calls", **{"gen_ai.tool.name": "echo"})
-    )
+    }
+    before = sum(earlier.values())
     agent = Agent(
         ScriptedChatModel(turns), kind=kind, tools=[echo], middlewares=[MetricsMiddleware()]
     )
@@ -117,6 +152,37 @@ async def test_tool_calls_are_counted_by_state(kind: MessageKind, metric_reader:
     }
     # The invalid call never ran (answered before on_acting): one run counted.
     assert sum(after.values()) - before == 1
+    # ... as a success (points are cumulative: other tests' echo runs came before).
+    grown = {state: n - earlier.get(state, 0) for state, n in after.items()}
+    assert {state: n for state, n in grown.items() if n} == {"success": 1}
+
+
+async def test_tool_calls_are_labelled_with_their_state(
+    kind: MessageKind, attach: Attach, metric_reader: Any, request: Any
+) -> None:
+    ok, broken = f"ok-{request.node.callspec.id}", f"broken-{request.node.callspec.id}"
+    turns = [
+        ScriptedTurn(tool_calls=[(ok, {"text": "x"}), (broken, {"text": "y"}), (ok, {"nope": 1})]),
+        "ok",
+    ]
+    agent = Agent(
+        ScriptedChatModel(turns),
+        kind=kind,
+        tools=[_echo(ok), _failing(broken)],
+        middlewares=[await attach(MetricsMiddleware())],
+    )
+    await collect(agent.reply("go"))
+
+    def by_state(name: str) -> dict[str, int]:
+        found = points(metric_reader, "hookmesh.tool.calls", **{"gen_ai.tool.name": name})
+        return {p.attributes["hookmesh.tool.state"]: p.value for p in found}
+
+    # The invalid call never ran (answered before on_acting): only the run is counted.
+    assert by_state(ok) == {"success": 1}
+    assert by_state(broken) == {"error": 1}
+    for name in (ok, broken):
+        [timed] = points(metric_reader, "hookmesh.tool.duration", **{"gen_ai.tool.name": name})
+        assert timed.count == 1
 
 
 class Broken(Middleware):

@@ -10,11 +10,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookmesh.agent import Agent, tool
+from hookmesh.agent import Agent, AgentState, tool
 from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin._pii import BUILTIN, Scrubber, StreamMasker
 from hookmesh.middleware.builtin.pii import PIIDetectedError, PIIMiddleware
-from hookmesh.schema import Message, MessageKind, reasoning_of, text_of, tool_results
+from hookmesh.schema import (
+    AgenticMessage,
+    Message,
+    MessageKind,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    is_user,
+    reasoning_of,
+    text_of,
+    to_kind,
+    tool_results,
+)
 from tests.agent_helpers import collect
 from tests.conftest import Attach
 
@@ -189,3 +201,50 @@ async def test_only_the_chosen_targets_are_touched(kind: MessageKind, attach: At
     await collect(agent.reply("I am ana@example.com"))
     assert text_of(agent.state.context[0]) == "I am ana@example.com"
     assert text_of(agent.state.context[-1]) == "write to [REDACTED_EMAIL]"
+
+
+@pytest.mark.parametrize("target", ["input", "tool_results"])
+async def test_input_is_the_users_text_and_tool_results_are_their_own_target(
+    kind: MessageKind, attach: Attach, target: str
+) -> None:
+    # A user message carrying a tool result the client ran and text of its own (agentic: one
+    # message, flat: a tool message and a user message), then a tool the model calls.
+    history: list[Message] = [
+        AgenticMessage(role="user", blocks=[TextBlock(text="find Bo")]),
+        AgenticMessage(
+            role="assistant",
+            blocks=[ToolCallBlock(call_id="c1", name="lookup", arguments='{"name": "Bo"}')],
+        ),
+    ]
+    mixed = AgenticMessage(
+        role="user",
+        blocks=[
+            ToolResultBlock(call_id="c1", name="lookup", output=[TextBlock(text=f"card {CARD}")]),
+            TextBlock(text="I am ana@example.com"),
+        ],
+    )
+    prompts: list[list[Message]] = []
+    turns = [ScriptedTurn(tool_calls=[("lookup", {"name": "Cy"})]), ScriptedTurn(text="ok")]
+    mw = await attach(PIIMiddleware(apply_to=[target]))  # type: ignore[list-item]
+    agent = Agent(
+        ScriptedChatModel(_recording(prompts, turns)),
+        kind=kind,
+        tools=[lookup],
+        middlewares=[mw],
+        state=AgentState(context=to_kind(history, kind)),
+    )
+    events = await collect(agent.reply(mixed))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+
+    for messages in (prompts[-1], agent.state.context):
+        said = [text_of(m) for m in messages if is_user(m)]
+        results = [r.text for m in messages for r in tool_results(m)]
+        if target == "input":
+            assert said == ["find Bo", "I am [REDACTED_EMAIL]"]
+            assert results == [f"card {CARD}", f"Cy: card {CARD}, mail bo@example.org"]
+        else:
+            assert said == ["find Bo", "I am ana@example.com"]
+            assert results == [
+                "card [REDACTED_CREDIT_CARD]",
+                "Cy: card [REDACTED_CREDIT_CARD], mail [REDACTED_EMAIL]",
+            ]

@@ -288,6 +288,38 @@ async def test_truncating_a_multipart_result_keeps_its_structure(
     assert _location(result.text).read_text() == "x" * size + "\n" + "y" * tail
 
 
+@tool(read_only=True)
+async def chatter(before: int, after: int) -> AsyncIterator[Any]:
+    """One letter per delta, an image, more letters.
+
+    Args:
+        before: Letters before the image.
+        after: Letters after it.
+    """
+    for i in range(before):
+        yield chr(ord("a") + i % 26)
+    yield ImageBlock(source=InlineSource(data=b"\x89PNG", mime_type="image/png"))
+    for i in range(after):
+        yield chr(ord("A") + i % 26)
+
+
+async def test_a_result_streamed_in_many_small_deltas_is_joined_per_run(
+    kind: MessageKind, attach: Attach, tmp_path: Path
+) -> None:
+    mw = ReductionMiddleware(tmp_path, max_length=100, preview_chars=30)
+    turns = [ScriptedTurn(tool_calls=[("chatter", {"before": 20, "after": 500})]), "done"]
+    agent = _agent(kind, turns, [await attach(mw)], tools=[chatter])
+    await collect(agent.reply("go"))
+    [result] = _results(agent)
+    before = _letters(20, 1)
+    after = "".join(chr(ord("A") + i % 26) for i in range(500))
+    assert [o.type for o in result.output] == ["text", "image", "text"]
+    assert result.output[0].text == before
+    assert result.output[2].text.startswith(after[:10] + "\n\n[hookmesh: output truncated")
+    assert "showing the first 30 of 521 characters" in result.output[2].text
+    assert _location(result.text).read_text() == before + "\n" + after
+
+
 async def test_the_model_reads_offloaded_output_back_page_by_page(
     kind: MessageKind, attach: Attach, tmp_path: Path
 ) -> None:

@@ -124,6 +124,27 @@ async def test_the_prompt_lists_valid_skills_by_name_and_description_only(
     assert rec.tools[0] == ["skill"]
 
 
+async def test_the_folder_is_read_once_per_reply(
+    kind: MessageKind, attach: Attach, skills: Path
+) -> None:
+    """A skill added during a reply shows up in the next reply's prompt, not in the later
+    steps of the running one (the listing is read once per reply)."""
+
+    @tool
+    def add_skill() -> str:
+        """Add a skill."""
+        _skill(skills, "fresh", "Added mid-reply.", "x")
+        return "added"
+
+    rec = Recorded([ScriptedTurn(tool_calls=[("add_skill", {})]), "done", "again"])
+    mw = await attach(SkillsMiddleware(skills))
+    agent = Agent(rec.model, kind=kind, tools=[add_skill], middlewares=[mw])
+    await collect(agent.reply("x"))
+    await collect(agent.reply("y"))
+    listed = ["- fresh: Added mid-reply." in text_of(p[0]) for p in rec.prompts]
+    assert listed == [False, False, True]
+
+
 async def test_an_inline_skill_and_its_files_load_on_demand(
     kind: MessageKind, attach: Attach, skills: Path
 ) -> None:

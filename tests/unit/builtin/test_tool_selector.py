@@ -109,3 +109,28 @@ def test_settings_are_checked_when_built() -> None:
         ToolSelectorMiddleware(instruction="pick")
     with pytest.raises(ValueError, match="model must be a ChatModel"):
         ToolSelectorMiddleware("gpt")  # type: ignore[arg-type]
+
+
+async def test_one_selection_serves_every_step_of_a_reply(
+    kind: MessageKind, attach: Attach
+) -> None:
+    """After a tool round the request is still the user's (an agentic tool result is a user
+    message without text of its own): the selector is asked once, the choice kept."""
+    seen: list[tuple[str, str]] = []
+    pick = ScriptedTurn(tool_calls=[(SELECT_TOOL, {"names": ["tool_3"]})])
+    mw = await attach(ToolSelectorMiddleware(_selector(seen, pick), threshold=5))
+    offered: list[list[str]] = []
+
+    def main(messages: Sequence[Message], tools: Any, tool_choice: str) -> ScriptedTurn:
+        offered.append([t["name"] for t in tools])
+        if len(offered) == 1:
+            return ScriptedTurn(tool_calls=[("tool_3", {})])
+        return ScriptedTurn(text="done")
+
+    agent = Agent(ScriptedChatModel(main), kind=kind, tools=_tools(12), middlewares=[mw])
+    events = await collect(agent.reply("do thing 3"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert offered == [["tool_3"], ["tool_3"]]
+    assert seen == [("do thing 3", SELECT_TOOL)]
+    reports = [c.value for c in customs(events) if c.name == SELECTION_EVENT]
+    assert reports == [{"selected": ["tool_3"], "from": 12}] * 2

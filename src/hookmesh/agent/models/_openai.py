@@ -279,11 +279,10 @@ class OpenAIChatModel(ChatModel):
     async def _events(self, response: httpx.Response) -> AsyncIterator[str]:
         """The data of each server-sent event, as the bytes arrive."""
         data: list[str] = []
-        received = 0
         try:
             async for line in response.aiter_lines():
-                received += len(line) + 1
-                if received > self.max_response_bytes:
+                # Bytes off the wire (not decoded characters: non-ASCII text is up to 4x).
+                if response.num_bytes_downloaded > self.max_response_bytes:
                     raise self._too_large()
                 if not line:
                     if data:

@@ -1,5 +1,5 @@
-"""What tool-contributing middlewares with connections share: an ``async with`` lifecycle and
-a finished tool output as result events."""
+"""What tool-contributing middlewares with connections share: an ``async with`` lifecycle, a
+finished tool output as result events, and its text."""
 
 from __future__ import annotations
 
@@ -31,6 +31,11 @@ class Lifecycle:
         unused_tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def output_text(output: Sequence[ToolOutputBlock]) -> str:
+    """The text of a tool output: its text blocks joined by newlines (media left out)."""
+    return "\n".join(b.text for b in output if b.type == "text")
 
 
 def output_events(

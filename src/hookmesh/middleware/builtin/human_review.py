@@ -56,11 +56,11 @@ class HumanReviewMiddleware(Middleware):
     """Puts a person in front of the tools that need one.
 
     Each tool named in `policies` gets its decision: ``allow`` runs it (even a tool marked
-    ``needs_confirmation``), ``deny`` answers the call with a denied result carrying the
-    description, ``ask`` pauses the reply with require_user_confirm, preceded by a
-    `REVIEW_EVENT` custom event with the description. Tools it does not name follow
-    `default`, or, when that is None, the inner permission checks (the core asks for tools
-    marked ``needs_confirmation``).
+    ``needs_confirmation``) unless an inner permission check denies it, ``deny`` answers the
+    call with a denied result carrying the description, ``ask`` pauses the reply with
+    require_user_confirm, preceded by a `REVIEW_EVENT` custom event with the description.
+    Tools it does not name follow `default`, or, when that is None, the inner permission
+    checks (the core asks for tools marked ``needs_confirmation``).
 
     The person's answer comes with `Agent.resume` (or the agent service's ``Resume``): approve
     the call, approve it with edited arguments (validated against the tool's schema; the
@@ -102,6 +102,8 @@ class HumanReviewMiddleware(Middleware):
     ) -> PermissionDecision:
         """Decide by the tool's policy; tools without one go to the inner checks.
 
+        ``allow`` still asks the inner checks and keeps their deny; it overrides only an ask.
+
         Runs before the call (outside on_acting); an ``ask`` emits the description, then
         the agent pauses. Errors fail closed.
         """
@@ -109,7 +111,13 @@ class HumanReviewMiddleware(Middleware):
         policy = self.policies.get(call.name, self.default)
         if policy is None:
             return await next_handler()
-        if policy.decision == "ask":
+        if policy.decision == "allow":
+            # The inner checks still run (a call limit, say): their deny stands; only their
+            # ask (a tool marked needs_confirmation) is overridden.
+            inner = await next_handler()
+            if inner.behavior == "deny":
+                return inner
+        elif policy.decision == "ask":
             agent.emit(
                 CustomEvent(
                     reply_id=agent.reply_id,

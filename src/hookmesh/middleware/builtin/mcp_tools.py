@@ -21,7 +21,7 @@ from hookmesh.middleware.builtin._mcp_connection import (
     McpUnavailableError,
 )
 from hookmesh.middleware.builtin._mcp_content import result_blocks
-from hookmesh.middleware.builtin._tool_io import Lifecycle, output_events
+from hookmesh.middleware.builtin._tool_io import Lifecycle, output_events, output_text
 from hookmesh.schema import (
     AgentEvent,
     CustomEvent,
@@ -197,7 +197,7 @@ class McpToolsMiddleware(Lifecycle, Middleware):
         async def run(**arguments: Any) -> list[ToolOutputBlock] | str:
             blocks, ok = await self._call(route, arguments)
             if not ok:
-                raise McpToolError(_text(blocks) or "the tool failed")
+                raise McpToolError(output_text(blocks) or "the tool failed")
             return blocks or ""
 
         return Tool(
@@ -289,10 +289,6 @@ class McpToolsMiddleware(Lifecycle, Middleware):
         blocks, ok = await self._call(route, arguments)
         for event in output_events(reply_id, call.id, blocks, ok):
             yield event
-
-
-def _text(blocks: Sequence[ToolOutputBlock]) -> str:
-    return "\n".join(b.text for b in blocks if b.type == "text")
 
 
 def _down_text(down: list[tuple[str, str]]) -> str:

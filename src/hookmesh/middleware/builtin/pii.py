@@ -72,9 +72,11 @@ class PIIMiddleware(Middleware):
     last four letters and digits), ``hash`` (``<email:1a2b3c4d5e>``, a stable SHA-256
     prefix) or ``block`` (the reply ends with ``PII_DETECTED``).
 
-    Where (`apply_to`): ``input``: user messages (and hints) are rewritten in the context
-    before each model call; ``tool_results``: a tool's streamed output is masked as it passes
-    (so its result in the context is too); ``output``: the model's streamed text and
+    Where (`apply_to`): ``input``: the user's text and hints (not the tool results a user
+    message carries) are rewritten in the context before each model call; ``tool_results``:
+    a tool's streamed output is masked as it passes (so its result in the context is too),
+    and tool results that reached the context otherwise (sent by the client) are rewritten
+    before each model call; ``output``: the model's streamed text and
     reasoning are masked as they pass, and its message in the context is rewritten after
     the step. Every text-bearing block of both kinds is covered; tool call arguments are not
     rewritten (the tool must get what the model meant; guard the tool instead). A stream is
@@ -145,14 +147,20 @@ class PIIMiddleware(Middleware):
         return "pii"
 
     def _rewrite(self, agent: Agent, start: int, *, output: bool) -> None:
-        """Scrub the context's messages from `start` on: user turns and tool results
-        before a call, the model's messages after it."""
+        """Scrub the context's messages from `start` on: before a call, the user's text and
+        hints (``input``) and tool results (``tool_results``), each only when chosen; after
+        it, the model's messages."""
         context = agent.state.context
+        only: Literal["all", "own", "tool_results"] = "all"
+        if not output and "input" not in self.apply_to:
+            only = "tool_results"
+        elif not output and "tool_results" not in self.apply_to:
+            only = "own"
         for i in range(start, len(context)):
             msg = context[i]
             if is_system(msg) or is_assistant(msg) != output:
                 continue
-            context[i] = map_text(msg, self.scrubber.scrub)
+            context[i] = map_text(msg, self.scrubber.scrub, only=only)
 
     async def on_reasoning(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
@@ -165,7 +173,7 @@ class PIIMiddleware(Middleware):
         state = self.state(agent)
         context = agent.state.context
         clean = state.get("clean", 0)
-        if "input" in self.apply_to:
+        if self.apply_to & {"input", "tool_results"}:
             self._rewrite(agent, clean if clean <= len(context) else 0, output=False)
         before = len(context)
         if "output" not in self.apply_to:

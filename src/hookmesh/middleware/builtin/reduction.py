@@ -223,14 +223,17 @@ class ReductionMiddleware(Middleware):
         """The held deltas as they are, or their preview: the text runs cut, in order, to
         `preview_chars` characters in all, media in their places, the pointer closing the
         last text (its own block when media ends the preview)."""
-        pieces: list[str | ToolResultDeltaEvent] = []  # text runs and media, in order
+        # Text runs and media, in order; each run's deltas are joined once (a long streamed
+        # output comes in many small deltas: appending to a string would be quadratic).
+        parts: list[list[str] | ToolResultDeltaEvent] = []
         for delta in held:
             if delta.media is not None:
-                pieces.append(delta)
-            elif pieces and isinstance(pieces[-1], str):
-                pieces[-1] += delta.text
+                parts.append(delta)
+            elif parts and isinstance(run := parts[-1], list):
+                run.append(delta.text)
             else:
-                pieces.append(delta.text)
+                parts.append([delta.text])
+        pieces = ["".join(p) if isinstance(p, list) else p for p in parts]
         runs = [p for p in pieces if isinstance(p, str)]
         full = "\n".join(runs)
         assert self.max_length is not None

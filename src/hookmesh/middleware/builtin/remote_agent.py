@@ -26,7 +26,7 @@ from hookmesh.middleware.builtin._a2a_remote import (
     TaskOutcome,
     context_for,
 )
-from hookmesh.middleware.builtin._tool_io import Lifecycle, output_events
+from hookmesh.middleware.builtin._tool_io import Lifecycle, output_events, output_text
 from hookmesh.schema import (
     AgentEvent,
     EventSource,
@@ -262,7 +262,7 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
                 "agent": call.name,
                 "task_id": outcome.task_id,
                 "context_id": outcome.context_id,
-                "question": _text(output),
+                "question": output_text(output),
                 "data": data if isinstance(data, dict) else {"data": data},
             }
         for event in output_events(reply_id, call.id, output, ok):
@@ -293,19 +293,15 @@ def _message(arguments: dict[str, Any] | None, call: ToolCall) -> str:
     return message
 
 
-def _text(blocks: Sequence[ToolOutputBlock]) -> str:
-    return "\n".join(b.text for b in blocks if b.type == "text")
-
-
 def _result(remote: RemoteAgent, outcome: TaskOutcome) -> tuple[list[ToolOutputBlock], bool]:
     """The tool's output for how the task step ended, and whether it succeeded."""
     name = remote.config.name
     if outcome.state == "completed":
         return outcome.output or [TextBlock(text="")], True
     if outcome.state == "input_required":
-        question = _text(outcome.output) or "it needs more input"
+        question = output_text(outcome.output) or "it needs more input"
         return [TextBlock(text=f"The remote agent {name} asks the user: {question}")], True
-    why = _text(outcome.output)
+    why = output_text(outcome.output)
     ended = outcome.state or "an unfinished stream"
     text = f"Error: the remote agent {name} ended with {ended}" + (f": {why}" if why else "")
     return [TextBlock(text=text)], False

@@ -48,6 +48,10 @@ DEFAULT_INTRO = (
 """The system-prompt text above the list of skills (``{tool}`` is the tool's name)."""
 
 
+_KEPT_LISTINGS = 64
+"""Replies whose skill listing is kept (replies running at once on one agent service)."""
+
+
 class SkillsMiddleware(Middleware):
     """Skills with progressive disclosure: the system prompt lists each skill's name and
     description, and a tool loads the rest when the model asks.
@@ -140,6 +144,8 @@ class SkillsMiddleware(Middleware):
         self.intro = intro.replace("{tool}", tool_name)
         self._tool = self._build_tool()
         self._warned: set[str] = set()
+        self._sections: dict[str, str] = {}
+        """The listing of each recent reply (by reply id), oldest first."""
 
     def middleware_key(self) -> str:
         return "skills"
@@ -150,7 +156,20 @@ class SkillsMiddleware(Middleware):
     # --- system prompt ---------------------------------------------------------------------
 
     async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
-        """List every skill's name and description (the folder is read once per reply)."""
+        """List every skill's name and description (the folder is read once per reply: the
+        prompt is built before every step, the listing is kept for the reply's later ones)."""
+        section = self._sections.get(agent.reply_id)
+        if section is None:
+            section = await self._listing()
+            self._sections[agent.reply_id] = section
+            if len(self._sections) > _KEPT_LISTINGS:
+                del self._sections[next(iter(self._sections))]
+        if not section:
+            return prompt
+        return f"{prompt}\n\n{section}" if prompt else section
+
+    async def _listing(self) -> str:
+        """The prompt section listing the skills ("" when there are none)."""
         skills, warnings = await asyncio.to_thread(
             scan, self.skills_root, self.max_skills, self.max_chars
         )
@@ -159,13 +178,12 @@ class SkillsMiddleware(Middleware):
                 self._warned.add(warning)
                 log.warning("skill left out: %s", warning)
         if not skills:
-            return prompt
+            return ""
         lines = [
             f"- {s.name}{' (sub-agent)' if s.context != 'inline' else ''}: {s.description}"
             for s in skills
         ]
-        section = "## Skills\n" + self.intro + "\n\n" + "\n".join(lines)
-        return f"{prompt}\n\n{section}" if prompt else section
+        return "## Skills\n" + self.intro + "\n\n" + "\n".join(lines)
 
     # --- the tool --------------------------------------------------------------------------
 

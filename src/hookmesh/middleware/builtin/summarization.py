@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.agent.models import ChatModel, ModelResponse, ModelResult
+from hookmesh.agent.models import ChatModel, answer_text
 from hookmesh.middleware._base import CompressHandler, FailureMode, Middleware
 from hookmesh.middleware.builtin._retry import RetryPolicy
 from hookmesh.schema import (
@@ -288,8 +288,7 @@ class SummarizationMiddleware(Middleware):
         try:
             async for attempt in self.retry.retrying(_any_error, "summariser call"):
                 with attempt:
-                    result = await model(messages, tools=[], tool_choice="none", kind=kind)
-                    text = (await _text(result)).strip()
+                    text = (await answer_text(model, messages, kind)).strip()
                     if not text:
                         raise SummarizationError("the summariser answered with no text")
                     return text
@@ -302,12 +301,6 @@ class SummarizationMiddleware(Middleware):
 
 def _any_error(exc: BaseException) -> bool:
     return isinstance(exc, Exception)
-
-
-async def _text(result: ModelResult) -> str:
-    if isinstance(result, ModelResponse):
-        return text_of(result.message)
-    return "".join([chunk.text async for chunk in result])
 
 
 def _is_summary(msg: Message) -> bool:

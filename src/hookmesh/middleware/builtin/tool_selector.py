@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from hookmesh.agent.models import ChatModel, ModelResponse, ModelResult
@@ -57,11 +57,12 @@ class ToolSelectorMiddleware(Middleware):
     list of names). The call then goes on with at most `max_tools` of them, plus every tool
     in `always_include` and a tool the call's ``tool_choice`` names. If the selector fails
     (an error, or no known name), every tool is kept and the reply goes on. Each selection
-    emits a `SELECTION_EVENT`.
+    emits a `SELECTION_EVENT`. The request is the last user message with text of its own;
+    while it and the tools stay the same (the later steps of a reply), the choice is reused.
 
-    State: none. Remote: declares `needs_context` (it reads the request) and narrows the
-    offered tools with ``ModelCallOverrides.tools``; a sidecar needs `model` (it has none of
-    the agent's).
+    State: the last request, tools and choice (per reply). Remote: declares `needs_context`
+    (it reads the request) and narrows the offered tools with ``ModelCallOverrides.tools``; a
+    sidecar needs `model` (it has none of the agent's).
 
     Example:
         >>> from hookmesh.agent.models import ScriptedChatModel
@@ -117,8 +118,20 @@ class ToolSelectorMiddleware(Middleware):
         if len(tools) <= self.threshold:
             return await next_handler()
         names = [t["name"] for t in tools]
+        # The request: the last user message with text of its own (an agentic tool result
+        # is a user message too, a flat one is not: skip those, both kinds alike).
+        request = next(
+            (t for m in reversed(kwargs["messages"]) if is_user(m) and (t := text_of(m))), ""
+        )
+        state = self.state(agent)
+        asked = [request, names]
         try:
-            chosen = await self._select(agent, tools, kwargs["messages"])
+            if state.get("asked") == asked:
+                # Same request, same tools (the next step of the reply): same choice.
+                chosen = state["chosen"]
+            else:
+                chosen = await self._select(agent, tools, request)
+                state.update(asked=asked, chosen=chosen)
         except Exception as exc:
             log.warning("tool selection failed, offering every tool: %s", exc)
             self._report(agent, names, len(tools), error=f"{type(exc).__name__}: {exc}")
@@ -128,16 +141,13 @@ class ToolSelectorMiddleware(Middleware):
         self._report(agent, [t["name"] for t in subset], len(tools))
         return await next_handler(tools=subset)
 
-    async def _select(
-        self, agent: Agent, tools: list[dict[str, Any]], messages: Sequence[Message]
-    ) -> list[str]:
+    async def _select(self, agent: Agent, tools: list[dict[str, Any]], request: str) -> list[str]:
         model = self.model or getattr(agent, "model", None)
         if model is None:
             raise ToolSelectionError("no selector model: pass model= (a sidecar has none)")
         known = {t["name"] for t in tools}
         listing = "\n".join(f"- {t['name']}: {t.get('description', '')}" for t in tools)
         system = self.instruction.format(tools=listing, max_tools=self.max_tools)
-        request = next((text_of(m) for m in reversed(messages) if is_user(m)), "")
         prompt = [make_text(agent.kind, "system", system), make_user_text(agent.kind, request)]
         result = await model(
             prompt, tools=[_select_tool(sorted(known))], tool_choice=SELECT_TOOL, kind=agent.kind
