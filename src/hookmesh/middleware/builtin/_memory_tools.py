@@ -68,7 +68,7 @@ class MemoryTools(MemoryLink):
         """Add the note on the memory tools (agent control)."""
         return f"{prompt}\n\n{self.prompt_note}" if prompt else self.prompt_note
 
-    async def on_acting(
+    def on_acting(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
     ) -> AsyncIterator[AgentEvent]:
         """Run ``search_memory`` / ``add_memory`` calls here (with the reply's user); pass
@@ -79,9 +79,12 @@ class MemoryTools(MemoryLink):
         """
         call = kwargs["tool_call"]
         if call.name not in _TOOLS:
-            async for event in next_handler():
-                yield event
-            return
+            return next_handler()  # costs nothing per event of other tools
+        return self._run_call(agent, kwargs, call)
+
+    async def _run_call(
+        self, agent: Agent, kwargs: dict[str, Any], call: Any
+    ) -> AsyncIterator[AgentEvent]:
         yield ToolResultStartEvent(reply_id=agent.reply_id, call_id=call.id, name=call.name)
         try:
             arguments = kwargs.get("arguments")

@@ -266,7 +266,7 @@ class McpToolsMiddleware(Lifecycle, Middleware):
                         },
                     )
 
-    async def on_acting(
+    def on_acting(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
     ) -> AsyncIterator[AgentEvent]:
         """Call this middleware's tools on their server; pass every other call through.
@@ -277,9 +277,12 @@ class McpToolsMiddleware(Lifecycle, Middleware):
         call = kwargs["tool_call"]
         route = self._routes.get(call.name)
         if route is None:
-            async for event in next_handler():
-                yield event
-            return
+            return next_handler()  # costs nothing per event of other tools
+        return self._run_call(agent, kwargs, call, route)
+
+    async def _run_call(
+        self, agent: Agent, kwargs: dict[str, Any], call: Any, route: Any
+    ) -> AsyncIterator[AgentEvent]:
         arguments = kwargs.get("arguments")
         if arguments is None:  # in a sidecar only the call travels
             tool = next((t for t in self._tools if t.name == call.name), None)

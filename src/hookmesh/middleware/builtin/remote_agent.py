@@ -211,7 +211,7 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
             tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
         )
 
-    async def on_acting(
+    def on_acting(
         self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
     ) -> AsyncIterator[AgentEvent]:
         """Run a remote agent's task for calls of its tool; pass every other call through.
@@ -221,9 +221,12 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
         call: ToolCall = kwargs["tool_call"]
         remote = self._by_name.get(call.name)
         if remote is None:
-            async for event in next_handler():
-                yield event
-            return
+            return next_handler()  # costs nothing per event of other tools
+        return self._run_call(agent, kwargs, call, remote)
+
+    async def _run_call(
+        self, agent: Agent, kwargs: dict[str, Any], call: ToolCall, remote: Any
+    ) -> AsyncIterator[AgentEvent]:
         reply_id = agent.reply_id
         yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
         state = self.state(agent)
