@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hookmesh.agent import Agent, AgentState
-from hookmesh.agent.models import ScriptedChatModel
 from hookmesh.middleware import Middleware
 from hookmesh.middleware.builtin.tracing import TracingMiddleware
+from hookmesh.models import ScriptedChatModel
 
 WARMUP = 300
 ROUNDS = 60

@@ -242,7 +242,7 @@ async def _quiet_reply_counts(
     import remote_middlewares as mws
 
     from hookmesh.agent import Agent, AgentState
-    from hookmesh.agent.models import ScriptedChatModel
+    from hookmesh.models import ScriptedChatModel
     from hookmesh.remote import RemoteMiddleware, _host, serve_middleware
 
     answered: Counter[str] = Counter()
@@ -288,7 +288,7 @@ async def main() -> None:
     import remote_middlewares as mws
 
     from hookmesh.agent import Agent, AgentState, new_id
-    from hookmesh.agent.models import ScriptedChatModel
+    from hookmesh.models import ScriptedChatModel
     from hookmesh.remote import RemoteMiddleware
     from hookmesh.schema import ModelCallEndEvent, ModelCallStartEvent, TextBlockDeltaEvent
     from hookmesh.v1 import middleware_pb2 as _mw_pb2

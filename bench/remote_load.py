@@ -35,7 +35,7 @@ from remote_hook import _run, _sidecar, _start, _stop  # noqa: E402
 async def _batch(middlewares: list[Any], replies: int) -> tuple[float, list[float]]:
     """Run `replies` replies, CONCURRENCY at a time; returns (seconds, per-reply ms)."""
     from hookmesh.agent import Agent
-    from hookmesh.agent.models import ScriptedChatModel
+    from hookmesh.models import ScriptedChatModel
 
     latencies: list[float] = []
     left = replies

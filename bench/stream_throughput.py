@@ -40,8 +40,8 @@ from typing import Any, NamedTuple
 import grpc
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel
 from hookmesh.client import AgentClient
+from hookmesh.models import ScriptedChatModel
 from hookmesh.schema import (
     TextBlockDeltaEvent,
     event_from_proto,

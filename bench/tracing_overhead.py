@@ -12,8 +12,8 @@ import statistics
 import time
 
 from hookmesh.agent import Agent, AgentState
-from hookmesh.agent.models import ScriptedChatModel
 from hookmesh.middleware.builtin.tracing import TracingMiddleware
+from hookmesh.models import ScriptedChatModel
 
 REPLIES = 2000
 ROUNDS = 15

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hookmesh.agent.models import ScriptedChatModel
+from hookmesh.models import ScriptedChatModel
 from hookmesh.services.a2a import A2AServer, load_a2a_config, start_a2a_server
 from hookmesh.services.agent import AgentService, load_config, start_agent_service
 from tests.agui_stack import script
@@ -39,7 +39,7 @@ async def a2a_stack(
     settings: dict[str, Any] = {
         "store": f"sqlite:///{data_dir}/agent.db",
         "tools": [
-            "hookmesh.demo:get_weather",
+            "hookmesh.suite.demo:get_weather",
             "tests.service_tools:delete_file",
             "tests.service_tools:gate",
         ],
@@ -67,7 +67,7 @@ def delegating(peer: str) -> Any:
     anything else is answered by the gateway tests' `script`."""
 
     def play(messages: Any, tools: Any, choice: Any) -> Any:
-        from hookmesh.agent.models import ScriptedTurn
+        from hookmesh.models import ScriptedTurn
         from hookmesh.schema import is_user, text_of, tool_results
 
         last = messages[-1]

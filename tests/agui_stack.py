@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn, ToolChoice
+from hookmesh.models import ScriptedChatModel, ScriptedTurn, ToolChoice
 from hookmesh.schema import AgenticMessage, Message, is_user, text_of, tool_results
 from hookmesh.services.agent import AgentService, load_config, start_agent_service
 from hookmesh.services.agui import AguiGateway, load_agui_config, start_agui_gateway
@@ -82,7 +82,7 @@ async def agui_stack(data_dir: Path, **gateway: Any) -> AsyncIterator[Stack]:
         None,
         store=f"sqlite:///{data_dir}/agent.db",
         tools=[
-            "hookmesh.demo:get_weather",
+            "hookmesh.suite.demo:get_weather",
             "tests.service_tools:delete_file",
             "tests.service_tools:gate",
         ],

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import AgentEvent, Message, ToolResult, Usage, tool_results
 
 DOCS = Path(__file__).parents[1] / "docs"

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from hookmesh.agent import Agent, tool
-from hookmesh.agent.models import ModelResponse
 from hookmesh.middleware import Middleware, PermissionDecision
+from hookmesh.models import ModelResponse
 from hookmesh.schema import (
     AgentEvent,
     CustomEvent,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from hookmesh.agent.models import ChatModel, ModelError, ModelResult, ScriptedChatModel
+from hookmesh.models import ChatModel, ModelError, ModelResult, ScriptedChatModel
 from hookmesh.schema import Message, MessageKind
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 
 from hookmesh.remote import SERVICE_NAME
-from hookmesh.services._server import RunningServer, Service, start_server
+from hookmesh.server import RunningServer, Service, start_server
 from hookmesh.v1 import middleware_pb2 as pb
 from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
 

@@ -42,7 +42,7 @@ async def test_up_then_chat_then_ctrl_c(tmp_path: Path) -> None:
 listen: 127.0.0.1:0
 store: sqlite:///{tmp_path}/agent.db
 grace_seconds: 1
-tools: [hookmesh.demo:get_weather]
+tools: [hookmesh.suite.demo:get_weather]
 models:
   default:
     type: scripted
@@ -52,7 +52,7 @@ models:
 middlewares:
   - {{type: remote, sidecar: audit}}
 sidecars:
-  - {{name: audit, middleware: "hookmesh.demo:AuditTrail"}}
+  - {{name: audit, middleware: "hookmesh.suite.demo:AuditTrail"}}
 """
     )
     suite = await start_up("--config", str(config))

@@ -90,14 +90,14 @@ async def test_losing_a_sidecar_leaves_a_clean_log(tmp_path: Path) -> None:
     shutdown: warnings, never tracebacks or asyncio/OpenTelemetry noise."""
     from tests.sidecar_process import sidecar_process
 
-    async with sidecar_process("hookmesh.demo:AuditTrail") as sidecar:
+    async with sidecar_process("hookmesh.suite.demo:AuditTrail") as sidecar:
         config = tmp_path / "agent.yaml"
         config.write_text(
             f"""
 listen: 127.0.0.1:0
 store: sqlite:///{tmp_path}/agent.db
 grace_seconds: 1
-tools: [hookmesh.demo:get_weather]
+tools: [hookmesh.suite.demo:get_weather]
 models:
   default:
     type: scripted

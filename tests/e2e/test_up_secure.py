@@ -41,14 +41,14 @@ models:
       - tool_calls: [{{name: get_weather, arguments: {{city: Oslo}}}}]
       - Noted.
       - Noted.
-tools: ["hookmesh.demo:get_weather"]
+tools: ["hookmesh.suite.demo:get_weather"]
 middlewares:
   - type: local
     import: hookmesh.middleware.builtin.memory:MemoryMiddleware
     params: {{target: "service:memory", mode: static_control}}
   - {{type: remote, sidecar: audit}}
 sidecars:
-  - {{name: audit, middleware: "hookmesh.demo:AuditTrail", listen: "127.0.0.1:0"}}
+  - {{name: audit, middleware: "hookmesh.suite.demo:AuditTrail", listen: "127.0.0.1:0"}}
 services:
   memory: {{listen: 127.0.0.1:0, store: "sqlite:///{tmp_path}/memory.db"}}
   a2a: {{listen: 127.0.0.1:0}}

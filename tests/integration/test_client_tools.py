@@ -10,8 +10,8 @@ import grpc
 import pytest
 
 from hookmesh.agent import ExternalResult, external_tool
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn, ToolChoice
 from hookmesh.client import AgentClient, AgentClientError, text_of_events
+from hookmesh.models import ScriptedChatModel, ScriptedTurn, ToolChoice
 from hookmesh.schema import Message, tool_results
 from hookmesh.services.agent import AgentService, load_config, start_agent_service
 from tests.agent_helpers import SHORT_TIMEOUT

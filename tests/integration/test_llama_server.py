@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hookmesh.agent.models import ModelChunk, ModelError, ModelResponse
-from hookmesh.agent.models._openai import OpenAIChatModel
+from hookmesh.models import ModelChunk, ModelError, ModelResponse
+from hookmesh.models._openai import OpenAIChatModel
 from hookmesh.schema import (
     AgenticMessage,
     FlatMessage,

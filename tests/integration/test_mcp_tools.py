@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent, Confirmation, Resume
-from hookmesh.middleware.builtin._mcp_processes import MARKER, running
 from hookmesh.middleware.builtin.mcp_tools import (
     WARNING_EVENT,
     McpServerUnavailableError,
     McpToolsMiddleware,
 )
+from hookmesh.middleware.builtin.mcp_tools._processes import MARKER, running
 from hookmesh.schema import MessageKind
 from tests.agent_helpers import collect, customs, types
 from tests.builtin_helpers import Recorded, calls, documented_parameters, parameters, results

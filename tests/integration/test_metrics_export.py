@@ -84,7 +84,7 @@ _SCRIPT = """
 import asyncio
 from opentelemetry import metrics
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel
+from hookmesh.models import ScriptedChatModel
 from hookmesh.metrics import install_meter_provider
 from hookmesh.middleware.builtin.metrics import MetricsMiddleware
 

@@ -12,8 +12,8 @@ import pytest
 from google.protobuf import struct_pb2
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ModelChunk, ModelResponse, ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
+from hookmesh.models import ModelChunk, ModelResponse, ScriptedChatModel, ScriptedTurn
 from hookmesh.remote import RemoteMiddleware
 from hookmesh.schema import AgentEvent, CustomEvent, Message, MessageKind, Usage, text_of
 from hookmesh.v1 import message_pb2 as _message_pb2

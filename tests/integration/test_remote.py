@@ -11,12 +11,12 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.remote import SERVICE_NAME as MW_SERVICE
 from hookmesh.remote import ClientTLS, RemoteMiddleware, ServerTLS, SidecarError, serve_middleware
 from hookmesh.schema import MessageKind
-from hookmesh.services._server import RunningServer
+from hookmesh.server import RunningServer
 from hookmesh.v1 import middleware_pb2, middleware_pb2_grpc
 from tests import middlewares as mws
 from tests import remote_middlewares as rmws
@@ -93,7 +93,7 @@ async def test_an_emit_after_a_verdict_waits_for_the_next_answer(
     """A hook that re-yields an item, then yields its own event (the sidecar sends the
     verdict, then the emit) is not a hook ending early, even when the emit is already there
     when the agent pulls on: the downstream runs to its end."""
-    from hookmesh.demo import AuditTrail, get_weather
+    from hookmesh.suite.demo import AuditTrail, get_weather
 
     running, remote = await serve(AuditTrail())
     turns = [ScriptedTurn(tool_calls=[("get_weather", {"city": "Oslo"})]), "Cold."]
@@ -347,7 +347,7 @@ async def test_a_model_response_cannot_replace_a_stream_under_way(
 ) -> None:
     """The sidecar answers with a full response while the agent relays the model's stream:
     refused as a protocol error (the stream's start already went upstream), never dropped."""
-    from hookmesh.agent.models import ModelResponse
+    from hookmesh.models import ModelResponse
     from hookmesh.schema import make_assistant
 
     never = asyncio.Event()

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ChatModel, ModelChunk, ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
+from hookmesh.models import ChatModel, ModelChunk, ScriptedChatModel, ScriptedTurn
 from hookmesh.remote import (
     SERVICE_NAME,
     MiddlewareServicer,
@@ -28,7 +28,7 @@ from hookmesh.schema import (
     message_to_proto,
     text_of,
 )
-from hookmesh.services._server import RunningServer
+from hookmesh.server import RunningServer
 from hookmesh.services.agent import load_config, start_agent_service
 from hookmesh.v1 import event_pb2
 from hookmesh.v1 import middleware_pb2 as pb

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel
 from hookmesh.middleware import Middleware
+from hookmesh.models import ScriptedChatModel
 from hookmesh.remote import RemoteMiddleware, serve_middleware
 from hookmesh.schema import AgentEvent, MessageKind, make_user_text
 from tests.agent_helpers import SHORT_TIMEOUT, collect

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel
+from hookmesh.models import ScriptedChatModel
 from hookmesh.remote import RemoteMiddleware
 from hookmesh.schema import MessageKind
 from tests.agent_helpers import SHORT_TIMEOUT, collect, customs

@@ -13,7 +13,7 @@ import grpc
 import psycopg
 import pytest
 
-from hookmesh.services._store_errors import store_error
+from hookmesh.server import store_error
 from tests.pg import postgres_url  # noqa: F401  (the session-wide PostgreSQL server)
 
 pytestmark = pytest.mark.timeout(60)

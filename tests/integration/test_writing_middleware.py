@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel
 from hookmesh.middleware import Middleware
+from hookmesh.models import ScriptedChatModel
 from hookmesh.remote import load_middleware
 from hookmesh.schema import MessageKind, text_of
 from tests.agent_helpers import collect, customs

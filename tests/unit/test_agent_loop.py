@@ -18,8 +18,8 @@ from hookmesh.agent import (
     external_tool,
     tool,
 )
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.errors import SchemaError
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     AgenticMessage,
     FlatMessage,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from hookmesh.agent.models import OpenAIModelConfig, ScriptedModelConfig
+from hookmesh.models import OpenAIModelConfig, ScriptedModelConfig
 from hookmesh.services.agent import _config as cfg
 from hookmesh.services.agent import load_config
 
@@ -24,7 +24,7 @@ def test_defaults_run_a_scripted_agent() -> None:
 
 def test_the_example_file_loads() -> None:
     config = load_config(ROOT / "deploy/container/agent.yaml")
-    assert config.tools == ["hookmesh.demo:get_weather"]
+    assert config.tools == ["hookmesh.suite.demo:get_weather"]
     assert [m.type for m in config.middlewares] == ["local"] * 4 + ["remote"]
     assert config.store.startswith("postgresql://") and config.auth.token_file
 
@@ -140,8 +140,8 @@ def test_every_auth_key_is_documented() -> None:
 def test_openai_base_url_picks_the_model_of_up_and_the_demo(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hookmesh.demo import demo_config
-    from hookmesh.services.suite import default_suite_config, describe_model
+    from hookmesh.suite import default_suite_config, describe_model
+    from hookmesh.suite.demo import demo_config
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     for config in (default_suite_config(tmp_path), demo_config(str(tmp_path))):

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ModelError, ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware, MiddlewareDefinitionError
+from hookmesh.models import ModelError, ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     AgentEvent,
     ImageBlock,

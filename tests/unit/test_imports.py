@@ -25,7 +25,7 @@ MODULES = [
     "hookmesh.middleware.builtin.tasks",
     "hookmesh.middleware.builtin.tool_search",
     "hookmesh.remote",
-    "hookmesh.services._server",
+    "hookmesh.server._server",
     "hookmesh.services.agent",
     "hookmesh.services.retrieval",
     "hookmesh.services.memory",

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from hookmesh.agent.models import ModelChunk, ModelError, ModelResponse
-from hookmesh.agent.models._openai import OpenAIChatModel
+from hookmesh.models import ModelChunk, ModelError, ModelResponse
+from hookmesh.models._openai import OpenAIChatModel
 from hookmesh.schema import (
     AgenticMessage,
     DocumentBlock,

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import pytest
 
 from hookmesh.agent import Agent, ToolArgumentError, Toolkit, tool
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import ImageBlock, InlineSource, MessageKind, tool_results
 from tests.agent_helpers import SHORT_TIMEOUT, collect, echo
 

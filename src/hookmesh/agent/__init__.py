@@ -8,7 +8,7 @@ from hookmesh.agent._agent import (
     new_id,
 )
 from hookmesh.agent._state import AgentState, Confirmation, ExternalResult, PendingReply, Resume
-from hookmesh.agent.tools import Tool, ToolArgumentError, Toolkit, external_tool, tool
+from hookmesh.tools import Tool, ToolArgumentError, Toolkit, external_tool, tool
 
 __all__ = [
     "DEFAULT_MAX_ITERS",

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from hookmesh.agent._run import ReplyRun, drain, new_id
 from hookmesh.agent._state import AgentState, PendingReply, Resume
 from hookmesh.agent._stream import OutputCollector
-from hookmesh.agent.tools import Tool, ToolArgumentError, Toolkit
 from hookmesh.errors import FieldViolation, SchemaError
 from hookmesh.middleware import core_step
 from hookmesh.schema import (
@@ -35,6 +34,7 @@ from hookmesh.schema import (
     make_tool_result,
     tool_results,
 )
+from hookmesh.tools import Tool, ToolArgumentError, Toolkit
 
 if TYPE_CHECKING:
     from hookmesh.middleware import AwaitCall, EventCall

@@ -11,8 +11,6 @@ from hookmesh.agent._acting import ActingSteps, check_resume
 from hookmesh.agent._run import DEFAULT_MAX_ITERS, ReplyRun, drain, new_id
 from hookmesh.agent._state import AgentState, Resume
 from hookmesh.agent._stream import StreamOutcome, response_events
-from hookmesh.agent.models import ChatModel, ModelResult
-from hookmesh.agent.tools import Tool, Toolkit
 from hookmesh.errors import HookmeshError
 from hookmesh.metrics import record_middleware_error
 from hookmesh.middleware import (
@@ -28,6 +26,7 @@ from hookmesh.middleware import (
     culprit,
     skip_failed,
 )
+from hookmesh.models import ChatModel, ModelResult
 from hookmesh.schema import (
     AgentEvent,
     AgenticMessage,
@@ -49,6 +48,7 @@ from hookmesh.schema import (
     tool_calls,
     unanswered_tool_calls,
 )
+from hookmesh.tools import Tool, Toolkit
 
 log = logging.getLogger("hookmesh.agent")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from hookmesh.agent.models import ModelChunk, ModelResponse, ModelResult
+from hookmesh.models import ModelChunk, ModelResponse, ModelResult
 from hookmesh.schema import (
     AgentEvent,
     MessageKind,

@@ -51,7 +51,7 @@ def up(
     parts get one of their own); TLS flags apply to the agent service."""
     from hookmesh.services import wait_for_signal
     from hookmesh.services.agent import load_config
-    from hookmesh.services.suite import (
+    from hookmesh.suite import (
         SuiteError,
         default_suite_config,
         describe_model,
@@ -104,7 +104,7 @@ def status(
     """Check the health of every service of the suite (the default ports, or --config's);
     exit 1 when one is not serving."""
     from hookmesh.services.agent import load_config
-    from hookmesh.services.suite import GATEWAYS, default_suite_config, service_settings
+    from hookmesh.suite import GATEWAYS, default_suite_config, service_settings
 
     try:
         settings = default_suite_config() if config is None else load_config(config)
@@ -177,6 +177,7 @@ def demo(
     """Run the suite with the embedded demo config and two conversations, then stop."""
     from rich.console import Console
 
-    from hookmesh.demo import run_demo
+    from hookmesh.cli._printer import EventPrinter
+    from hookmesh.suite.demo import run_demo
 
-    raise typer.Exit(run(run_demo(Console(highlight=False), serve=serve)))
+    raise typer.Exit(run(run_demo(Console(highlight=False), EventPrinter, serve=serve)))

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from hookmesh.agent import tool
-from hookmesh.agent.models import ModelResponse
-from hookmesh.agent.tools import Tool
 from hookmesh.errors import HookmeshError
 from hookmesh.middleware import HookMode, Middleware, PermissionDecision
+from hookmesh.models import ModelResponse
 from hookmesh.schema import AgentEvent, CustomEvent, Message, make_assistant, text_of
+from hookmesh.tools import Tool
 
 MARKER_PREFIX = "conformance:"
 """The last context message's text starts with this, then the marker word."""

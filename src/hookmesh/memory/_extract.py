@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from hookmesh.agent.models import ChatModel, answer_text, json_answer
+from hookmesh.models import ChatModel, answer_text, json_answer
 from hookmesh.schema import Message, is_assistant, is_user, make_text, text_of
 
 from ._types import ExtractionOutcome, MemoryOrigin

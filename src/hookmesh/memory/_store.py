@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from hookmesh.agent.models import ChatModel
+from hookmesh.models import ChatModel
 from hookmesh.retrieval import Embedder, KnowledgeStore, default_embedder, open_knowledge_store
 
 from ._bases import LOCK_STRIPES

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hookmesh.agent.models import ChatModel
 from hookmesh.errors import HookmeshError, SchemaError
+from hookmesh.models import ChatModel
 from hookmesh.retrieval import Document, MetadataValue
 from hookmesh.schema import AgenticMessage, FlatMessage, Message, check_messages
 

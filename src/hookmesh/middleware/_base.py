@@ -11,8 +11,8 @@ from hookmesh.schema import AgentEvent, Message
 
 if TYPE_CHECKING:
     from hookmesh.agent import Agent
-    from hookmesh.agent.models import ModelResult
-    from hookmesh.agent.tools import Tool
+    from hookmesh.models import ModelResult
+    from hookmesh.tools import Tool
 
 FailureMode = Literal["fail_closed", "fail_open"]
 HookMode = Literal["intercept", "pre_only", "observe"]

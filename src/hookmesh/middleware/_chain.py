@@ -37,7 +37,7 @@ def culprit(exc: BaseException) -> Middleware | None:
     every layer's stream (which would cost time on every event). The deepest frame that is
     a core step, a chat model's code or runs with a Middleware as `self` decides.
     """
-    from hookmesh.agent.models import ChatModel  # the agent package imports this module
+    from hookmesh.models import ChatModel  # the agent package imports this module
 
     found: Middleware | None = None
     tb = exc.__traceback__

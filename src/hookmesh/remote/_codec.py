@@ -7,9 +7,8 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
-from hookmesh.agent.models import ModelChunk, ModelResponse, ToolCallDelta
-from hookmesh.agent.tools import Tool
 from hookmesh.middleware import PermissionDecision
+from hookmesh.models import ModelChunk, ModelResponse, ToolCallDelta
 from hookmesh.schema import (
     MessageKind,
     ReplyError,
@@ -20,6 +19,7 @@ from hookmesh.schema import (
     usage_from_proto,
     usage_to_proto,
 )
+from hookmesh.tools import Tool
 from hookmesh.v1 import event_pb2 as _event_pb2
 from hookmesh.v1 import message_pb2 as _message_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2

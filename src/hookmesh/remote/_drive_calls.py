@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
 
-from hookmesh.agent.models import ModelResponse, ModelResult
 from hookmesh.middleware import Middleware, PermissionDecision
+from hookmesh.models import ModelResponse, ModelResult
 from hookmesh.remote import _codec as c
 from hookmesh.remote._changes import overrides
 from hookmesh.remote._invocation import (

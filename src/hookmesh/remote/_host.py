@@ -11,9 +11,9 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
-from hookmesh.agent.models import ModelError
 from hookmesh.errors import RequestError, SchemaError, to_grpc_status
 from hookmesh.middleware import ONION_HOOKS, Middleware
+from hookmesh.models import ModelError
 from hookmesh.remote import _codec as c
 from hookmesh.remote._invocation import RemoteHookError, SidecarError
 from hookmesh.remote._runners import _RUNNERS, ModelChoice

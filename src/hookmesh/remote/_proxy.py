@@ -12,7 +12,6 @@ from google.protobuf import duration_pb2
 from opentelemetry import propagate, trace
 
 from hookmesh._security import ClientTLS, open_channel
-from hookmesh.agent.tools import Tool
 from hookmesh.errors import reason_of, status_of
 from hookmesh.middleware import FailureMode, PermissionDecision
 from hookmesh.remote import _codec as c
@@ -29,6 +28,7 @@ from hookmesh.remote._invocation import (
 from hookmesh.remote._subscriptions import Routes, check_subscriptions
 from hookmesh.remote._tools import tool_proxy
 from hookmesh.schema import AgentEvent, Message, message_to_proto
+from hookmesh.tools import Tool
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.agent.models import ModelResponse
 from hookmesh.middleware import ALLOW, Middleware
+from hookmesh.models import ModelResponse
 from hookmesh.remote import _codec as c
 from hookmesh.remote._subscriptions import READ_ONLY
 from hookmesh.schema import (

@@ -8,7 +8,7 @@ from hookmesh._imports import load_object
 from hookmesh._security import ServerTLS
 from hookmesh.middleware import Middleware, MiddlewareDefinitionError, check_middleware
 from hookmesh.remote._host import MiddlewareServicer
-from hookmesh.services import AuthConfig, Authenticator, RunningServer, Service, start_server
+from hookmesh.server import AuthConfig, Authenticator, RunningServer, Service, start_server
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from hookmesh.agent.tools import Tool
 from hookmesh.remote import _codec as c
 from hookmesh.remote._invocation import RemoteHookError, SidecarError
 from hookmesh.schema import block_from_proto
+from hookmesh.tools import Tool
 from hookmesh.v1 import content_pb2 as _content_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 

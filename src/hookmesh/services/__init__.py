@@ -1,23 +1,26 @@
-"""gRPC services of the suite and what they share: one way to start, serve and stop a server."""
+"""gRPC services of the suite: agent, memory, retrieval, TTS, and the AG-UI, A2A and MCP
+gateways, each with its store and config.
 
-from hookmesh.services._auth import (
+The server platform they share moved to `hookmesh.server`; its names stay importable from
+here for one release."""
+
+from hookmesh.server import (
     ANONYMOUS,
+    DEFAULT_GRACE,
+    REQUEST_ID_HEADER,
     USER_HEADER,
+    AddressInUseError,
     AuthConfig,
     Authenticator,
     Caller,
-    TLSConfig,
-    current_principal,
-    current_user,
-    scoped_user,
-)
-from hookmesh.services._interceptor import REQUEST_ID_HEADER, request_id_var
-from hookmesh.services._server import (
-    DEFAULT_GRACE,
-    AddressInUseError,
     RunningServer,
     Service,
+    TLSConfig,
     bound_address,
+    current_principal,
+    current_user,
+    request_id_var,
+    scoped_user,
     serve_until_signal,
     start_server,
     wait_for_signal,

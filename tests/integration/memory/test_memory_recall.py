@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.client import AgentClient, MemoryClient
 from hookmesh.memory import MemoryScope
 from hookmesh.middleware.builtin.memory import MemoryMiddleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import Message, MessageKind, is_hint, make_user_text, text_of, tool_results
 from hookmesh.services.agent import load_config, start_agent_service
 from hookmesh.services.memory import MemoryService, load_memory_config, start_memory_service

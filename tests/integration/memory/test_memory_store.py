@@ -11,9 +11,9 @@ from typing import Any
 import grpc
 import pytest
 
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.errors import HookmeshError, SchemaError
 from hookmesh.memory import MemoryScope, MemoryStore
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.retrieval import Document, Embedder
 from hookmesh.schema import Message, MessageKind, make_assistant, make_user_text
 from tests.integration.memory.conftest import MemoryBackend

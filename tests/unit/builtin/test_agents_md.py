@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedTurn
 from hookmesh.middleware.builtin.agents_md import (
     AGENTS_MD_METADATA_KEY,
     WARNING_EVENT,
@@ -18,6 +17,7 @@ from hookmesh.middleware.builtin.agents_md import (
 )
 from hookmesh.middleware.builtin.reduction import ReductionMiddleware
 from hookmesh.middleware.builtin.summarization import SUMMARY_METADATA_KEY, SummarizationMiddleware
+from hookmesh.models import ScriptedTurn
 from hookmesh.schema import Message, MessageKind, is_user, text_of
 from tests.agent_helpers import collect, customs, echo
 from tests.builtin_helpers import Recorded, documented_parameters, parameters

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.budget import DEFAULT_HINT, BudgetMiddleware
 from hookmesh.middleware.builtin.patch_tool_calls import PatchToolCallsMiddleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     AgenticMessage,
     Message,

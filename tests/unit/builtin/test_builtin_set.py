@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware, builtin
 from hookmesh.middleware.builtin.agents_md import AGENTS_MD_METADATA_KEY, AgentsMdMiddleware
 from hookmesh.middleware.builtin.filesystem import FilesystemMiddleware
 from hookmesh.middleware.builtin.skills import SkillsMiddleware
 from hookmesh.middleware.builtin.tasks import HINT_HEADER, TasksMiddleware
 from hookmesh.middleware.builtin.tool_search import ToolSearchMiddleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import MessageKind, is_hint, text_of
 from tests.agent_helpers import collect
 from tests.builtin_helpers import Recorded, own, python_blocks, results
@@ -105,10 +105,13 @@ async def test_the_whole_set_works_together(
 
 
 def test_every_builtin_is_registered_and_importable() -> None:
-    modules = sorted(p.stem for p in Path(builtin.__file__).parent.glob("[!_]*.py"))
+    folder = Path(builtin.__file__).parent
+    rooms = [p.stem for p in folder.glob("[!_]*.py")] + [
+        p.parent.name for p in folder.glob("[!_]*/__init__.py")
+    ]
     classes = [getattr(builtin, name) for name in builtin.__all__]
     assert all(isinstance(c, type) and issubclass(c, Middleware) for c in classes)
-    assert sorted({c.__module__.rsplit(".", 1)[1] for c in classes}) == modules
+    assert sorted({c.__module__.split(".")[3] for c in classes}) == sorted(rooms)
     with pytest.raises(AttributeError):
         builtin.NoSuchMiddleware  # noqa: B018
 

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.file_memory import (
     INDEX,
     WARNING_EVENT,
     FileMemoryMiddleware,
     parse_memory_file,
 )
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import Message, MessageKind, is_hint, is_system, text_of, tool_results
 from tests.agent_helpers import collect, customs
 from tests.conftest import Attach

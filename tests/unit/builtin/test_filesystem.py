@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent, Confirmation, Resume
-from hookmesh.agent.models import ScriptedChatModel
 from hookmesh.middleware.builtin.filesystem import FilesystemMiddleware
 from hookmesh.middleware.builtin.reduction import ReductionMiddleware
+from hookmesh.models import ScriptedChatModel
 from hookmesh.schema import DocumentBlock, ImageBlock, MessageKind
 from tests.agent_helpers import collect
 from tests.builtin_helpers import calls, documented_parameters, parameters, results

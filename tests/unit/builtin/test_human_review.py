@@ -7,10 +7,10 @@ import json
 import pytest
 
 from hookmesh.agent import Agent, AgentState, Confirmation, Resume, tool
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.errors import SchemaError
 from hookmesh.middleware.builtin.call_limits import CallLimitMiddleware
 from hookmesh.middleware.builtin.human_review import REVIEW_EVENT, HumanReviewMiddleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     EDITED_CALLS_METADATA_KEY,
     MessageKind,

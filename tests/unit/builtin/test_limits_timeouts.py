@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent, tool
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.call_limits import (
     CALL_LIMIT_EVENT,
     DEFAULT_HINT,
@@ -18,6 +17,7 @@ from hookmesh.middleware.builtin.call_limits import (
 )
 from hookmesh.middleware.builtin.retry import ModelRetryMiddleware, RetryPolicy
 from hookmesh.middleware.builtin.timeouts import TimeoutMiddleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import Message, MessageKind, is_hint, text_of, tool_results
 from tests.agent_helpers import collect, customs, echo
 from tests.conftest import Attach

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.memory import MemoryScope, MemoryStore, open_memory_store
 from hookmesh.middleware.builtin.memory import (
     DEFAULT_PROMPT_NOTE,
@@ -20,6 +19,7 @@ from hookmesh.middleware.builtin.memory import (
     WARNING_EVENT,
     MemoryMiddleware,
 )
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     Message,
     MessageKind,

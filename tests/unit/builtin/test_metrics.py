@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent, Tool, tool
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.metrics import record_remote_hook
 from hookmesh.middleware import Middleware
 from hookmesh.middleware.builtin.metrics import MetricsMiddleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import AgentEvent, MessageKind, Usage
 from tests.agent_helpers import collect, echo
 from tests.conftest import Attach

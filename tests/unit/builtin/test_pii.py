@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hookmesh.agent import Agent, AgentState, tool
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
-from hookmesh.middleware.builtin._pii import BUILTIN, Scrubber, StreamMasker
 from hookmesh.middleware.builtin.pii import PIIDetectedError, PIIMiddleware
+from hookmesh.middleware.builtin.pii._detect import BUILTIN, Scrubber, StreamMasker
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     AgenticMessage,
     Message,

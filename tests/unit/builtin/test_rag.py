@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent, Confirmation, Resume
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.client import RetrievalClient
 from hookmesh.middleware.builtin.rag import (
     DEFAULT_HINT_TEMPLATE,
@@ -20,6 +19,7 @@ from hookmesh.middleware.builtin.rag import (
     format_passages,
     latest_user_text,
 )
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.retrieval import Document, open_knowledge_store
 from hookmesh.schema import (
     AgentEvent,

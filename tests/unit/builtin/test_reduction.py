@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hookmesh.agent import Agent, tool
-from hookmesh.agent.models import ChatModel, ModelResponse, ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.reduction import (
     CLEARED_ARGUMENTS,
     CLEARED_EVENT,
@@ -24,6 +23,7 @@ from hookmesh.middleware.builtin.reduction import (
     ReductionMiddleware,
     safe_name,
 )
+from hookmesh.models import ChatModel, ModelResponse, ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     AgenticMessage,
     ImageBlock,

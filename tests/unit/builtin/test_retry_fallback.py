@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent, tool
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.fallback import FALLBACK_EVENT, ModelFallbackMiddleware
 from hookmesh.middleware.builtin.retry import (
     ModelRetryMiddleware,
     RetryPolicy,
     ToolRetryMiddleware,
 )
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import MessageKind, text_of, tool_results
 from tests.agent_helpers import collect, customs, types
 from tests.conftest import Attach

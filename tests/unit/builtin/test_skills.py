@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent, tool
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware import Middleware
 from hookmesh.middleware.builtin.budget import BudgetMiddleware
 from hookmesh.middleware.builtin.skills import SkillsMiddleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     AgenticMessage,
     EventSource,

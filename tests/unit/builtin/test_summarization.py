@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.retry import RetryPolicy
 from hookmesh.middleware.builtin.summarization import (
     DEFAULT_INSTRUCTION,
@@ -20,6 +19,7 @@ from hookmesh.middleware.builtin.summarization import (
     SUMMARY_PREFIX,
     SummarizationMiddleware,
 )
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     AgenticMessage,
     Message,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent, AgentState, Confirmation, Resume
-from hookmesh.agent.models import ScriptedTurn
 from hookmesh.middleware.builtin.summarization import SummarizationMiddleware
 from hookmesh.middleware.builtin.tasks import HINT_HEADER, TASKS_METADATA_KEY, TasksMiddleware
+from hookmesh.models import ScriptedTurn
 from hookmesh.schema import MessageKind, is_hint, text_of
 from tests.agent_helpers import collect
 from tests.builtin_helpers import Recorded, documented_parameters, parameters, results
@@ -193,7 +193,7 @@ def test_the_docs_page_lists_every_parameter() -> None:
 
 
 def test_list_limits() -> None:
-    from hookmesh.middleware.builtin import _tasks as tasks
+    from hookmesh.middleware.builtin.tasks import _book as tasks
 
     book = tasks.new_book()
     tasks.create(book, "one", "", [], limit=2)

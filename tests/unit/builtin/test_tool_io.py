@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hookmesh.middleware.builtin._tool_io import output_events, output_text
+from hookmesh.middleware.builtin._support._tool_io import output_events, output_text
 from hookmesh.schema import ImageBlock, InlineSource, TextBlock
 
 

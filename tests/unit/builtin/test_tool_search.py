@@ -9,8 +9,8 @@ import grpc
 import pytest
 
 from hookmesh.agent import Agent, Confirmation, Resume, tool
-from hookmesh.agent.models import ScriptedTurn
 from hookmesh.middleware.builtin.tool_search import ToolSearchMiddleware
+from hookmesh.models import ScriptedTurn
 from hookmesh.remote import serve_middleware
 from hookmesh.schema import MessageKind
 from hookmesh.v1 import middleware_pb2 as _mw_pb2

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent, Tool
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.tool_selector import (
     SELECT_TOOL,
     SELECTION_EVENT,
     ToolSelectorMiddleware,
 )
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import Message, MessageKind, text_of
 from tests.agent_helpers import collect, customs
 from tests.conftest import Attach

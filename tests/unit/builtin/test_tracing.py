@@ -10,8 +10,8 @@ import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
 from hookmesh.agent import Agent, tool
-from hookmesh.agent.models import ModelChunk, ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.tracing import TracingMiddleware
+from hookmesh.models import ModelChunk, ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import Message, MessageKind, Usage
 from tests.agent_helpers import collect, echo
 from tests.conftest import Attach
@@ -150,7 +150,7 @@ async def test_a_pause_records_the_pending_tools(
 
 
 async def test_without_an_sdk_provider_nothing_is_traced(kind: MessageKind) -> None:
-    from hookmesh.middleware.builtin import tracing
+    from hookmesh.middleware.builtin.tracing import _middleware as tracing
 
     real = tracing._recording
     tracing._recording = lambda tracer: False  # type: ignore[assignment]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent, AgentState, ExternalResult, Resume, external_tool
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.tracing import TracingMiddleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     AgenticMessage,
     FlatMessage,

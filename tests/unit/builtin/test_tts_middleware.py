@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from hookmesh.agent import Agent
-from hookmesh.agent.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.middleware.builtin.tts import WARNING_EVENT, TTSMiddleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     AgentEvent,
     CustomEvent,

@@ -1,26 +1,26 @@
-"""Chat models: the interface, a scripted model, an OpenAI-compatible HTTP model, and
-helpers for asking one for a (JSON) answer."""
+"""Deprecated path of `hookmesh.models` (kept for one release)."""
 
-from hookmesh.agent.models._answers import answer_text, json_answer
-from hookmesh.agent.models._base import (
+from hookmesh.models import (
+    NO_TOOLS_TEXT,
     TOOL_CHOICE_MODES,
     ChatModel,
     ModelChunk,
+    ModelConfig,
     ModelError,
     ModelResponse,
     ModelResult,
+    OpenAIChatModel,
+    OpenAIModelConfig,
+    ScriptedChatModel,
+    ScriptedModelConfig,
+    ScriptedTurn,
     ToolCallDelta,
     ToolChoice,
-)
-from hookmesh.agent.models._config import (
-    ModelConfig,
-    OpenAIModelConfig,
-    ScriptedModelConfig,
+    answer_text,
     build_model,
+    json_answer,
     openai_model_from_env,
 )
-from hookmesh.agent.models._openai import OpenAIChatModel
-from hookmesh.agent.models._scripted import NO_TOOLS_TEXT, ScriptedChatModel, ScriptedTurn
 
 __all__ = [
     "NO_TOOLS_TEXT",

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from hookmesh.agent.models import ModelResponse, ModelResult
 from hookmesh.middleware._base import (
     Middleware,
     ModelHandler,
     PermissionDecision,
     PermissionHandler,
 )
+from hookmesh.models import ModelResponse, ModelResult
 from hookmesh.schema import (
     CustomEvent,
     HintBlockEvent,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.agent.models import ChatModel, ModelError, ModelResult
 from hookmesh.middleware._base import Middleware, ModelHandler
-from hookmesh.middleware.builtin._retry import model_error_filter, prime
+from hookmesh.middleware.builtin._support._retry import model_error_filter, prime
+from hookmesh.models import ChatModel, ModelError, ModelResult
 from hookmesh.schema import CustomEvent
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ class ModelFallbackMiddleware(Middleware):
     only while none of its chunks went upstream.
 
     Example:
-        >>> from hookmesh.agent.models import ScriptedChatModel
+        >>> from hookmesh.models import ScriptedChatModel
         >>> mw = ModelFallbackMiddleware([ScriptedChatModel(["hi"], model_name="backup")])
         >>> [m.model_name for m in mw.models]
         ['backup']

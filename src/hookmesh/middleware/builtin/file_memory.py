@@ -15,10 +15,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hookmesh.agent import Tool, ToolArgumentError, tool
-from hookmesh.agent.models import ChatModel, answer_text, json_answer
 from hookmesh.middleware._base import EventHandler, FailureMode, HookMode, Middleware
-from hookmesh.middleware.builtin._atomic import write_text_atomically
-from hookmesh.middleware.builtin._frontmatter import split_front_matter
+from hookmesh.middleware.builtin._support._atomic import write_text_atomically
+from hookmesh.middleware.builtin._support._frontmatter import split_front_matter
+from hookmesh.models import ChatModel, answer_text, json_answer
 from hookmesh.schema import (
     AgentEvent,
     CustomEvent,

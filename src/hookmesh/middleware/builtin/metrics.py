@@ -6,9 +6,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from hookmesh.agent.models import ModelResponse, ModelResult
 from hookmesh.metrics import record_model_call, record_reply, record_tool_call
 from hookmesh.middleware._base import EventHandler, Middleware, ModelHandler
+from hookmesh.models import ModelResponse, ModelResult
 from hookmesh.schema import AgentEvent, Usage
 
 if TYPE_CHECKING:

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from hookmesh.agent.tools import Tool
 from hookmesh.errors import HookmeshError
 from hookmesh.middleware._base import EventHandler, FailureMode, Middleware
 from hookmesh.remote import ClientTLS
 from hookmesh.retrieval import MAX_TOP_K, SEARCH_MODES, Hit, MetadataValue, SearchMode
 from hookmesh.schema import AgentEvent, CustomEvent, HintBlockEvent, is_user, make_hint, text_of
+from hookmesh.tools import Tool
 
 if TYPE_CHECKING:
     from hookmesh.agent import Agent

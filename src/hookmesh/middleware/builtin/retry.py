@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from hookmesh.agent.models import ModelError, ModelResult
 from hookmesh.middleware._base import EventHandler, Middleware, ModelHandler
-from hookmesh.middleware.builtin._retry import (
+from hookmesh.middleware.builtin._support._retry import (
     RETRY_STATUSES,
     RetryPolicy,
     model_error_filter,
     prime,
 )
+from hookmesh.models import ModelError, ModelResult
 from hookmesh.schema import AgentEvent
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.agent.models import ChatModel, answer_text
 from hookmesh.middleware._base import CompressHandler, FailureMode, Middleware
-from hookmesh.middleware.builtin._retry import RetryPolicy
+from hookmesh.middleware.builtin._support._retry import RetryPolicy
+from hookmesh.models import ChatModel, answer_text
 from hookmesh.schema import (
     CustomEvent,
     Message,
@@ -99,7 +99,7 @@ class SummarizationMiddleware(Middleware):
     pass `model` there.
 
     Example:
-        >>> from hookmesh.agent.models import ScriptedChatModel
+        >>> from hookmesh.models import ScriptedChatModel
         >>> mw = SummarizationMiddleware(max_messages=40, model=ScriptedChatModel(["..."]))
         >>> (mw.max_tokens, mw.max_messages)
         (None, 40)

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from hookmesh.agent.models import ModelError, ModelResponse, ModelResult
 from hookmesh.middleware._base import EventHandler, Middleware, ModelHandler
+from hookmesh.models import ModelError, ModelResponse, ModelResult
 from hookmesh.schema import (
     AgentEvent,
     ToolResultDeltaEvent,

@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from hookmesh.agent.tools import Tool, ToolArgumentError, tool
 from hookmesh.middleware._base import EventHandler, FailureMode, HookMode, Middleware, ModelHandler
-from hookmesh.middleware.builtin import _checks as check
+from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.schema import (
     AgentEvent,
     ToolResultDeltaEvent,
     ToolResultEndEvent,
     ToolResultStartEvent,
 )
+from hookmesh.tools import Tool, ToolArgumentError, tool
 
 if TYPE_CHECKING:
     from hookmesh.agent import Agent
-    from hookmesh.agent.models import ModelResult
+    from hookmesh.models import ModelResult
     from hookmesh.retrieval import Embedder, Vectors
 
 _WORD = re.compile(r"[a-z0-9]+")

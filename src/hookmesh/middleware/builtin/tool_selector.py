@@ -9,8 +9,8 @@ import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.agent.models import ChatModel, ModelResponse, ModelResult
 from hookmesh.middleware._base import Middleware, ModelHandler
+from hookmesh.models import ChatModel, ModelResponse, ModelResult
 from hookmesh.schema import (
     CustomEvent,
     Message,
@@ -65,7 +65,7 @@ class ToolSelectorMiddleware(Middleware):
     sidecar needs `model` (it has none of the agent's).
 
     Example:
-        >>> from hookmesh.agent.models import ScriptedChatModel
+        >>> from hookmesh.models import ScriptedChatModel
         >>> mw = ToolSelectorMiddleware(ScriptedChatModel(["search"]), always_include=["help"])
         >>> (mw.threshold, mw.max_tools)
         (10, 5)

@@ -28,8 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from hookmesh.client import AgentClient
-from hookmesh.services._http import HttpServer
-from hookmesh.services._server import RunningServer, Service, start_server
+from hookmesh.server import HttpServer, RunningServer, Service, start_server
 from hookmesh.services.a2a._card import JSONRPC_PATH, REST_PATH, CardSource, base_card
 from hookmesh.services.a2a._config import A2AServerConfig
 from hookmesh.services.a2a._executor import HookmeshAgentExecutor, caller_token

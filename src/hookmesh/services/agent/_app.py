@@ -12,8 +12,8 @@ from typing import Any
 
 from hookmesh._imports import load_object
 from hookmesh.agent import Tool, tool
-from hookmesh.agent.models import build_model
-from hookmesh.services._server import RunningServer, Service, start_server
+from hookmesh.models import build_model
+from hookmesh.server import RunningServer, Service, start_server
 from hookmesh.services.agent._chain import build_chain
 from hookmesh.services.agent._config import AgentServiceConfig, SessionsConfig
 from hookmesh.services.agent._reload import AdminServicer, ConfigSource, MiddlewareReloader

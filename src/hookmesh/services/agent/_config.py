@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from hookmesh.agent.models import ModelConfig, ScriptedModelConfig
-from hookmesh.services._settings import ServiceSettings, load_settings
+from hookmesh.models import ModelConfig, ScriptedModelConfig
+from hookmesh.server import ServiceSettings, load_settings
 
 
 class _Strict(BaseModel):

@@ -12,7 +12,7 @@ import grpc
 
 from hookmesh.errors import RequestError, to_grpc_status
 from hookmesh.remote import SidecarError
-from hookmesh.services._auth import current_principal
+from hookmesh.server import current_principal
 from hookmesh.services.agent._chain import MiddlewareChain, build_chain
 from hookmesh.services.agent._config import AgentServiceConfig
 from hookmesh.services.agent._servicer import AgentServicer

@@ -21,8 +21,8 @@ from hookmesh.agent import (
     Tool,
     new_id,
 )
-from hookmesh.agent.models import TOOL_CHOICE_MODES, ChatModel
 from hookmesh.errors import FieldViolation, HookmeshError, RequestError, SchemaError, to_grpc_status
+from hookmesh.models import TOOL_CHOICE_MODES, ChatModel
 from hookmesh.schema import (
     AgentEvent,
     block_from_proto,
@@ -32,7 +32,7 @@ from hookmesh.schema import (
     messages_from_proto,
     tool_result_state_from_proto,
 )
-from hookmesh.services._auth import ANONYMOUS, current_user
+from hookmesh.server import ANONYMOUS, current_user
 from hookmesh.services.agent._chain import MiddlewareChain
 from hookmesh.services.agent._claims import Key, SessionClaims
 from hookmesh.services.agent._client_tools import client_tools

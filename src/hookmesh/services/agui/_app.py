@@ -23,7 +23,7 @@ from starlette.routing import Route
 from hookmesh.client import AgentClient, AgentClientError
 from hookmesh.errors import SchemaError
 from hookmesh.schema import AgentEvent
-from hookmesh.services._http import HttpServer
+from hookmesh.server import HttpServer
 from hookmesh.services.agui._config import AguiGatewayConfig
 from hookmesh.services.agui._events import RunEvents
 from hookmesh.services.agui._input import (

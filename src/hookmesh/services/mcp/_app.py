@@ -9,7 +9,7 @@ from mcp.server.auth.settings import AuthSettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from hookmesh.services._http import HttpServer
+from hookmesh.server import HttpServer
 from hookmesh.services.mcp._callers import ClientPool, HookmeshTokenVerifier
 from hookmesh.services.mcp._config import McpServerSettings
 from hookmesh.services.mcp._tools import register_tools

@@ -14,7 +14,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
 from hookmesh.client import MemoryClient, RetrievalClient, TTSClient
-from hookmesh.services._auth import AuthConfig, load_tokens
+from hookmesh.server import AuthConfig, load_tokens
 from hookmesh.services.mcp._config import McpServerSettings
 
 _MAX_CALLERS = 64

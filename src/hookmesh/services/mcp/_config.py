@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from hookmesh.services._settings import ServiceSettings, load_settings
+from hookmesh.server import ServiceSettings, load_settings
 
 
 class McpServerSettings(ServiceSettings):

@@ -9,10 +9,10 @@ from typing import Any
 # NOTE(hookmesh): hookmesh.remote first: services._server and remote import each other, and
 # only this order resolves.
 import hookmesh.remote  # noqa: F401
-from hookmesh.agent.models import build_model
 from hookmesh.memory import MemoryStore, open_memory_store
+from hookmesh.models import build_model
 from hookmesh.retrieval import Embedder, default_embedder
-from hookmesh.services._server import RunningServer, Service, start_server
+from hookmesh.server import RunningServer, Service, start_server
 from hookmesh.services.memory._config import MemoryServiceConfig
 from hookmesh.services.memory._servicer import MemoryServicer
 from hookmesh.v1 import memory_pb2 as _pb

@@ -8,9 +8,9 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from hookmesh.agent.models import ModelConfig
 from hookmesh.memory import DEFAULT_DEDUP_THRESHOLD, DEFAULT_EXTRACTION_INSTRUCTION, MemoryLimits
-from hookmesh.services._settings import ServiceSettings, load_settings
+from hookmesh.models import ModelConfig
+from hookmesh.server import ServiceSettings, load_settings
 
 _DEFAULT = MemoryLimits()
 

@@ -17,8 +17,7 @@ from hookmesh.memory.codec import (
     scope_from_pb,
 )
 from hookmesh.schema import messages_from_proto
-from hookmesh.services._auth import scoped_user
-from hookmesh.services._store_errors import store_rpc
+from hookmesh.server import scoped_user, store_rpc
 from hookmesh.v1 import memory_pb2 as _pb
 from hookmesh.v1 import memory_pb2_grpc as _grpc
 

@@ -9,7 +9,7 @@ import grpc
 from pydantic import BaseModel, ConfigDict, Field
 
 from hookmesh.errors import RequestError
-from hookmesh.services._auth import current_user
+from hookmesh.server import current_user
 
 Operation = Literal["read", "write"]
 

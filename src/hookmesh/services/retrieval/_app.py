@@ -9,7 +9,7 @@ from typing import Any
 # only this order resolves.
 import hookmesh.remote  # noqa: F401
 from hookmesh.retrieval import Embedder, KnowledgeStore, default_embedder, open_knowledge_store
-from hookmesh.services._server import RunningServer, Service, start_server
+from hookmesh.server import RunningServer, Service, start_server
 from hookmesh.services.retrieval._config import RetrievalServiceConfig
 from hookmesh.services.retrieval._servicer import RetrievalServicer
 from hookmesh.v1 import retrieval_pb2 as _pb

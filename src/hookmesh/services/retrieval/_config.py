@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from hookmesh.retrieval import Limits
-from hookmesh.services._settings import ServiceSettings, load_settings
+from hookmesh.server import ServiceSettings, load_settings
 from hookmesh.services.retrieval._access import KnowledgeBaseGrant
 
 _DEFAULT = Limits()

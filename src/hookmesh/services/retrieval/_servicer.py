@@ -16,7 +16,7 @@ from hookmesh.retrieval.codec import (
     stored_document_to_pb,
     struct_to_dict,
 )
-from hookmesh.services._store_errors import store_rpc
+from hookmesh.server import store_rpc
 from hookmesh.services.retrieval._access import AccessPolicy
 from hookmesh.services.retrieval._config import RetrievalServiceConfig
 from hookmesh.services.retrieval._ingest import Ingestion, rename_fields

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 # NOTE(hookmesh): hookmesh.remote first: services._server and remote import each other, and
 # only this order resolves.
 import hookmesh.remote  # noqa: F401
-from hookmesh.services._server import RunningServer, Service, start_server
+from hookmesh.server import RunningServer, Service, start_server
 from hookmesh.services.tts._config import TTSServiceConfig
 from hookmesh.services.tts._servicer import TTSServicer
 from hookmesh.tts import EspeakBackend, TTSBackend, TTSEngine

@@ -1,0 +1,304 @@
+"""Skills: folders of instructions listed in the system prompt and loaded on demand, inline or
+run by a forked sub-agent."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from hookmesh.middleware._base import EventHandler, FailureMode, Middleware
+from hookmesh.middleware.builtin._support import _checks as check
+from hookmesh.middleware.builtin._support._confine import ConfinedRoot
+from hookmesh.middleware.builtin.skills._catalog import (
+    SKILL_FILE,
+    Skill,
+    SkillContext,
+    SkillError,
+    find_skill,
+    read_skill_file,
+    scan,
+    skill_files,
+)
+from hookmesh.middleware.builtin.skills._fork import Fork, ForkOutcome, run_fork
+from hookmesh.models import ChatModel
+from hookmesh.schema import (
+    AgentEvent,
+    ToolCall,
+    ToolResultDeltaEvent,
+    ToolResultEndEvent,
+    ToolResultStartEvent,
+)
+from hookmesh.tools import Tool, ToolArgumentError, tool
+
+if TYPE_CHECKING:
+    from hookmesh.agent import Agent
+
+log = logging.getLogger("hookmesh.middleware.skills")
+
+DEFAULT_INTRO = (
+    "Skills are instructions for particular kinds of task, loaded when needed. When a task "
+    "matches a skill below, call the {tool} tool with the skill's name before you start. "
+    "It returns the skill's instructions (follow them), or, for a skill marked sub-agent, "
+    "gives your task (in `task`) to a separate agent and returns its answer. A skill may "
+    "list further files: load one with the same tool and `file`."
+)
+"""The system-prompt text above the list of skills (``{tool}`` is the tool's name)."""
+
+
+_KEPT_LISTINGS = 64
+"""Replies whose skill listing is kept (replies running at once on one agent service)."""
+
+
+class SkillsMiddleware(Middleware):
+    """Skills with progressive disclosure: the system prompt lists each skill's name and
+    description, and a tool loads the rest when the model asks.
+
+    A skill is a folder under `root` named like the skill, holding ``SKILL.md`` with YAML
+    front matter ``name`` (equal to the folder's name), ``description``, and optionally
+    ``context`` (``inline``, the default; ``fork``; ``fork_with_context``), ``model`` (a
+    key of `models`) and ``tools`` (names from `tools`). Folders that are not valid skills
+    are left out of the list and logged.
+
+    The tool (``skill(name, task="", file="")``):
+
+    - ``file`` set: returns that file of the skill's folder (never one outside it:
+      ``..``, absolute paths and symlinks that leave the folder are refused);
+    - an ``inline`` skill: returns its instructions and the list of its other files;
+    - a ``fork`` skill: runs a sub-agent (a new `Agent` with the instructions as its system
+      prompt, the skill's tools from `tools`, `max_iters` steps, the model from `models`,
+      `model` or, in process, the agent's own) on ``task``, and returns its final answer;
+      ``fork_with_context`` also gives it a copy of the conversation so far (both message
+      kinds; hint messages and the calling step are left out). Its events reach the client
+      as nested events (``source_path``: this call, the skill, the sub-agent's reply) and
+      count toward the reply's usage. A sub-agent cannot pause: calls that need a person's
+      confirmation are denied in it.
+
+    Hooks: `on_system_prompt` (the list, rescanned each reply) and `on_acting` (forks;
+    inline loads and files run in the tool itself, through ``CallTool`` in a sidecar).
+    State: none. In a sidecar there is no agent model: pass `model`. Nested events from a
+    sidecar reach the client when the skill ends (the protocol forwards a hook's emits
+    with its answer), not as they happen.
+
+    Example:
+        >>> import tempfile
+        >>> mw = SkillsMiddleware(tempfile.mkdtemp())
+        >>> [t.name for t in mw.list_tools()]
+        ['skill']
+
+    Args:
+        root: The folder holding one sub-folder per skill.
+        model: The model of forked sub-agents; None: the agent's own (in process only).
+        models: Models a skill may name in its ``model`` front matter.
+        tools: Tools a forked skill may name in its ``tools`` front matter.
+        max_iters: Reasoning steps of a sub-agent.
+        fork_token_budget: A token budget per sub-agent run (a `BudgetMiddleware` in it);
+            None: no budget beyond `max_iters`.
+        context_forks: Allow ``fork_with_context``; it makes every tool call carry the
+            conversation to a sidecar serving this middleware.
+        tool_name: The tool's name.
+        intro: System-prompt text above the list; ``{tool}`` is replaced by `tool_name`.
+        max_skills: Most skills listed.
+        max_chars: Characters of a skill's instructions or file returned.
+        failure_mode: ``fail_closed`` (default) or ``fail_open``.
+    """
+
+    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_acting": ()}
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        model: ChatModel | None = None,
+        models: Mapping[str, ChatModel] | None = None,
+        tools: Iterable[Tool] = (),
+        max_iters: int = 10,
+        fork_token_budget: int | None = None,
+        context_forks: bool = True,
+        tool_name: str = "skill",
+        intro: str = DEFAULT_INTRO,
+        max_skills: int = 100,
+        max_chars: int = 50_000,
+        failure_mode: FailureMode = "fail_closed",
+    ) -> None:
+        self.skills_root = ConfinedRoot(root, "the skills folder")
+        self.model = model
+        self.models = dict(models or {})
+        for key, value in (("model", model), *self.models.items()):
+            if value is not None and not isinstance(value, ChatModel):
+                raise ValueError(f"{key} must be a ChatModel, not {type(value).__name__}")
+        self.tools = {t.name: t for t in tools}
+        external = [t.name for t in self.tools.values() if t.external]
+        if external:
+            raise ValueError(f"a sub-agent cannot pause for external tools: {external}")
+        self.max_iters = check.whole("max_iters", max_iters)
+        self.fork_token_budget = check.optional_whole("fork_token_budget", fork_token_budget)
+        self.context_forks = check.flag("context_forks", context_forks)
+        self.needs_context = context_forks
+        self.max_skills = check.whole("max_skills", max_skills)
+        self.max_chars = check.whole("max_chars", max_chars, 100)
+        self.failure_mode = check.failure(failure_mode)
+        self.tool_name = tool_name
+        self.intro = intro.replace("{tool}", tool_name)
+        self._tool = self._build_tool()
+        self._warned: set[str] = set()
+        self._sections: dict[str, str] = {}
+        """The listing of each recent reply (by reply id), oldest first."""
+
+    def middleware_key(self) -> str:
+        return "skills"
+
+    def list_tools(self) -> list[Tool]:
+        return [self._tool]
+
+    # --- system prompt ---------------------------------------------------------------------
+
+    async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
+        """List every skill's name and description (the folder is read once per reply: the
+        prompt is built before every step, the listing is kept for the reply's later ones)."""
+        section = self._sections.get(agent.reply_id)
+        if section is None:
+            section = await self._listing()
+            self._sections[agent.reply_id] = section
+            if len(self._sections) > _KEPT_LISTINGS:
+                del self._sections[next(iter(self._sections))]
+        if not section:
+            return prompt
+        return f"{prompt}\n\n{section}" if prompt else section
+
+    async def _listing(self) -> str:
+        """The prompt section listing the skills ("" when there are none)."""
+        skills, warnings = await asyncio.to_thread(
+            scan, self.skills_root, self.max_skills, self.max_chars
+        )
+        for warning in warnings:
+            if warning not in self._warned:  # once per process, not at every reply
+                self._warned.add(warning)
+                log.warning("skill left out: %s", warning)
+        if not skills:
+            return ""
+        lines = [
+            f"- {s.name}{' (sub-agent)' if s.context != 'inline' else ''}: {s.description}"
+            for s in skills
+        ]
+        return "## Skills\n" + self.intro + "\n\n" + "\n".join(lines)
+
+    # --- the tool --------------------------------------------------------------------------
+
+    def _load(self, name: str, file: str) -> tuple[Skill, str]:
+        """The skill and what the tool returns without a sub-agent (blocking)."""
+        skill, body = find_skill(self.skills_root, name, self.max_chars)
+        if file:
+            return skill, read_skill_file(skill, file, self.max_chars)
+        files = skill_files(skill)
+        listing = (
+            f"\n\nFiles of this skill (load one with {self.tool_name}(name={name!r}, "
+            f"file=...)): {', '.join(files)}"
+            if files
+            else ""
+        )
+        return skill, f'<skill name="{name}">\n{body}\n</skill>{listing}'
+
+    def _build_tool(self) -> Tool:
+        async def skill(name: str, task: str = "", file: str = "") -> str:
+            """Load a skill listed in the system prompt: its instructions, or one of its
+            files; a sub-agent skill does `task` and returns the answer.
+
+            Args:
+                name: The skill's name, as listed.
+                task: For a sub-agent skill: the task, with everything it needs to know.
+                file: A file of the skill to read instead, as the skill lists it.
+            """
+            loaded, text = await asyncio.to_thread(self._load, name, file)
+            if loaded.context != "inline" and not file:
+                raise SkillError(f"skill {name} runs as a sub-agent: call it through the agent")
+            return text
+
+        return tool(skill, name=self.tool_name, read_only=True)
+
+    async def on_acting(
+        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+    ) -> AsyncIterator[AgentEvent]:
+        """Run a sub-agent skill here; pass every other call (inline skills, files, other
+        tools) to the tool.
+
+        Boundary: wraps one tool's execution. A skill that cannot be found or forked answers
+        with an error result; a failing sub-agent model does too (the reply goes on).
+        """
+        call = kwargs["tool_call"]
+        if call.name != self.tool_name:
+            async for event in next_handler():
+                yield event
+            return
+        arguments = kwargs.get("arguments")
+        if arguments is None:  # in a sidecar only the call travels
+            try:
+                arguments = self._tool.parse_arguments(call.arguments)
+            except ToolArgumentError:
+                arguments = {}
+        found: tuple[Skill, str] | None = None
+        if arguments and not arguments.get("file"):
+            try:
+                found = await asyncio.to_thread(
+                    find_skill, self.skills_root, arguments["name"], self.max_chars
+                )
+            except (SkillError, OSError):
+                found = None  # the tool answers with the error
+        if found is None or found[0].context == "inline":
+            async for event in next_handler():
+                yield event
+            return
+        async for event in self._fork(agent, call, *found, arguments.get("task", "")):
+            yield event
+
+    async def _fork(
+        self, agent: Agent, call: ToolCall, skill: Skill, instructions: str, task: str
+    ) -> AsyncIterator[AgentEvent]:
+        reply_id = agent.reply_id
+        yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
+        try:
+            fork = self._plan(agent, skill, task)
+        except SkillError as exc:
+            yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=f"Error: {exc}")
+            yield ToolResultEndEvent(reply_id=reply_id, call_id=call.id, state="error")
+            return
+        outcome = ForkOutcome()
+        async for event in run_fork(agent, call, fork, instructions, outcome):
+            yield event
+        yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=outcome.text)
+        yield ToolResultEndEvent(
+            reply_id=reply_id, call_id=call.id, state="success" if outcome.ok else "error"
+        )
+
+    def _plan(self, agent: Agent, skill: Skill, task: str) -> Fork:
+        if not task.strip():
+            raise SkillError(f"skill {skill.name} runs as a sub-agent: give it the task in `task`")
+        if skill.context == "fork_with_context" and not self.context_forks:
+            raise SkillError(f"skill {skill.name} needs the conversation, which is not shared here")
+        if skill.model is not None:
+            model = self.models.get(skill.model)
+            if model is None:
+                raise SkillError(
+                    f"skill {skill.name} asks for model {skill.model!r}, which is not configured"
+                )
+        else:
+            model = self.model or getattr(agent, "model", None)
+            if model is None:
+                raise SkillError("no model for sub-agents is configured here (pass model=)")
+        missing = [t for t in skill.tools if t not in self.tools]
+        if missing:
+            raise SkillError(f"skill {skill.name} asks for tools that are not available: {missing}")
+        return Fork(
+            name=skill.name,
+            model=model,
+            tools=[self.tools[t] for t in skill.tools],
+            task=task,
+            with_context=skill.context == "fork_with_context",
+            max_iters=self.max_iters,
+            token_budget=self.fork_token_budget,
+        )
+
+
+__all__ = ["DEFAULT_INTRO", "SKILL_FILE", "Skill", "SkillContext", "SkillError", "SkillsMiddleware"]

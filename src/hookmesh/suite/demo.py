@@ -1,0 +1,250 @@
+"""The demo: the suite on loopback and one conversation through a local and a remote middleware."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from rich.console import Console
+
+from hookmesh.agent import tool
+from hookmesh.middleware import Middleware
+from hookmesh.models import openai_model_from_env
+from hookmesh.schema import AgentEvent, CustomEvent
+from hookmesh.services.agent import AgentServiceConfig, load_config
+
+SKILLS = str(Path(__file__).with_name("demo_skills"))
+"""The demo's skills folder (one skill, ``winter-layers``)."""
+
+
+@tool(read_only=True, concurrency_safe=True)
+def get_weather(city: str) -> str:
+    """Current weather for a city.
+
+    Args:
+        city: The city name.
+    """
+    table = {"oslo": "-3 °C, snow", "lisbon": "17 °C, sunny"}
+    return table.get(city.lower(), "12 °C, cloudy")
+
+
+class UsageMeter(Middleware):
+    """In process: counts model calls and tokens per reply, reported before reply_end."""
+
+    async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        state = self.state(agent)
+        state["model_calls"] = state.get("model_calls", 0) + 1
+        return await next_handler()
+
+    async def on_reply(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        async for event in next_handler():
+            if event.type == "model_call_end" and event.usage is not None:
+                state = self.state(agent)
+                state["tokens"] = state.get("tokens", 0) + event.usage.output_tokens
+            if event.type == "reply_end" and not event.source_path:
+                yield CustomEvent(
+                    reply_id=event.reply_id,
+                    name="usage_meter (in-process)",
+                    value=self.state(agent),
+                )
+            yield event
+
+
+class AuditTrail(Middleware):
+    """Served by a sidecar: records each tool run and announces it to the client."""
+
+    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_acting": ("tool_result_end",)}
+
+    async def on_acting(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        call = kwargs["tool_call"]
+        async for event in next_handler():
+            yield event
+            if event.type == "tool_result_end":
+                audited = self.state(agent).setdefault("audited", [])
+                audited.append(call.name)
+                yield CustomEvent(
+                    reply_id=event.reply_id,
+                    name="audit_trail (sidecar)",
+                    value={"tool": call.name, "call_id": call.id, "state": event.state},
+                )
+
+
+WARDROBE = [
+    (
+        "snow",
+        "Snow and frost",
+        "Below freezing or in snow: an insulated coat, a warm hat, gloves and "
+        "waterproof boots with a good grip.",
+    ),
+    (
+        "rain",
+        "Rain",
+        "In rain and wind: a hooded waterproof jacket and quick-drying shoes; "
+        "umbrellas fail in gusts.",
+    ),
+    ("sun", "Sun", "Warm and sunny: light breathable layers, sunglasses and sunscreen."),
+]
+"""The demo's knowledge base: (document id, title, text)."""
+
+FIRST = "I'm vegetarian, by the way. What should I wear in the snow in Oslo today?"
+SECOND = "What should I cook tonight?"
+
+
+def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
+    """The embedded demo configuration (OpenAI-compatible model when OPENAI_BASE_URL is set).
+
+    The suite: a retrieval service (knowledge base ``wardrobe``), a memory service whose
+    scripted model extracts facts, a sidecar serving `AuditTrail`, and the agent with
+    in-process middlewares for memory, RAG, usage metering and skills (`SKILLS`).
+    """
+    data_dir = data_dir or tempfile.mkdtemp(prefix="hookmesh-demo-")
+    models: dict[str, Any] = {
+        "default": {
+            "type": "scripted",
+            "turns": [
+                {
+                    "reasoning": "The user needs the weather first, and the winter-layers skill.",
+                    "tool_calls": [
+                        {"name": "get_weather", "arguments": {"city": "Oslo"}},
+                        {"name": "skill", "arguments": {"name": "winter-layers"}},
+                    ],
+                },
+                "It is -3 °C with snow in Oslo. Dress in layers: a merino base layer, a fleece "
+                "and an insulated coat, with a warm hat, gloves and waterproof boots [1].",
+                "You told me you are vegetarian, so: a mushroom risotto.",
+            ],
+        }
+    }
+    if (openai := openai_model_from_env()) is not None:
+        models = {"default": openai}
+    extractor = {"type": "scripted", "turns": ['{"facts": ["The user is vegetarian."]}']}
+    return load_config(
+        None,
+        listen="127.0.0.1:0",
+        store=f"sqlite:///{data_dir}/agent.db",
+        grace_seconds=2,
+        agent={
+            "name": "demo",
+            "system_prompt": "You are a concise assistant. Use tools for facts.",
+        },
+        models=models,
+        tools=["hookmesh.suite.demo:get_weather"],
+        middlewares=[
+            {"type": "local", "import": "hookmesh.suite.demo:UsageMeter"},
+            {
+                "type": "local",
+                "import": "hookmesh.middleware.builtin.memory:MemoryMiddleware",
+                "params": {
+                    "target": "service:memory",
+                    "user_id": "demo-user",
+                    "mode": "static_control",
+                },
+            },
+            {
+                "type": "local",
+                "import": "hookmesh.middleware.builtin.rag:RAGMiddleware",
+                "params": {
+                    "knowledge_bases": ["wardrobe"],
+                    "target": "service:retrieval",
+                    "mode": "static",
+                    "top_k": 1,
+                    "search_mode": "dense",
+                    "score_threshold": 0.3,
+                    "hint_template": "Wardrobe notes (cite by number):\n{context}",
+                },
+            },
+            {"type": "remote", "sidecar": "audit", "failure_mode": "fail_open"},
+            {
+                "type": "local",
+                "import": "hookmesh.middleware.builtin.skills:SkillsMiddleware",
+                "params": {"root": SKILLS},
+            },
+        ],
+        sidecars=[{"name": "audit", "middleware": "hookmesh.suite.demo:AuditTrail"}],
+        services={
+            "retrieval": {"listen": "127.0.0.1:0", "store": f"sqlite:///{data_dir}/retrieval.db"},
+            "memory": {
+                "listen": "127.0.0.1:0",
+                "store": f"sqlite:///{data_dir}/memory.db",
+                "model": extractor,
+            },
+        },
+    )
+
+
+class Printer(Protocol):
+    """Shows one reply's events as they arrive (the CLI passes its event printer)."""
+
+    def show(self, event: AgentEvent) -> None: ...
+
+
+async def run_demo(
+    console: Console, printer: Callable[[Console], Printer], *, serve: bool = False
+) -> int:
+    """Start the suite, seed the knowledge base, run two sessions; 0 when both complete.
+    With `serve`, then serve the AG-UI chat page in front of the suite until Ctrl-C.
+
+    Args:
+        console: Where the demo writes.
+        printer: Makes a fresh printer for each reply's events.
+        serve: Keep the suite up behind the chat page until Ctrl-C.
+    """
+    finishes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="hookmesh-demo-") as data_dir:
+        await _converse(demo_config(data_dir), console, printer, finishes, serve)
+    return 0 if finishes == ["completed", "completed"] else 1
+
+
+async def _converse(
+    settings: AgentServiceConfig,
+    console: Console,
+    printer: Callable[[Console], Printer],
+    finishes: list[str],
+    serve: bool,
+) -> None:
+    from hookmesh.client import AgentClient, RetrievalClient
+    from hookmesh.retrieval import Document
+    from hookmesh.suite._up import start_suite
+
+    async with start_suite(settings) as suite:
+        addresses = ", ".join(
+            [f"agent {suite.agent_address}"]
+            + [f"{n} {a}" for n, a in suite.services.items()]
+            + [f"sidecar {n} {a}" for n, a in suite.sidecars.items()]
+        )
+        console.print(f"[dim]{addresses}[/dim]")
+        async with RetrievalClient(suite.services["retrieval"], timeout=60) as kb:
+            await kb.create_knowledge_base("wardrobe", "What to wear in which weather")
+            await kb.ingest(
+                "wardrobe", [Document(i, text, {"title": title}) for i, title, text in WARDROBE]
+            )
+        async with AgentClient(suite.agent_address, timeout=120) as client:
+            for number, question in enumerate((FIRST, SECOND), start=1):
+                console.print(f"\n[bold]session {number} — you:[/bold] {question}")
+                shown = printer(console)
+                async for event in client.reply(question):
+                    shown.show(event)
+                    if event.type == "reply_end" and not event.source_path:
+                        finishes.append(event.finish_reason)
+        if serve:
+            await _serve_page(console, suite.agent_address)
+
+
+async def _serve_page(console: Console, agent_address: str) -> None:
+    """The chat page (AG-UI gateway) in front of the demo's agent, until SIGINT/SIGTERM."""
+    from hookmesh.server import wait_for_signal
+    from hookmesh.services.agui import load_agui_config, start_agui_gateway
+
+    config = load_agui_config(None, agent=agent_address)
+    gateway = await start_agui_gateway(config, address="127.0.0.1:0")
+    try:
+        console.print(f"\nchat page: http://127.0.0.1:{gateway.port}/  (Ctrl-C stops)")
+        await wait_for_signal()
+    finally:
+        await gateway.stop(config.grace_seconds)
