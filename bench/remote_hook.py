@@ -183,7 +183,7 @@ def _pct(samples: list[float], q: float) -> float:
 
 
 class _Skeleton:
-    """RemoteMiddleware's _Stream plumbing around raw bytes: request-iterator writer, reader
+    """RemoteMiddleware's InterceptStream plumbing around raw bytes: request-iterator writer, reader
     task, one inbox queue, asyncio.timeout per wait."""
 
     def __init__(self, method: Any) -> None:
@@ -216,7 +216,7 @@ _sent: Counter[str] = Counter()
 
 def _count_sends() -> None:
     """Count what every RemoteMiddleware stream sends, by message kind (agent side)."""
-    from hookmesh.remote._proxy import _Stream
+    from hookmesh.remote._stream import InterceptStream as _Stream
 
     original = _Stream.send
 
@@ -243,17 +243,18 @@ async def _quiet_reply_counts(
 
     from hookmesh.agent import Agent, AgentState
     from hookmesh.models import ScriptedChatModel
-    from hookmesh.remote import RemoteMiddleware, _host, serve_middleware
+    from hookmesh.remote import RemoteMiddleware, serve_middleware
+    from hookmesh.remote._call import HostCall
 
     answered: Counter[str] = Counter()
-    original = _host._Call.send
+    original = HostCall.send
 
     def send(self: Any, **message: Any) -> None:
         if not self.muted:
             answered[next(iter(message))] += 1
         original(self, **message)
 
-    _host._Call.send = send  # type: ignore[method-assign]
+    HostCall.send = send  # type: ignore[method-assign]
     running = await serve_middleware(getattr(mws, attr)())
     remote = await RemoteMiddleware.connect(f"127.0.0.1:{running.port}")
     try:
@@ -275,7 +276,7 @@ async def _quiet_reply_counts(
 
         return per(_sent), per(received), per(answered), replies, events // replies
     finally:
-        _host._Call.send = original  # type: ignore[method-assign]
+        HostCall.send = original  # type: ignore[method-assign]
         await remote.aclose()
         await running.stop(None)
 

@@ -35,7 +35,7 @@ async def test_an_oversized_invocation_fails_only_its_reply(kind: MessageKind) -
         f"127.0.0.1:{server.port}", failure_mode="fail_closed", timeout=SHORT_TIMEOUT
     )
     try:
-        assert remote.max_message_bytes == LIMIT
+        assert remote.link.max_message_bytes == LIMIT
 
         async def reply(text: str) -> list[AgentEvent]:
             agent = Agent(ScriptedChatModel(["ok"]), kind=kind, middlewares=[remote])
@@ -59,7 +59,7 @@ async def test_an_oversized_invocation_fails_only_its_reply(kind: MessageKind) -
 def test_read_only_items_fold_only_within_the_sidecars_limit() -> None:
     """Under load read-only items of one invocation travel folded together, but a folded
     message never outgrows the limit each item was checked against."""
-    from hookmesh.remote._invocation import coalesce
+    from hookmesh.remote._stream import coalesce
     from hookmesh.schema import TextBlockDeltaEvent, event_to_proto
     from hookmesh.v1 import middleware_pb2
 

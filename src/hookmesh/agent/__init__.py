@@ -7,7 +7,8 @@ from hookmesh.agent._agent import (
     UnknownModelError,
     new_id,
 )
-from hookmesh.agent._state import AgentState, Confirmation, ExternalResult, PendingReply, Resume
+from hookmesh.agent._state import AgentState, PendingReply
+from hookmesh.schema import Confirmation, ExternalResult, Resume
 from hookmesh.tools import Tool, ToolArgumentError, Toolkit, external_tool, tool
 
 __all__ = [

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hookmesh.agent._run import ReplyRun, drain, new_id
-from hookmesh.agent._state import AgentState, PendingReply, Resume
+from hookmesh.agent._state import AgentState, PendingReply
 from hookmesh.agent._stream import OutputCollector
 from hookmesh.errors import FieldViolation, SchemaError
 from hookmesh.middleware import core_step
@@ -22,6 +22,7 @@ from hookmesh.schema import (
     ReplyEndEvent,
     RequireExternalExecutionEvent,
     RequireUserConfirmEvent,
+    Resume,
     ToolCall,
     ToolOutputBlock,
     ToolResultDeltaEvent,

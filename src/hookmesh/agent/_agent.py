@@ -9,7 +9,7 @@ from typing import Any
 
 from hookmesh.agent._acting import ActingSteps, check_resume
 from hookmesh.agent._run import DEFAULT_MAX_ITERS, ReplyRun, drain, new_id
-from hookmesh.agent._state import AgentState, Resume
+from hookmesh.agent._state import AgentState
 from hookmesh.agent._stream import StreamOutcome, response_events
 from hookmesh.errors import HookmeshError
 from hookmesh.metrics import record_middleware_error
@@ -19,6 +19,7 @@ from hookmesh.middleware import (
     HOOKS,
     Middleware,
     PermissionDecision,
+    blame,
     build_await_chain,
     build_event_chain,
     check_middleware,
@@ -39,6 +40,7 @@ from hookmesh.schema import (
     ReplyEndEvent,
     ReplyError,
     ReplyStartEvent,
+    Resume,
     ToolCall,
     check_messages,
     make_assistant,
@@ -242,6 +244,10 @@ class Agent(ActingSteps):
             )
         return model
 
+    def tool(self, name: str) -> Tool | None:
+        """The tool called `name` (the agent's own or a middleware's), or None."""
+        return self.toolkit.get(name)
+
     def interrupt(self) -> bool:
         """Stop the running reply; it ends with reply_end interrupted. False if none runs.
 
@@ -428,6 +434,7 @@ class Agent(ActingSteps):
                 prompt = await mw.on_system_prompt(self, prompt)
             except Exception as exc:
                 if mw.failure_mode != "fail_open":
+                    blame(exc, mw)
                     raise
                 skip_failed(mw, "on_system_prompt", exc)
         return make_text(self.kind, "system", prompt) if prompt else None
@@ -440,6 +447,7 @@ class Agent(ActingSteps):
                 await mw.after_agent(self, final)
             except Exception as exc:
                 if mw.failure_mode != "fail_open":
+                    blame(exc, mw)
                     raise
                 skip_failed(mw, "after_agent", exc)
 
@@ -482,7 +490,12 @@ class Agent(ActingSteps):
 
     @core_step
     async def _core_model_call(self, kwargs: dict[str, Any]) -> ModelResult:
-        model: ChatModel = kwargs["model"]
+        model = kwargs["model"]
+        if not isinstance(model, ChatModel):
+            raise UnknownModelError(
+                f"{model.model_name!r} is not a model: choose one with agent.resolve_model(name)",
+                metadata={"model": model.model_name},
+            )
         if self._run is not None:
             self._run.model_name = model.model_name  # model_call_end names who answered
         return await model(

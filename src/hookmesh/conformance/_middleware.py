@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from hookmesh.agent import tool
 from hookmesh.errors import HookmeshError
-from hookmesh.middleware import HookMode, Middleware, PermissionDecision
+from hookmesh.middleware import (
+    ActingArgs,
+    ActingNext,
+    AgentView,
+    CompressArgs,
+    CompressNext,
+    HookMode,
+    Middleware,
+    ModelCallArgs,
+    ModelCallNext,
+    PermissionArgs,
+    PermissionDecision,
+    PermissionNext,
+    ReasoningArgs,
+    ReasoningNext,
+    ReplyArgs,
+    ReplyNext,
+)
 from hookmesh.models import ModelResponse
 from hookmesh.schema import AgentEvent, CustomEvent, Message, make_assistant, text_of
 from hookmesh.tools import Tool
@@ -58,13 +75,13 @@ class ConformanceMiddleware(Middleware):
     """
 
     needs_context = True
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+    subscriptions: Mapping[str, tuple[str, ...]] = {
         "on_reasoning": ("*",),
         "on_model_call": ("chunk",),
         "on_acting": ("*",),
     }
-    read_only_subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reply": ("*",)}
-    hook_modes: ClassVar[dict[str, HookMode]] = {"on_compress_context": "pre_only"}
+    read_only_subscriptions: Mapping[str, tuple[str, ...]] = {"on_reply": ("*",)}
+    hook_modes: Mapping[str, HookMode] = {"on_compress_context": "pre_only"}
 
     def middleware_key(self) -> str:
         return "conformance"
@@ -87,15 +104,17 @@ class ConformanceMiddleware(Middleware):
     def _event(self, agent: Any, name: str) -> CustomEvent:
         return CustomEvent(reply_id=agent.reply_id, name=name)
 
-    def on_reply(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+    def on_reply(self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext) -> Any:
         return self._events(agent, "on_reply", {}, next_handler)
 
-    def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+    def on_reasoning(
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
+    ) -> Any:
         if marker(agent) == "final":
             return next_handler()
         return self._events(agent, "on_reasoning", {"tool_choice": "none"}, next_handler)
 
-    def on_acting(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+    def on_acting(self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext) -> Any:
         if marker(agent) == "final":
             return next_handler()
         return self._events(agent, "on_acting", {"arguments": OVERRIDDEN_ARGUMENTS}, next_handler)
@@ -118,7 +137,9 @@ class ConformanceMiddleware(Middleware):
         if word == "emit":
             yield self._event(agent, "conformance.post")
 
-    async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+    async def on_model_call(
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
+    ) -> Any:
         word = marker(agent)
         await self._pre(agent, "on_model_call", word)
         if word == "emit":
@@ -149,7 +170,7 @@ class ConformanceMiddleware(Middleware):
             agent.emit(self._event(agent, "conformance.post"))
 
     async def on_check_permission(
-        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+        self, agent: AgentView, kwargs: PermissionArgs, next_handler: PermissionNext
     ) -> PermissionDecision:
         word = marker(agent)
         await self._pre(agent, "on_check_permission", word)
@@ -162,7 +183,7 @@ class ConformanceMiddleware(Middleware):
         return decision
 
     async def on_compress_context(
-        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+        self, agent: AgentView, kwargs: CompressArgs, next_handler: CompressNext
     ) -> None:
         word = marker(agent)
         await self._pre(agent, "on_compress_context", word)
@@ -171,8 +192,8 @@ class ConformanceMiddleware(Middleware):
         if word != "short-circuit":
             await next_handler()
 
-    async def on_system_prompt(self, agent: Any, prompt: str) -> str:
+    async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         return prompt + PROMPT_SUFFIX
 
-    async def after_agent(self, agent: Any, final: Message) -> None:
+    async def after_agent(self, agent: AgentView, final: Message) -> None:
         self.state(agent)["after"] = True

@@ -3,29 +3,46 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from hookmesh.middleware._description import (
+    FailureMode,
+    HookMode,
+    HookSpec,
+    MiddlewareDescription,
+    default_subscriptions,
+)
+from hookmesh.middleware._permission import PermissionDecision
 from hookmesh.schema import AgentEvent, Message
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    from hookmesh.middleware._kwargs import (
+        ActingArgs,
+        ActingNext,
+        CompressArgs,
+        CompressNext,
+        ModelCallArgs,
+        ModelCallNext,
+        PermissionArgs,
+        PermissionNext,
+        ReasoningArgs,
+        ReasoningNext,
+        ReplyArgs,
+        ReplyNext,
+    )
+    from hookmesh.middleware._view import AgentView
     from hookmesh.models import ModelResult
     from hookmesh.tools import Tool
 
-FailureMode = Literal["fail_closed", "fail_open"]
-HookMode = Literal["intercept", "pre_only", "observe"]
-"""What a middleware's error does: end the reply (closed) or skip the middleware (open)."""
-
 EventHandler = Callable[..., AsyncIterator[AgentEvent]]
-"""`next_handler` of an event hook: call it (with optional kwarg overrides) and iterate."""
+"""Any event hook's `next_handler` (the typed ones: `ReasoningNext`, `ActingNext`, ...)."""
 ModelHandler = Callable[..., Awaitable["ModelResult"]]
-"""`next_handler` of on_model_call: await it for a response or a chunk stream."""
-PermissionHandler = Callable[..., Awaitable["PermissionDecision"]]
-"""`next_handler` of on_check_permission."""
+"""on_model_call's `next_handler`, untyped (the typed one: `ModelCallNext`)."""
+PermissionHandler = Callable[..., Awaitable[PermissionDecision]]
+"""on_check_permission's `next_handler`, untyped (the typed one: `PermissionNext`)."""
 CompressHandler = Callable[..., Awaitable[None]]
-"""`next_handler` of on_compress_context."""
+"""on_compress_context's `next_handler`, untyped (the typed one: `CompressNext`)."""
 
 ONION_HOOKS = (
     "on_reply",
@@ -102,21 +119,6 @@ def check_middleware(mw: Middleware) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class PermissionDecision:
-    """The outcome of a permission check for one tool call."""
-
-    behavior: Literal["allow", "deny", "ask"]
-    """``allow`` runs the call, ``deny`` answers it with a denied result, ``ask`` pauses the
-    reply for the user's confirmation."""
-    reason: str = ""
-    """Why; shown to the model for ``deny`` and to the user for ``ask``."""
-
-
-ALLOW = PermissionDecision("allow")
-ASK = PermissionDecision("ask")
-
-
 class Middleware:
     """Base of every middleware. Override only the hooks you need.
 
@@ -139,19 +141,19 @@ class Middleware:
     failure_mode: FailureMode = "fail_closed"
     needs_context: bool = False
     """Remote only: invocations carry the conversation context (it costs bytes per call)."""
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {}
+    subscriptions: Mapping[str, tuple[str, ...]] = {}
     """Remote only: per onion hook, the downstream items the sidecar must see: event tags
     (``"reply_end"``), ``"chunk"`` for model streams, or ``"*"`` (the default) for all.
     Narrow it: unsubscribed items pass with no round trip."""
-    local_only_reason: ClassVar[str] = ""
+    local_only_reason: str = ""
     """Set for a middleware a sidecar cannot serve (one that must reach into the agent's own
     process): why. `hookmesh sidecar` refuses it with this reason."""
-    read_only_subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {}
+    read_only_subscriptions: Mapping[str, tuple[str, ...]] = {}
     """Remote only: per onion hook, downstream items the sidecar sees as they pass but never
     answers (no round trip; the agent yields them at once). Re-yield such an item unchanged
     before pulling the next one; dropping or changing it has no effect remotely. A hook named
     here subscribes to nothing else unless `subscriptions` names it too."""
-    hook_modes: ClassVar[dict[str, HookMode]] = {}
+    hook_modes: Mapping[str, HookMode] = {}
     """Remote only: per onion hook, ``intercept`` (default), ``pre_only`` (one round trip,
     no post phase) or ``observe`` (send and go; results ignored)."""
 
@@ -167,7 +169,32 @@ class Middleware:
         """Whether this middleware overrides `hook`."""
         return getattr(type(self), hook) is not getattr(Middleware, hook)
 
-    def state(self, agent: Agent) -> dict[str, Any]:
+    def describe(self) -> MiddlewareDescription:
+        """This instance's description: its key, failure mode, and per implemented hook its
+        mode and subscriptions (from the attributes above, which an instance may set).
+
+        Raises:
+            ValueError: A subscription names an item its hook does not have.
+        """
+        hooks = {
+            hook: HookSpec(
+                self.hook_modes.get(hook, "intercept"),
+                default_subscriptions(hook, self.subscriptions, self.read_only_subscriptions),
+                tuple(self.read_only_subscriptions.get(hook, ())),
+            )
+            for hook in HOOKS
+            if self.implements(hook)
+        }
+        return MiddlewareDescription(
+            self.middleware_key(),
+            hooks,
+            self.failure_mode,
+            self.needs_context,
+            self.local_only_reason,
+            tuple(t.name for t in self.list_tools()),
+        )
+
+    def state(self, agent: AgentView) -> dict[str, Any]:
         """This middleware's JSON-serialisable state for the agent's current reply."""
         by_reply = agent.state.middle_context.setdefault(self.middleware_key(), {})
         return by_reply.setdefault(agent.reply_id, {})
@@ -176,77 +203,84 @@ class Middleware:
         return RuntimeError(f"{type(self).__name__} does not implement {hook}")
 
     def on_reply(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
         """Wrap a whole reply, from reply_start to reply_end.
 
-        kwargs: ``inputs`` (new messages, or empty on resume) and ``resume`` (the resume
-        payload, or None). Everything the reply does runs inside this hook, so it sees every
+        kwargs (`ReplyArgs`): ``inputs`` (new messages, or empty on resume) and ``resume``
+        (the resume payload, or None; a sidecar gets an empty `Resume`). `next_handler`
+        takes no overrides. Everything the reply does runs inside this hook, so it sees every
         event, reply_start and reply_end included. Errors of inner hooks arrive as a
         reply_end error event, not as exceptions. May be an async generator or a plain
-        function returning `next_handler(...)` (zero per-event cost).
+        function returning `next_handler()` (zero per-event cost).
         """
         raise self._not_implemented("on_reply")
 
     def on_reasoning(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
     ) -> AsyncIterator[AgentEvent]:
         """Wrap one reasoning step: building the prompt, the model call, and its events.
 
-        kwargs: ``tool_choice``. Context compression runs before this hook; tool execution
-        after it. Override ``tool_choice`` with ``next_handler(tool_choice="none")``.
+        kwargs (`ReasoningArgs`): ``tool_choice``. Context compression runs before this
+        hook; tool execution after it. Override ``tool_choice`` with
+        ``next_handler(tool_choice="none")``, the only override it takes.
         """
         raise self._not_implemented("on_reasoning")
 
     async def on_model_call(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """Wrap one model call; return a `ModelResponse` or an async iterator of chunks.
 
-        kwargs: ``model``, ``messages`` (system message first), ``tools``, ``tool_choice``.
-        Not calling `next_handler` short-circuits the model. A wrapper that needs the end of
-        a stream must wrap the iterator; returning `await next_handler()` passes it through
-        untouched.
+        kwargs (`ModelCallArgs`): ``model``, ``messages`` (system message first),
+        ``tools``, ``tool_choice``; `next_handler` may override any of them (a model only as
+        ``agent.resolve_model(name)``). Not calling `next_handler` short-circuits the model.
+        A wrapper that needs the end of a stream must wrap the iterator; returning
+        `await next_handler()` passes it through untouched.
         """
         raise self._not_implemented("on_model_call")
 
     def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Wrap one tool's pure execution; yields tool_result_start / delta / end events.
 
-        kwargs: ``tool_call`` (a `ToolCall`) and ``tool`` (the `Tool`). Argument parsing,
-        the permission check and the context write happen outside this hook: it sees only
-        calls that were allowed, and what it yields becomes the result in the context.
+        kwargs (`ActingArgs`): ``tool_call`` (a `ToolCall`), ``tool`` (its `ToolInfo`) and
+        ``arguments`` (parsed and validated). `next_handler(arguments=...)` runs the tool
+        with other arguments, validated against its schema. Argument parsing, the permission
+        check and the context write happen outside this hook: it sees only calls that were
+        allowed, and what it yields becomes the result in the context.
         """
         raise self._not_implemented("on_acting")
 
     async def on_check_permission(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: PermissionHandler
+        self, agent: AgentView, kwargs: PermissionArgs, next_handler: PermissionNext
     ) -> PermissionDecision:
         """Decide whether one tool call may run.
 
-        kwargs: ``tool_call`` and ``tool``. The core asks for confirmation when the tool is
-        marked ``needs_confirmation`` and allows it otherwise.
+        kwargs (`PermissionArgs`): ``tool_call`` and ``tool``; `next_handler` takes no
+        overrides. The core asks for confirmation when the tool is marked
+        ``needs_confirmation`` and allows it otherwise.
         """
         raise self._not_implemented("on_check_permission")
 
     async def on_compress_context(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: CompressHandler
+        self, agent: AgentView, kwargs: CompressArgs, next_handler: CompressNext
     ) -> None:
         """Shrink `agent.state.context` before a reasoning step; the core does nothing.
 
-        kwargs: none yet. Edit the context in place (keep the leading system messages).
+        kwargs (`CompressArgs`): none yet; `next_handler` takes no overrides. Edit the
+        context in place (keep the leading system messages).
         """
         raise self._not_implemented("on_compress_context")
 
-    async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
+    async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         """Transform the system prompt; runs in list order before each reasoning step (after
         context compression, outside `on_reasoning`), so what a tool wrote in one step can
         reach the next step's prompt. A fail_closed error ends the reply."""
         raise self._not_implemented("on_system_prompt")
 
-    async def after_agent(self, agent: Agent, final: Message) -> None:
+    async def after_agent(self, agent: AgentView, final: Message) -> None:
         """Run after a successful reply (final answer or return-directly tool), in list order.
 
         Never runs after an error, an interrupt, exceeding max_iters or a pause. The first

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from types import CodeType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hookmesh.errors import HookmeshError
 from hookmesh.metrics import record_middleware_error
 from hookmesh.middleware._base import Middleware
-
-if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+from hookmesh.middleware._blame import blame, culprit
+from hookmesh.middleware._kwargs import checked_overrides
+from hookmesh.middleware._view import AgentView
 
 log = logging.getLogger("hookmesh.middleware")
 
@@ -20,39 +19,6 @@ EventCall = Callable[[dict[str, Any]], AsyncIterator[Any]]
 """A built event chain: kwargs in, events out."""
 AwaitCall = Callable[[dict[str, Any]], Awaitable[Any]]
 """A built awaitable chain: kwargs in, result out."""
-
-_CORE_CODES: set[CodeType] = set()
-
-
-def core_step(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Mark `func` as agent core, so errors raised below it are never blamed on a middleware."""
-    _CORE_CODES.add(func.__code__)
-    return func
-
-
-def culprit(exc: BaseException) -> Middleware | None:
-    """The middleware whose code raised `exc`, or None when the core (or a model/tool) did.
-
-    NOTE(hookmesh): this reads the traceback once, on the error path, instead of wrapping
-    every layer's stream (which would cost time on every event). The deepest frame that is
-    a core step, a chat model's code or runs with a Middleware as `self` decides.
-    """
-    from hookmesh.models import ChatModel  # the agent package imports this module
-
-    found: Middleware | None = None
-    tb = exc.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code in _CORE_CODES:
-            found = None
-        else:
-            owner = frame.f_locals.get("self")
-            if isinstance(owner, Middleware):
-                found = owner
-            elif isinstance(owner, ChatModel):
-                found = None
-        tb = tb.tb_next
-    return found
 
 
 def skip_failed(mw: Middleware, hook: str, exc: BaseException) -> None:
@@ -105,26 +71,33 @@ class _Open:
         return self.guarded is None and self.raw is not None and culprit(exc) is not mw
 
 
-def _event_layer(agent: Agent, mw: Middleware, hook: str, downstream: EventCall) -> EventCall:
+def _event_layer(agent: AgentView, mw: Middleware, hook: str, downstream: EventCall) -> EventCall:
     method = getattr(mw, hook)
 
     def layer(kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         def next_handler(**overrides: Any) -> AsyncIterator[Any]:
-            return downstream({**kwargs, **overrides} if overrides else kwargs)
+            return downstream(checked_overrides(hook, kwargs, overrides) if overrides else kwargs)
 
-        return method(agent, kwargs, next_handler)  # type: ignore[no-any-return]
+        try:
+            return method(agent, kwargs, next_handler)  # type: ignore[no-any-return]
+        except BaseException as exc:
+            blame(exc, mw)
+            raise
 
     return layer
 
 
-def _open_event_layer(agent: Agent, mw: Middleware, hook: str, downstream: EventCall) -> EventCall:
+def _open_event_layer(
+    agent: AgentView, mw: Middleware, hook: str, downstream: EventCall
+) -> EventCall:
     method = getattr(mw, hook)
 
     def layer(kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         run = _Open()
 
         def next_handler(**overrides: Any) -> AsyncIterator[Any]:
-            return run.track(downstream({**kwargs, **overrides} if overrides else kwargs))  # type: ignore[no-any-return]
+            changed = checked_overrides(hook, kwargs, overrides) if overrides else kwargs
+            return run.track(downstream(changed))  # type: ignore[no-any-return]
 
         try:
             result = method(agent, kwargs, next_handler)
@@ -154,19 +127,25 @@ async def _open_events(
             yield event
 
 
-def _await_layer(agent: Agent, mw: Middleware, hook: str, downstream: AwaitCall) -> AwaitCall:
+def _await_layer(agent: AgentView, mw: Middleware, hook: str, downstream: AwaitCall) -> AwaitCall:
     method = getattr(mw, hook)
 
     def layer(kwargs: dict[str, Any]) -> Awaitable[Any]:
         def next_handler(**overrides: Any) -> Awaitable[Any]:
-            return downstream({**kwargs, **overrides} if overrides else kwargs)
+            return downstream(checked_overrides(hook, kwargs, overrides) if overrides else kwargs)
 
-        return method(agent, kwargs, next_handler)  # type: ignore[no-any-return]
+        try:
+            return method(agent, kwargs, next_handler)  # type: ignore[no-any-return]
+        except BaseException as exc:
+            blame(exc, mw)
+            raise
 
     return layer
 
 
-def _open_await_layer(agent: Agent, mw: Middleware, hook: str, downstream: AwaitCall) -> AwaitCall:
+def _open_await_layer(
+    agent: AgentView, mw: Middleware, hook: str, downstream: AwaitCall
+) -> AwaitCall:
     method = getattr(mw, hook)
 
     async def layer(kwargs: dict[str, Any]) -> Any:
@@ -177,7 +156,8 @@ def _open_await_layer(agent: Agent, mw: Middleware, hook: str, downstream: Await
             nonlocal called
             called = True
             try:
-                result = await downstream({**kwargs, **overrides} if overrides else kwargs)
+                changed = checked_overrides(hook, kwargs, overrides) if overrides else kwargs
+                result = await downstream(changed)
             except BaseException:
                 run.failed = True
                 raise
@@ -215,7 +195,7 @@ async def _open_stream(
 
 
 def build_event_chain(
-    agent: Agent, middlewares: Sequence[Middleware], hook: str, core: EventCall
+    agent: AgentView, middlewares: Sequence[Middleware], hook: str, core: EventCall
 ) -> EventCall:
     """The onion for an event hook; the core itself when no middleware implements `hook`."""
     handler = core
@@ -226,7 +206,7 @@ def build_event_chain(
 
 
 def build_await_chain(
-    agent: Agent, middlewares: Sequence[Middleware], hook: str, core: AwaitCall
+    agent: AgentView, middlewares: Sequence[Middleware], hook: str, core: AwaitCall
 ) -> AwaitCall:
     """The onion for an awaitable hook; the core itself when no middleware implements it."""
     handler = core

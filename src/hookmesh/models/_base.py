@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from hookmesh.errors import HookmeshError
 from hookmesh.schema import Message, MessageKind, Usage
@@ -84,6 +84,22 @@ class ModelError(HookmeshError):
         super().__init__(message, metadata=meta)
         self.status = status
         self.body = body
+
+
+class ModelRef(Protocol):
+    """A model as a hook sees it: by its names. In process it is the `ChatModel` itself; in a
+    sidecar, where no model can be called, a stand-in carrying the names (a model chosen with
+    ``agent.resolve_model(name)`` is resolved by the agent)."""
+
+    @property
+    def model_name(self) -> str:
+        """Name reported in model_call events and traces."""
+        ...
+
+    @property
+    def provider_name(self) -> str:
+        """Provider reported in traces."""
+        ...
 
 
 class ChatModel(ABC):

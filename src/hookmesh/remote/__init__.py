@@ -1,10 +1,11 @@
 """Remote middleware: the sidecar host and the proxy that makes a sidecar look local."""
 
 from hookmesh._security import ClientTLS, ServerTLS
-from hookmesh.remote._host import MiddlewareServicer, SidecarAgent
-from hookmesh.remote._invocation import RemoteHookError, SidecarError
+from hookmesh.remote._errors import RemoteHookError, SidecarError
+from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.remote._proxy import DEFAULT_TIMEOUT, RemoteMiddleware
 from hookmesh.remote._serve import SERVICE_NAME, load_middleware, serve_middleware
+from hookmesh.remote._sidecar_agent import SidecarAgent
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import json
+from collections.abc import Mapping
+from typing import Any
 
-from hookmesh.middleware import Middleware
+from hookmesh.middleware import OVERRIDES, AgentView, Middleware
 from hookmesh.remote import _codec as c
-from hookmesh.remote._invocation import protocol_error
+from hookmesh.remote._errors import protocol_error
 from hookmesh.schema import HINT_METADATA_KEY, Message, is_hint, message_from_proto, to_kind
+from hookmesh.tools import ToolArgumentError
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 
-if TYPE_CHECKING:
-    from hookmesh.agent import Agent
-
-_OVERRIDE_ARM = {"on_reasoning": "reasoning", "on_model_call": "model_call", "on_acting": "acting"}
-"""The CallNext overrides arm each hook accepts."""
+OVERRIDE_ARM = {"on_reasoning": "reasoning", "on_model_call": "model_call", "on_acting": "acting"}
+"""The CallNext overrides arm of each hook that takes overrides (`OVERRIDES` says which)."""
 
 
 def owns_hint(msg: Message, key: str) -> bool:
@@ -26,7 +26,7 @@ def owns_hint(msg: Message, key: str) -> bool:
     return all(b.source == key for b in msg.blocks if b.type == "hint")
 
 
-def apply_mutation(mw: Middleware, agent: Agent, mutation: _mw_pb2.StateMutation) -> None:
+def apply_mutation(mw: Middleware, agent: AgentView, mutation: _mw_pb2.StateMutation) -> None:
     """Apply a sidecar's state and context changes, refusing what it may not touch.
 
     Raises:
@@ -72,20 +72,21 @@ def overrides(
     mw: Middleware,
     hook: str,
     call_next: _mw_pb2.CallNext,
-    agent: Agent,
-    kwargs: dict[str, Any],
+    agent: AgentView,
+    kwargs: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """The downstream kwargs a `call_next` replaces.
+    """The downstream kwargs a `call_next` replaces, as `next_handler` takes them (the chain
+    then checks them as it checks an in-process middleware's).
 
     Raises:
-        SidecarError: SIDECAR_PROTOCOL_ERROR for an arm of another hook, or a prompt
-            override without needs_context.
+        SidecarError: SIDECAR_PROTOCOL_ERROR for an arm of another hook, a prompt override
+            without needs_context, or arguments that are not a JSON object.
         HookmeshError: UNKNOWN_MODEL for a model the agent has not configured.
     """
     arm = call_next.WhichOneof("overrides")
     if arm is None:
         return {}
-    if _OVERRIDE_ARM.get(hook) != arm:
+    if OVERRIDE_ARM.get(hook) != arm:
         raise protocol_error(f"call_next carries {arm} overrides in {hook}", hook=hook, arm=arm)
     pb = getattr(call_next, arm)
     out: dict[str, Any] = {}
@@ -108,7 +109,12 @@ def overrides(
             keep = frozenset(pb.tools.names)
             out["tools"] = [t for t in kwargs["tools"] if t["name"] in keep]
     if arm == "acting" and pb.HasField("arguments"):
-        call = kwargs["tool_call"].model_copy(update={"arguments": pb.arguments})
-        out["tool_call"] = call
-        out["arguments"] = kwargs["tool"].parse_arguments(pb.arguments)
+        try:
+            arguments = json.loads(pb.arguments)
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            raise ToolArgumentError(f"call_next arguments for {hook} are not a JSON object")
+        out["arguments"] = arguments
+    assert out.keys() <= OVERRIDES[hook]
     return out

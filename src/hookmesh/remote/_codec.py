@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
-from hookmesh.middleware import PermissionDecision
+from hookmesh.middleware import HookMode, HookSpec, MiddlewareDescription, PermissionDecision
 from hookmesh.models import ModelChunk, ModelResponse, ToolCallDelta
 from hookmesh.schema import (
     MessageKind,
@@ -19,7 +20,7 @@ from hookmesh.schema import (
     usage_from_proto,
     usage_to_proto,
 )
-from hookmesh.tools import Tool
+from hookmesh.tools import Tool, ToolInfo
 from hookmesh.v1 import event_pb2 as _event_pb2
 from hookmesh.v1 import message_pb2 as _message_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
@@ -38,12 +39,12 @@ HOOK_TO_PB = {
 }
 HOOK_FROM_PB = {v: k for k, v in HOOK_TO_PB.items()}
 
-MODE_TO_PB = {
+MODE_TO_PB: dict[HookMode, _mw_pb2.HookMode] = {
     "intercept": _mw_pb2.HOOK_MODE_INTERCEPT,
     "pre_only": _mw_pb2.HOOK_MODE_PRE_ONLY,
     "observe": _mw_pb2.HOOK_MODE_OBSERVE,
 }
-MODE_FROM_PB = {v: k for k, v in MODE_TO_PB.items()}
+MODE_FROM_PB: dict[int, HookMode] = {v: k for k, v in MODE_TO_PB.items()}
 MODE_FROM_PB[_mw_pb2.HOOK_MODE_UNSPECIFIED] = "intercept"
 
 KIND_TO_PB = {"flat": _mw_pb2.MESSAGE_KIND_FLAT, "agentic": _mw_pb2.MESSAGE_KIND_AGENTIC}
@@ -82,7 +83,7 @@ def tool_call_from_pb(pb: _message_pb2.ToolCall) -> ToolCall:
     return ToolCall(id=pb.id, name=pb.name, arguments=pb.arguments)
 
 
-def tool_spec(tool: Tool | dict[str, Any]) -> _mw_pb2.ToolSpec:
+def tool_spec(tool: ToolInfo | dict[str, Any]) -> _mw_pb2.ToolSpec:
     """A tool (or a model-facing tool definition) as a ToolSpec."""
     if isinstance(tool, dict):
         return _mw_pb2.ToolSpec(
@@ -191,3 +192,57 @@ def reply_error_from_pb(pb: _event_pb2.ReplyError) -> ReplyError:
 
 def arguments_json(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
+
+
+_FAILURE_TO_PB = {
+    "fail_closed": _mw_pb2.FAILURE_MODE_CLOSED,
+    "fail_open": _mw_pb2.FAILURE_MODE_OPEN,
+}
+
+
+def description_to_pb(
+    description: MiddlewareDescription, tools: Sequence[Tool], max_message_bytes: int
+) -> _mw_pb2.DescribeResponse:
+    """A middleware's description as its Describe answer, field for field."""
+    return _mw_pb2.DescribeResponse(
+        protocol_version=PROTOCOL_VERSION,
+        middleware_key=description.key,
+        hooks=[
+            _mw_pb2.HookSpec(
+                hook=HOOK_TO_PB[hook],
+                mode=MODE_TO_PB[spec.mode],
+                subscriptions=spec.subscriptions,
+                read_only_subscriptions=spec.read_only_subscriptions,
+            )
+            for hook, spec in description.hooks.items()
+        ],
+        needs_context=description.needs_context,
+        tools=[tool_spec(t) for t in tools],
+        failure_mode=_FAILURE_TO_PB[description.failure_mode],
+        max_message_bytes=max_message_bytes,
+    )
+
+
+def description_from_pb(pb: _mw_pb2.DescribeResponse) -> MiddlewareDescription:
+    """A Describe answer as a description (an unset failure mode reads as fail_closed).
+
+    Raises:
+        ValueError: An unknown hook, or a subscription its hook has no item for.
+    """
+    hooks = {}
+    for spec in pb.hooks:
+        hook = HOOK_FROM_PB.get(spec.hook)
+        if hook is None:
+            raise ValueError("it describes an unknown hook")
+        hooks[hook] = HookSpec(
+            MODE_FROM_PB.get(spec.mode, "intercept"),
+            tuple(spec.subscriptions),
+            tuple(spec.read_only_subscriptions),
+        )
+    return MiddlewareDescription(
+        pb.middleware_key,
+        hooks,
+        "fail_open" if pb.failure_mode == _mw_pb2.FAILURE_MODE_OPEN else "fail_closed",
+        pb.needs_context,
+        tools=tuple(t.name for t in pb.tools),
+    )

@@ -1,159 +1,22 @@
-"""The agent's side of the Intercept stream: one multiplexed call, one inbox per invocation."""
+"""The agent's side of one hook invocation: its inbox on the shared stream, the waits with
+their deadlines, what it sends, and who is to blame when it fails."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
-import grpc
+from opentelemetry import propagate, trace
 
-from hookmesh.errors import HookmeshError
+from hookmesh.middleware import AgentView, blame
+from hookmesh.remote import _codec as c
+from hookmesh.remote._changes import apply_mutation
+from hookmesh.remote._errors import RemoteHookError, SidecarError, protocol_error
+from hookmesh.remote._link import SidecarLink
+from hookmesh.remote._stream import InterceptStream
 from hookmesh.schema import AgentEvent, event_from_proto, message_to_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
-from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
-
-if TYPE_CHECKING:
-    from hookmesh.agent import Agent
-    from hookmesh.remote._proxy import RemoteMiddleware
-
-
-class SidecarError(HookmeshError):
-    """The sidecar failed, missed a deadline, broke the stream or broke the protocol.
-
-    Reasons: ``SIDECAR_UNAVAILABLE`` (unreachable, or the stream broke),
-    ``SIDECAR_DEADLINE_EXCEEDED`` (a message did not come in time) and
-    ``SIDECAR_PROTOCOL_ERROR`` (a message the protocol does not allow there).
-    """
-
-    reason = "SIDECAR_FAILED"
-
-    def __init__(
-        self, message: str, *, reason: str | None = None, metadata: dict[str, str] | None = None
-    ) -> None:
-        super().__init__(message, metadata=metadata)
-        if reason is not None:
-            self.reason = reason
-
-
-def protocol_error(message: str, **metadata: str) -> SidecarError:
-    """A sidecar message the protocol does not allow where it came."""
-    return SidecarError(message, reason="SIDECAR_PROTOCOL_ERROR", metadata=metadata)
-
-
-class RemoteHookError(HookmeshError):
-    """The middleware failed in the sidecar (`done` with an error); keeps its reason."""
-
-    reason = "MIDDLEWARE_FAILED"
-    code = grpc.StatusCode.ABORTED
-
-    def __init__(
-        self, message: str, *, reason: str = "", metadata: dict[str, str] | None = None
-    ) -> None:
-        super().__init__(message, metadata=metadata)
-        if reason:
-            self.reason = reason
-
-
-class _Stream:
-    """One long-lived Intercept call carrying every invocation, each with its own inbox."""
-
-    def __init__(
-        self,
-        stub: _mw_grpc.MiddlewareServiceStub,
-        metadata: Sequence[tuple[str, str]],
-        max_message_bytes: int,
-    ) -> None:
-        self._outgoing: asyncio.Queue[tuple[_mw_pb2.InterceptRequest, int] | None] = asyncio.Queue()
-        self.max_message_bytes = max_message_bytes
-        self.invocations: dict[str, _Invocation] = {}
-        self._ids = itertools.count(1)
-        self.alive = True
-        # NOTE(hookmesh): no wait_for_ready: while the sidecar is down every invocation fails
-        # at once (and the failure mode decides) instead of waiting out its deadline.
-        self._call = stub.Intercept(self._requests(), metadata=metadata)
-        self._reader = asyncio.create_task(self._read())
-
-    async def _requests(self) -> AsyncIterator[_mw_pb2.InterceptRequest]:
-        queue = self._outgoing
-        while (entry := await queue.get()) is not None:
-            if queue.empty():
-                yield entry[0]
-                continue
-            # NOTE(hookmesh): under load, what queued up while the last write was in flight
-            # goes out together, read-only events of one invocation folded into one item
-            # (one message instead of many; the order within each invocation is kept).
-            batch: list[tuple[_mw_pb2.InterceptRequest, int] | None] = [entry]
-            while not queue.empty():
-                batch.append(queue.get_nowait())
-            for request in coalesce(batch, self.max_message_bytes):
-                yield request
-            if batch[-1] is None:
-                return
-
-    async def _read(self) -> None:
-        error: SidecarError
-        try:
-            async for response in self._call:
-                inv = self.invocations.get(response.invocation_id)
-                if inv is not None:
-                    inv.inbox.put_nowait(response)
-                    if response.WhichOneof("message") == "done":
-                        inv.ended()
-            error = SidecarError("the sidecar closed the stream", reason="SIDECAR_UNAVAILABLE")
-        except grpc.aio.AioRpcError as exc:
-            error = SidecarError(
-                f"sidecar stream failed: {exc.code().name}",
-                reason="SIDECAR_UNAVAILABLE",
-                metadata={"grpcCode": exc.code().name},
-            )
-        except asyncio.CancelledError:
-            error = SidecarError("the sidecar stream was closed", reason="SIDECAR_UNAVAILABLE")
-        self.alive = False
-        # End the request iterator too: gRPC leaves its consumer task waiting for the next
-        # request after the call fails, and a dropped stream would be collected mid-wait.
-        self._outgoing.put_nowait(None)
-        for inv in list(self.invocations.values()):
-            inv.fail(error)
-
-    def next_id(self) -> str:
-        return str(next(self._ids))
-
-    def send(self, request: _mw_pb2.InterceptRequest, foldable: int = 0) -> None:
-        """Queue `request`; a read-only item (`foldable`: its size in bytes) may be folded
-        into the one before it."""
-        self._outgoing.put_nowait((request, foldable))
-
-    async def close(self) -> None:
-        self._outgoing.put_nowait(None)
-        self._call.cancel()
-        await asyncio.gather(self._reader, return_exceptions=True)
-
-
-def coalesce(
-    batch: list[tuple[_mw_pb2.InterceptRequest, int] | None], limit: int
-) -> list[_mw_pb2.InterceptRequest]:
-    """The requests of `batch` in order, each invocation's consecutive read-only items folded
-    into as few messages as stay within `limit` bytes (a folded item adds at most its own
-    size: the sidecar's limit holds for the folded message too)."""
-    out: list[_mw_pb2.InterceptRequest] = []
-    heads: dict[str, list[Any]] = {}
-    for entry in batch:
-        if entry is None:
-            break
-        request, size = entry
-        invocation_id = request.invocation_id
-        if not size:
-            heads.pop(invocation_id, None)
-        elif (head := heads.get(invocation_id)) is not None and head[1] + size <= limit:
-            head[0].item.more_events.append(request.item.event)
-            head[1] += size
-            continue
-        else:
-            heads[invocation_id] = [request, size]
-        out.append(request)
-    return out
 
 
 class DownstreamStopped(Exception):
@@ -179,14 +42,17 @@ class _Invocation:
         "id",
         "inbox",
         "interrupted",
-        "mw",
+        "link",
+        "passed",
         "pulling",
         "stream",
         "task",
     )
 
-    def __init__(self, mw: RemoteMiddleware, stream: _Stream, agent: Agent, hook: str) -> None:
-        self.mw = mw
+    def __init__(
+        self, link: SidecarLink, stream: InterceptStream, agent: AgentView, hook: str
+    ) -> None:
+        self.link = link
         self.stream = stream
         self.agent = agent
         self.hook = hook
@@ -196,8 +62,19 @@ class _Invocation:
         self.done_sent = False
         self.pulling = False
         self.interrupted = False
+        self.passed: BaseException | None = None
+        """The downstream's error on its way up through this invocation (not ours)."""
         self.task = asyncio.current_task()
         stream.invocations[self.id] = self
+
+    def own(self, exc: BaseException) -> None:
+        """Blame `exc` on this middleware unless it is the downstream's, passing through."""
+        if exc is not self.passed:
+            blame(exc, self.link.owner)
+
+    def passing(self, exc: BaseException) -> None:
+        """Note that `exc` came from downstream (so `own` leaves it to its owner)."""
+        self.passed = exc
 
     def ended(self) -> None:
         """A `done` arrived. Answering a wait, `wait` takes it; sent unasked while the
@@ -217,7 +94,7 @@ class _Invocation:
         """The stream broke: wake any wait, and interrupt a fail_closed downstream wait."""
         self.broken = error
         self.inbox.put_nowait(error)
-        if self.pulling and self.mw.failure_mode == "fail_closed":
+        if self.pulling and self.link.owner.failure_mode == "fail_closed":
             self._cancel_wait("hookmesh: the sidecar failed")
 
     async def pull(self, iterator: AsyncIterator[Any]) -> Any:
@@ -253,7 +130,7 @@ class _Invocation:
         """Before the downstream runs on: a broken stream (fail_closed), or a `done` the
         sidecar sent while the agent was busy upstream. (Emits may come unasked too: they
         wait in the inbox for the next answer.)"""
-        if self.broken is not None and self.mw.failure_mode == "fail_closed":
+        if self.broken is not None and self.link.owner.failure_mode == "fail_closed":
             raise self.broken
         if self.done_sent:
             raise DownstreamStopped
@@ -277,24 +154,24 @@ class _Invocation:
         message over its limit would break the stream for every reply, so only this
         invocation fails."""
         size = request.ByteSize()
-        if size > self.mw.max_message_bytes:
+        limit = self.link.max_message_bytes
+        if size > limit:
             raise SidecarError(
-                f"an invocation message of {size} bytes exceeds the sidecar's limit of "
-                f"{self.mw.max_message_bytes}",
+                f"an invocation message of {size} bytes exceeds the sidecar's limit of {limit}",
                 reason="INVOCATION_TOO_LARGE",
-                metadata={"bytes": str(size), "limit": str(self.mw.max_message_bytes)},
+                metadata={"bytes": str(size), "limit": str(limit)},
             )
         self.stream.send(request, size if read_only else 0)
 
     def fill_state(self, message: Any) -> None:
         """Set `message.state` to the middleware's slice, when it has one."""
-        by_reply = self.agent.state.middle_context.get(self.mw.middleware_key())
+        by_reply = self.agent.state.middle_context.get(self.link.owner.middleware_key())
         slice_ = by_reply.get(self.agent.reply_id) if by_reply else None
         if slice_:
             message.state.update(slice_)
 
     def context(self) -> list[Any]:
-        if not self.mw.needs_context:
+        if not self.link.owner.needs_context:
             return []
         return [message_to_proto(m) for m in self.agent.state.context]
 
@@ -313,7 +190,7 @@ class _Invocation:
         request = _mw_pb2.InterceptRequest(invocation_id=self.id)
         outcome = request.outcome
         self.fill_state(outcome)
-        if self.mw.needs_context:
+        if self.link.owner.needs_context:
             outcome.context.extend(self.context())
         for arm, value in result.items():
             getattr(outcome, arm).MergeFrom(value)
@@ -326,14 +203,14 @@ class _Invocation:
         (the agent re-raises the downstream's own exception).
         """
         events: list[AgentEvent] = []
-        timeout = self.mw.timeout
+        timeout = self.link.timeout
         while True:
             try:
                 async with asyncio.timeout(timeout):
                     message = await self.inbox.get()
             except TimeoutError:
                 raise SidecarError(
-                    f"sidecar {self.mw.target} sent nothing for {timeout:g} s in {self.hook}",
+                    f"sidecar {self.link.target} sent nothing for {timeout:g} s in {self.hook}",
                     reason="SIDECAR_DEADLINE_EXCEEDED",
                     metadata={"hook": self.hook, "timeoutSeconds": f"{timeout:g}"},
                 ) from None
@@ -343,7 +220,7 @@ class _Invocation:
             if arm == "emit":
                 events.append(self._emitted(message.emit))
             elif arm == "mutate":
-                self.mw.apply(self.agent, message.mutate)
+                apply_mutation(self.link.owner, self.agent, message.mutate)
             elif arm == "done" and message.done.WhichOneof("result") == "error" and not failed:
                 error = message.done.error
                 raise RemoteHookError(
@@ -375,3 +252,37 @@ class _Invocation:
         if cancel and self.stream.alive:
             self.send(cancel=_mw_pb2.CancelInvocation())
         self.stream.invocations.pop(self.id, None)
+
+
+def invoke(link: SidecarLink, agent: AgentView, hook: str, **kwargs_arm: Any) -> _Invocation:
+    """Start one invocation of `hook` on the shared stream: the hook, the reply, the state
+    slice, the context when asked for, and the kwargs arm, built in place (no copies).
+
+    Raises:
+        SidecarError: INVOCATION_TOO_LARGE; nothing was sent.
+    """
+    stream = link.stream()
+    inv = _Invocation(link, stream, agent, hook)
+    request = _mw_pb2.InterceptRequest(invocation_id=inv.id)
+    invocation = request.invocation
+    invocation.hook = c.HOOK_TO_PB[hook]
+    invocation.reply_id = agent.reply_id
+    invocation.agent_name = agent.name
+    invocation.session_id = agent.session_id
+    invocation.user_id = agent.user_id
+    invocation.kind = c.KIND_TO_PB[agent.kind]
+    invocation.message_timeout.CopyFrom(link.timeout_pb)
+    inv.fill_state(invocation)
+    if link.owner.needs_context:
+        invocation.context.extend(inv.context())
+    for arm, args in kwargs_arm.items():
+        getattr(invocation, arm).MergeFrom(args)
+    if trace.get_current_span().get_span_context().is_valid:
+        propagate.inject(invocation.trace_context)
+    try:
+        inv.queue(request)
+    except SidecarError as exc:
+        del stream.invocations[inv.id]
+        blame(exc, link.owner)
+        raise
+    return inv

@@ -2,84 +2,73 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
-from hookmesh.middleware import ALLOW, Middleware
+from hookmesh.middleware import ALLOW, OVERRIDES, Middleware
 from hookmesh.models import ModelResponse
 from hookmesh.remote import _codec as c
+from hookmesh.remote._call import HostCall
+from hookmesh.remote._sidecar_agent import ModelChoice, ModelRefPb, SidecarAgent, ToolRef
 from hookmesh.remote._subscriptions import READ_ONLY
 from hookmesh.schema import (
     AgentEvent,
+    Resume,
     ToolCall,
     event_from_proto,
     make_assistant,
     message_from_proto,
     message_to_proto,
 )
+from hookmesh.tools import Tool
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
-
-if TYPE_CHECKING:
-    from hookmesh.remote._host import SidecarAgent, _Call
-
 
 # --- hook runners (sidecar side) -------------------------------------------------------------
 
 
-def _kwargs(hook: str, invocation: _mw_pb2.HookInvocation) -> dict[str, Any]:
+def _kwargs(hook: str, invocation: _mw_pb2.HookInvocation, tools: Mapping[str, Tool]) -> Any:
+    """The hook's typed kwargs (`ReplyArgs`, `ActingArgs`, ...) decoded from `invocation`."""
     arm = invocation.WhichOneof("kwargs")
     if hook == "on_reply" and arm == "reply":
         inputs = [message_from_proto(m, "reply.inputs") for m in invocation.reply.inputs]
-        return {"inputs": inputs, "resume": True if invocation.reply.resume else None}
+        return {"inputs": inputs, "resume": Resume() if invocation.reply.resume else None}
     if hook == "on_reasoning" and arm == "reasoning":
         return {"tool_choice": invocation.reasoning.tool_choice}
     if hook == "on_acting" and arm == "acting":
         args = invocation.acting
-        return {"tool_call": c.tool_call_from_pb(args.tool_call), "tool": _ToolRef(args.tool)}
+        call = c.tool_call_from_pb(args.tool_call)
+        return {
+            "tool_call": call,
+            "tool": ToolRef(args.tool),
+            "arguments": _arguments(call, tools.get(call.name)),
+        }
     if hook == "on_model_call" and arm == "model_call":
         args = invocation.model_call
         return {
-            "model": _ModelRef(args.model_name, args.provider_name),
+            "model": ModelRefPb(args.model_name, args.provider_name),
             "messages": [message_from_proto(m, "model_call.messages") for m in args.messages],
             "tools": [c.tool_definition(t) for t in args.tools],
             "tool_choice": args.tool_choice,
         }
     if hook == "on_check_permission" and arm == "check_permission":
         args = invocation.check_permission
-        return {"tool_call": c.tool_call_from_pb(args.tool_call), "tool": _ToolRef(args.tool)}
+        return {"tool_call": c.tool_call_from_pb(args.tool_call), "tool": ToolRef(args.tool)}
     if hook == "on_compress_context":
         return {}
     raise ValueError(f"invocation for {hook or 'an unknown hook'} carries {arm or 'no'} kwargs")
 
 
-class _ModelRef:
-    """The model named in an on_model_call invocation (the sidecar cannot call it)."""
-
-    def __init__(self, model_name: str, provider_name: str) -> None:
-        self.model_name = model_name
-        self.provider_name = provider_name
-
-
-class ModelChoice:
-    """A model a sidecar's middleware chose by configured name; the agent resolves it."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.model_name = name
-        self.provider_name = ""
-
-
-class _ToolRef:
-    """The tool named in an on_acting or on_check_permission invocation."""
-
-    def __init__(self, spec: _mw_pb2.ToolSpec) -> None:
-        self.name = spec.name
-        self.description = spec.description
-        self.read_only = spec.read_only
-        self.concurrency_safe = spec.concurrency_safe
-        self.return_directly = spec.return_directly
-        self.needs_confirmation = spec.needs_confirmation
-        self.idempotent = spec.idempotent
+def _arguments(call: ToolCall, own: Tool | None) -> dict[str, Any]:
+    """A call's arguments as the agent parsed them (it validated them before the hook): by
+    the tool itself when it is one of this middleware's (defaults filled, as in process),
+    else as sent."""
+    if own is not None:
+        return own.parse_arguments(call.arguments)
+    parsed = json.loads(call.arguments) if call.arguments.strip() else {}
+    if not isinstance(parsed, dict):
+        raise ValueError(f"acting.tool_call.arguments of {call.name!r} is not a JSON object")
+    return parsed
 
 
 def _call_next(hook: str, overrides: dict[str, Any], final: bool = False) -> _mw_pb2.CallNext:
@@ -91,16 +80,13 @@ def _call_next(hook: str, overrides: dict[str, Any], final: bool = False) -> _mw
 def _call_next_overrides(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNext:
     if not overrides:
         return _mw_pb2.CallNext()
-    unknown = set(overrides) - {
-        "tool_choice",
-        "messages",
-        "tools",
-        "arguments",
-        "tool_call",
-        "model",
-    }
+    unknown = overrides.keys() - OVERRIDES[hook]
     if unknown:
-        raise ValueError(f"{hook}: cannot override {', '.join(sorted(unknown))} from a sidecar")
+        takes = ", ".join(sorted(OVERRIDES[hook])) or "none"
+        raise TypeError(
+            f"next_handler of {hook} cannot override {', '.join(sorted(unknown))} "
+            f"(it takes: {takes})"
+        )
     if hook == "on_reasoning":
         return _mw_pb2.CallNext(
             reasoning=_mw_pb2.ReasoningOverrides(tool_choice=overrides.get("tool_choice"))
@@ -122,14 +108,9 @@ def _call_next_overrides(hook: str, overrides: dict[str, Any]) -> _mw_pb2.CallNe
                 )
             out.model = choice.name
         return _mw_pb2.CallNext(model_call=out)
-    if hook == "on_acting":
-        arguments = overrides.get("arguments")
-        if isinstance(overrides.get("tool_call"), ToolCall):
-            arguments = overrides["tool_call"].arguments
-        elif isinstance(arguments, dict):
-            arguments = c.arguments_json(arguments)
-        return _mw_pb2.CallNext(acting=_mw_pb2.ActingOverrides(arguments=arguments))
-    raise ValueError(f"{hook} takes no overrides")
+    return _mw_pb2.CallNext(
+        acting=_mw_pb2.ActingOverrides(arguments=c.arguments_json(overrides["arguments"]))
+    )
 
 
 async def _nothing() -> AsyncIterator[AgentEvent]:
@@ -138,14 +119,14 @@ async def _nothing() -> AsyncIterator[AgentEvent]:
 
 
 async def _event_hook(
-    call: _Call,
+    call: HostCall,
     mw: Middleware,
     hook: str,
     mode: str,
     agent: SidecarAgent,
     inv: _mw_pb2.HookInvocation,
 ) -> None:
-    routes = call.session.host.routes[hook]
+    routes = call.routes[hook]
     pending: list[AgentEvent] = []
     """The item awaiting a verdict: dropped unless the hook re-yields it before pulling on."""
     passed: list[AgentEvent] = []
@@ -192,7 +173,7 @@ async def _event_hook(
         handed.append((stream, overrides))
         return stream
 
-    result = getattr(mw, hook)(agent, _kwargs(hook, inv), next_handler)
+    result = getattr(mw, hook)(agent, _kwargs(hook, inv, call.tools), next_handler)
     if handed and result is handed[-1][0]:
         call.control(call_next=_call_next(hook, handed[-1][1], final=True))
         return
@@ -206,7 +187,7 @@ async def _event_hook(
 
 
 async def _run_downstream(
-    call: _Call, mode: str, call_next: _mw_pb2.CallNext
+    call: HostCall, mode: str, call_next: _mw_pb2.CallNext
 ) -> _mw_pb2.DownstreamOutcome | None:
     """Hand the invocation downstream and wait for its outcome (state and context taken in,
     a downstream error raised); None under pre_only, where the agent ends the invocation at
@@ -221,7 +202,7 @@ async def _run_downstream(
 
 
 async def _model_hook(
-    call: _Call,
+    call: HostCall,
     mw: Middleware,
     hook: str,
     mode: str,
@@ -245,7 +226,7 @@ async def _model_hook(
             return c.response_from_pb(outcome.model_response)
         return chunks()
 
-    result = await mw.on_model_call(agent, _kwargs(hook, inv), next_handler)  # type: ignore[arg-type]
+    result = await mw.on_model_call(agent, _kwargs(hook, inv, call.tools), next_handler)
     if isinstance(result, ModelResponse):
         call.control(done=_mw_pb2.HookDone(model_response=c.response_to_pb(result)))
         return
@@ -255,37 +236,37 @@ async def _model_hook(
 
 
 async def _permission_hook(
-    call: _Call,
+    call: HostCall,
     mw: Middleware,
     hook: str,
     mode: str,
     agent: SidecarAgent,
     inv: _mw_pb2.HookInvocation,
 ) -> None:
-    async def next_handler() -> Any:
-        outcome = await _run_downstream(call, mode, _mw_pb2.CallNext())
+    async def next_handler(**overrides: Any) -> Any:
+        outcome = await _run_downstream(call, mode, _call_next(hook, overrides))
         return ALLOW if outcome is None else c.decision_from_pb(outcome.permission)
 
-    decision = await mw.on_check_permission(agent, _kwargs(hook, inv), next_handler)  # type: ignore[arg-type]
+    decision = await mw.on_check_permission(agent, _kwargs(hook, inv, call.tools), next_handler)
     call.control(done=_mw_pb2.HookDone(permission=c.decision_to_pb(decision)))
 
 
 async def _compress_hook(
-    call: _Call,
+    call: HostCall,
     mw: Middleware,
     hook: str,
     mode: str,
     agent: SidecarAgent,
     inv: _mw_pb2.HookInvocation,
 ) -> None:
-    async def next_handler() -> None:
-        await _run_downstream(call, mode, _mw_pb2.CallNext())
+    async def next_handler(**overrides: Any) -> None:
+        await _run_downstream(call, mode, _call_next(hook, overrides))
 
-    await mw.on_compress_context(agent, {}, next_handler)  # type: ignore[arg-type]
+    await mw.on_compress_context(agent, {}, next_handler)
     call.control(done=_mw_pb2.HookDone())
 
 
-_RUNNERS = {
+RUNNERS = {
     "on_reply": _event_hook,
     "on_reasoning": _event_hook,
     "on_acting": _event_hook,

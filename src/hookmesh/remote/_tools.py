@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
 from hookmesh.remote import _codec as c
-from hookmesh.remote._invocation import RemoteHookError, SidecarError
+from hookmesh.remote._errors import RemoteHookError, SidecarError
+from hookmesh.remote._link import SidecarLink
 from hookmesh.schema import block_from_proto
 from hookmesh.tools import Tool
 from hookmesh.v1 import content_pb2 as _content_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 
-if TYPE_CHECKING:
-    from hookmesh.remote._proxy import RemoteMiddleware
 
-
-def tool_proxy(mw: RemoteMiddleware, spec: _mw_pb2.ToolSpec) -> Tool:
+def tool_proxy(mw: SidecarLink, spec: _mw_pb2.ToolSpec) -> Tool:
     """A local Tool whose runs stream from the sidecar's CallTool (one deadline per call)."""
 
     async def call(**arguments: Any) -> AsyncIterator[Any]:

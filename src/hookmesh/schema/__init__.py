@@ -100,6 +100,7 @@ from hookmesh.schema._proto import (
     usage_to_proto,
 )
 from hookmesh.schema._proto_events import event_from_proto, event_to_proto
+from hookmesh.schema._resume import Confirmation, ExternalResult, Resume
 from hookmesh.schema._validate import check_messages, message_violations
 
 __all__ = [
@@ -110,6 +111,7 @@ __all__ = [
     "AgenticMessage",
     "AgenticRole",
     "AudioBlock",
+    "Confirmation",
     "ContentBlock",
     "CustomEvent",
     "DataBlockDeltaEvent",
@@ -117,6 +119,7 @@ __all__ = [
     "DataBlockStartEvent",
     "DocumentBlock",
     "EventSource",
+    "ExternalResult",
     "FinishReason",
     "FlatMessage",
     "FlatRole",
@@ -139,6 +142,7 @@ __all__ = [
     "ReplyStartEvent",
     "RequireExternalExecutionEvent",
     "RequireUserConfirmEvent",
+    "Resume",
     "TextBlock",
     "TextBlockDeltaEvent",
     "TextBlockEndEvent",

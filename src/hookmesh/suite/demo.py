@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from rich.console import Console
 
 from hookmesh.agent import tool
-from hookmesh.middleware import Middleware
+from hookmesh.middleware import (
+    ActingArgs,
+    ActingNext,
+    AgentView,
+    Middleware,
+    ModelCallArgs,
+    ModelCallNext,
+    ReplyArgs,
+    ReplyNext,
+)
 from hookmesh.models import openai_model_from_env
 from hookmesh.schema import AgentEvent, CustomEvent
 from hookmesh.services.agent import AgentServiceConfig, load_config
@@ -33,13 +42,15 @@ def get_weather(city: str) -> str:
 class UsageMeter(Middleware):
     """In process: counts model calls and tokens per reply, reported before reply_end."""
 
-    async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+    async def on_model_call(
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
+    ) -> Any:
         state = self.state(agent)
         state["model_calls"] = state.get("model_calls", 0) + 1
         return await next_handler()
 
     async def on_reply(
-        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
         async for event in next_handler():
             if event.type == "model_call_end" and event.usage is not None:
@@ -57,10 +68,10 @@ class UsageMeter(Middleware):
 class AuditTrail(Middleware):
     """Served by a sidecar: records each tool run and announces it to the client."""
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_acting": ("tool_result_end",)}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_acting": ("tool_result_end",)}
 
     async def on_acting(
-        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         call = kwargs["tool_call"]
         async for event in next_handler():

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import inspect
 import json
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from hookmesh.schema import (
@@ -25,6 +27,30 @@ from hookmesh.schema import (
 )
 
 _ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.+)$")
+
+
+class ToolInfo(Protocol):
+    """A tool as a hook sees it: its name, description and flags (in process the `Tool`
+    itself; in a sidecar, what the invocation carried)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def idempotent(self) -> bool: ...
+    @property
+    def concurrency_safe(self) -> bool: ...
+    @property
+    def return_directly(self) -> bool: ...
+    @property
+    def needs_confirmation(self) -> bool: ...
+    @property
+    def external(self) -> bool: ...
 
 
 class ToolArgumentError(ValueError):
@@ -86,6 +112,9 @@ class Tool:
         if not isinstance(raw, dict):
             raise ToolArgumentError(f"arguments must be a JSON object, got {type(raw).__name__}")
         if self._model is None:
+            problem = _schema_problem(self.parameters, raw)
+            if problem:
+                raise ToolArgumentError(f"invalid arguments for {self.name}: {problem}")
             return raw
         try:
             parsed = self._model.model_validate(raw)
@@ -115,6 +144,37 @@ class Tool:
             result = await _in_daemon_thread(func, arguments, self.name)
         for piece in _pieces(result):
             yield piece
+
+
+@functools.lru_cache(maxsize=512)
+def _validator(schema_json: str) -> jsonschema.protocols.Validator | None:
+    """A validator for a tool's parameter schema, built once per schema; None for a schema
+    that is itself invalid (then only JSON-object arguments are required, as before)."""
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None
+    return cls(schema)  # type: ignore[no-any-return]
+
+
+def _schema_problem(schema: dict[str, Any], value: dict[str, Any]) -> str:
+    """Why `value` does not satisfy `schema` ('' when it does): the first error, with its path.
+
+    A schema-only tool (a sidecar's, an MCP server's, a client's) is checked here before any
+    hook sees the call, as a Python tool is checked by its pydantic model.
+    """
+    if not schema:
+        return ""
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    if validator is None:
+        return ""
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is None:
+        return ""
+    where = ".".join(str(p) for p in error.absolute_path) or "(root)"
+    return f"{where}: {error.message}"
 
 
 MAX_ARGUMENT_DEPTH = 64

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
 
-from hookmesh.middleware._base import EventHandler, Middleware
+from hookmesh.middleware import AgentView, ReasoningArgs, ReasoningNext, ReplyArgs, ReplyNext
+from hookmesh.middleware._base import Middleware
 from hookmesh.schema import AgentEvent, HintBlockEvent, make_hint
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 DEFAULT_HINT = (
     "The token budget for this reply is spent. Do not call any more tools: give your final "
@@ -43,7 +44,7 @@ class BudgetMiddleware(Middleware):
     """
 
     needs_context = True
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+    subscriptions: Mapping[str, tuple[str, ...]] = {
         "on_reply": ("model_call_end",),
         "on_reasoning": (),
     }
@@ -70,7 +71,7 @@ class BudgetMiddleware(Middleware):
         return "budget"
 
     async def on_reply(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
         """Reset the spend at reply start; add each model_call_end's weighted usage.
 
@@ -90,7 +91,7 @@ class BudgetMiddleware(Middleware):
             yield event
 
     async def on_reasoning(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
     ) -> AsyncIterator[AgentEvent]:
         """Wraps one reasoning step: when the budget is spent, hint and forbid tools for it.
 

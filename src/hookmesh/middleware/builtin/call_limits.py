@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from hookmesh.middleware import (
+    AgentView,
+    ModelCallArgs,
+    ModelCallNext,
+    PermissionArgs,
+    PermissionNext,
+)
 from hookmesh.middleware._base import (
     Middleware,
-    ModelHandler,
     PermissionDecision,
-    PermissionHandler,
 )
 from hookmesh.models import ModelResponse, ModelResult
 from hookmesh.schema import (
@@ -22,7 +27,7 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 OnLimit = Literal["final_answer", "end"]
 """What reaching a limit does: force one last tool-less answer, or end with the reason."""
@@ -128,7 +133,7 @@ class CallLimitMiddleware(Middleware):
     def middleware_key(self) -> str:
         return "call_limits"
 
-    def _base(self, agent: Agent, state: dict[str, Any]) -> dict[str, Any]:
+    def _base(self, agent: AgentView, state: dict[str, Any]) -> dict[str, Any]:
         """Calls the session made before this reply, counted once per reply."""
         base = state.get("base")
         if base is None:
@@ -145,14 +150,14 @@ class CallLimitMiddleware(Middleware):
             }
         return base  # type: ignore[no-any-return]
 
-    def _emit(self, agent: Agent, limit: str, most: int, action: str, tool: str = "") -> None:
+    def _emit(self, agent: AgentView, limit: str, most: int, action: str, tool: str = "") -> None:
         value: dict[str, Any] = {"limit": limit, "max": most, "action": action}
         if tool:
             value["tool"] = tool
         agent.emit(CustomEvent(reply_id=agent.reply_id, name=CALL_LIMIT_EVENT, value=value))
 
     async def on_check_permission(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: PermissionHandler
+        self, agent: AgentView, kwargs: PermissionArgs, next_handler: PermissionNext
     ) -> PermissionDecision:
         """Deny a call beyond its tool's limit (and remember that the reply must finish).
 
@@ -183,7 +188,7 @@ class CallLimitMiddleware(Middleware):
         return decision
 
     async def on_model_call(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """Count the call; force the last allowed one to answer, replace one over a limit.
 
@@ -221,7 +226,7 @@ class CallLimitMiddleware(Middleware):
         return await next_handler()
 
     async def _final_answer(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         hint_id = f"{agent.reply_id}-call-limit"
         hint = make_hint(agent.kind, self.hint, self.middleware_key(), id=hint_id)

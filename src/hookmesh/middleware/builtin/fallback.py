@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.middleware._base import Middleware, ModelHandler
+from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
+from hookmesh.middleware._base import Middleware
 from hookmesh.middleware.builtin._support._retry import model_error_filter, prime
 from hookmesh.models import ChatModel, ModelError, ModelResult
 from hookmesh.schema import CustomEvent
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 FALLBACK_EVENT = "hookmesh.model_fallback"
 """Name of the custom event sent each time a call moves on to the next model:
@@ -63,7 +64,7 @@ class ModelFallbackMiddleware(Middleware):
         return "model_fallback"
 
     async def on_model_call(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """Call the downstream with each model in turn until one answers.
 
@@ -95,7 +96,7 @@ class ModelFallbackMiddleware(Middleware):
         return await prime(await next_handler(**overrides))
 
 
-def _resolve(agent: Agent, model: ChatModel | str) -> Any:
+def _resolve(agent: AgentView, model: ChatModel | str) -> Any:
     """A fallback as the model to pass downstream: a `ChatModel`, or what the agent (or the
     sidecar) resolves a configured name to (an unknown name fails with UNKNOWN_MODEL)."""
     return model if not isinstance(model, str) else agent.resolve_model(model)

@@ -6,16 +6,17 @@ import asyncio
 import logging
 import re
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hookmesh.agent import Tool, ToolArgumentError, tool
-from hookmesh.middleware._base import EventHandler, FailureMode, HookMode, Middleware
+from hookmesh.middleware import AgentView, ReasoningArgs, ReasoningNext, ReplyArgs, ReplyNext
+from hookmesh.middleware._base import FailureMode, HookMode, Middleware
 from hookmesh.middleware.builtin._support._atomic import write_text_atomically
 from hookmesh.middleware.builtin._support._frontmatter import split_front_matter
 from hookmesh.models import ChatModel, answer_text, json_answer
@@ -31,7 +32,7 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 log = logging.getLogger("hookmesh.middleware.file_memory")
 
@@ -176,8 +177,8 @@ class FileMemoryMiddleware(Middleware):
         note: The text above the index in the system prompt.
     """
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reply": (), "on_reasoning": ()}
-    hook_modes: ClassVar[dict[str, HookMode]] = {"on_reply": "pre_only"}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_reply": (), "on_reasoning": ()}
+    hook_modes: Mapping[str, HookMode] = {"on_reply": "pre_only"}
 
     def __init__(
         self,
@@ -357,7 +358,7 @@ class FileMemoryMiddleware(Middleware):
     # --- hooks -----------------------------------------------------------------------------
 
     def on_reply(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
         """Before the reply: keep the user's input for the selection (no per-event cost)."""
         if kwargs.get("resume") is None:
@@ -367,14 +368,14 @@ class FileMemoryMiddleware(Middleware):
             state["query"] = "\n".join(text_of(m) for m in inputs if is_user(m) and text_of(m))
         return next_handler()
 
-    async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
+    async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         """Add the note and the index (cut to its budget)."""
         index = await asyncio.to_thread(self.index_text)
         text = f"{self.note}\n\n{INDEX}:\n{index or '(empty: no memories yet)'}"
         return f"{prompt}\n\n{text}" if prompt else text
 
     async def on_reasoning(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
     ) -> AsyncIterator[AgentEvent]:
         """Wraps each reasoning step: select files before the first, show them at each.
 
@@ -416,7 +417,7 @@ class FileMemoryMiddleware(Middleware):
         finally:
             agent.state.context[:] = [m for m in agent.state.context if m.id != hint_id]
 
-    async def _select(self, agent: Agent, query: str) -> list[str]:
+    async def _select(self, agent: AgentView, query: str) -> list[str]:
         """The files the model picks for `query` (only names from the list, at most
         `max_files`); [] when there is nothing to pick from or no model."""
         files = await asyncio.to_thread(self.catalog)

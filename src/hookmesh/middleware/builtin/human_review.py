@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from hookmesh.middleware._base import Middleware, PermissionDecision, PermissionHandler
+from hookmesh.middleware import AgentView, PermissionArgs, PermissionNext
+from hookmesh.middleware._base import Middleware, PermissionDecision
 from hookmesh.schema import CustomEvent
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 ReviewDecision = Literal["allow", "ask", "deny"]
 """What a policy does with a call: run it, ask a person first, or refuse it."""
@@ -98,7 +99,7 @@ class HumanReviewMiddleware(Middleware):
         return "human_review"
 
     async def on_check_permission(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: PermissionHandler
+        self, agent: AgentView, kwargs: PermissionArgs, next_handler: PermissionNext
     ) -> PermissionDecision:
         """Decide by the tool's policy; tools without one go to the inner checks.
 

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from hookmesh.metrics import record_model_call, record_reply, record_tool_call
-from hookmesh.middleware._base import EventHandler, Middleware, ModelHandler
+from hookmesh.middleware import (
+    ActingArgs,
+    ActingNext,
+    AgentView,
+    ModelCallArgs,
+    ModelCallNext,
+    ReplyArgs,
+    ReplyNext,
+)
+from hookmesh.middleware._base import Middleware
 from hookmesh.models import ModelResponse, ModelResult
 from hookmesh.schema import AgentEvent, Usage
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 
 class MetricsMiddleware(Middleware):
@@ -40,7 +49,7 @@ class MetricsMiddleware(Middleware):
         >>> Agent(model, middlewares=[MetricsMiddleware()])
     """
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+    subscriptions: Mapping[str, tuple[str, ...]] = {
         "on_reply": ("reply_end",),
         "on_model_call": ("chunk",),
         "on_acting": ("tool_result_end",),
@@ -50,7 +59,7 @@ class MetricsMiddleware(Middleware):
         return "metrics"
 
     async def on_reply(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
         """Time the reply and count it by how it ended (errors included)."""
         start = time.perf_counter()
@@ -60,7 +69,7 @@ class MetricsMiddleware(Middleware):
             yield event
 
     async def on_model_call(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """Time the model call (a stream until its end) and record its token usage."""
         model = kwargs["model"]
@@ -81,7 +90,7 @@ class MetricsMiddleware(Middleware):
         return _measured_stream(result, attributes, start)
 
     async def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Time the tool run and count it by its result's state."""
         name = kwargs["tool_call"].name

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from hookmesh.middleware._base import EventHandler, Middleware
+from hookmesh.middleware import AgentView, ReasoningArgs, ReasoningNext
+from hookmesh.middleware._base import Middleware
 from hookmesh.schema import (
     AgentEvent,
     Message,
@@ -17,7 +18,7 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 
 def default_placeholder(call: ToolCall) -> str:
@@ -50,7 +51,7 @@ class PatchToolCallsMiddleware(Middleware):
     """
 
     needs_context = True
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reasoning": ()}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_reasoning": ()}
 
     def __init__(self, placeholder: Callable[[ToolCall], str] = default_placeholder) -> None:
         self.placeholder = placeholder
@@ -59,7 +60,7 @@ class PatchToolCallsMiddleware(Middleware):
         return "patch_tool_calls"
 
     def on_reasoning(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
     ) -> AsyncIterator[AgentEvent]:
         """Runs before the step's prompt is built; patches the context, then passes through."""
         context = agent.state.context

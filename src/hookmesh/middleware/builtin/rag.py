@@ -7,19 +7,19 @@ import logging
 import os
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from hookmesh._security import ClientTLS
 from hookmesh.errors import HookmeshError
-from hookmesh.middleware._base import EventHandler, FailureMode, Middleware
-from hookmesh.remote import ClientTLS
+from hookmesh.middleware import AgentView, ReasoningArgs, ReasoningNext
+from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.retrieval import MAX_TOP_K, SEARCH_MODES, Hit, MetadataValue, SearchMode
 from hookmesh.schema import AgentEvent, CustomEvent, HintBlockEvent, is_user, make_hint, text_of
 from hookmesh.tools import Tool
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
     from hookmesh.client import RetrievalClient
 
 log = logging.getLogger("hookmesh.middleware.rag")
@@ -136,7 +136,7 @@ class RAGMiddleware(Middleware):
     """
 
     needs_context = True
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_reasoning": ()}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_reasoning": ()}
 
     def __init__(
         self,
@@ -337,7 +337,7 @@ class RAGMiddleware(Middleware):
     # -- static mode --------------------------------------------------------------------------
 
     async def on_reasoning(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
     ) -> AsyncIterator[AgentEvent]:
         """Static mode: at a reply's first reasoning step, hint the passages for the user's
         latest message; later steps pass straight through.

@@ -4,9 +4,10 @@ jitter, for the errors that are worth it."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from hookmesh.middleware._base import EventHandler, Middleware, ModelHandler
+from hookmesh.middleware import ActingArgs, ActingNext, AgentView, ModelCallArgs, ModelCallNext
+from hookmesh.middleware._base import EventHandler, Middleware
 from hookmesh.middleware.builtin._support._retry import (
     RETRY_STATUSES,
     RetryPolicy,
@@ -17,7 +18,7 @@ from hookmesh.models import ModelError, ModelResult
 from hookmesh.schema import AgentEvent
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 
 class ModelRetryMiddleware(Middleware):
@@ -56,7 +57,7 @@ class ModelRetryMiddleware(Middleware):
         return "model_retry"
 
     async def on_model_call(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """Call the downstream until it answers or the policy gives up.
 
@@ -102,7 +103,7 @@ class ToolRetryMiddleware(Middleware):
         error_types: Retry only errors of these exception type names; None: every error.
     """
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_acting": ("*",)}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_acting": ("*",)}
 
     def __init__(
         self,
@@ -119,14 +120,14 @@ class ToolRetryMiddleware(Middleware):
     def middleware_key(self) -> str:
         return "tool_retry"
 
-    def _may_repeat(self, kwargs: dict[str, Any]) -> bool:
-        tool = kwargs.get("tool")
-        if tool is not None and (tool.read_only or tool.idempotent):
+    def _may_repeat(self, kwargs: ActingArgs) -> bool:
+        tool = kwargs["tool"]
+        if tool.read_only or tool.idempotent:
             return True
         return bool(kwargs["tool_call"].name in self.safe_tools)
 
     def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Run the tool; rerun it while the result is a retryable error and it is safe.
 

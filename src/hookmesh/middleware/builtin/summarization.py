@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.middleware._base import CompressHandler, FailureMode, Middleware
+from hookmesh.middleware import AgentView, CompressArgs, CompressNext
+from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support._retry import RetryPolicy
 from hookmesh.models import ChatModel, answer_text
 from hookmesh.schema import (
@@ -25,7 +26,7 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 SUMMARY_METADATA_KEY = "hookmesh.summary"
 """Message metadata key (value ``True``) tagging the summary message."""
@@ -165,7 +166,7 @@ class SummarizationMiddleware(Middleware):
         return "summarization"
 
     async def on_compress_context(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: CompressHandler
+        self, agent: AgentView, kwargs: CompressArgs, next_handler: CompressNext
     ) -> None:
         """Summarise the history when a trigger fires, then run the inner compressors.
 
@@ -184,7 +185,7 @@ class SummarizationMiddleware(Middleware):
             return True
         return self.max_tokens is not None and estimate_tokens(context) > self.max_tokens
 
-    async def _summarise(self, agent: Agent, context: list[Message]) -> None:
+    async def _summarise(self, agent: AgentView, context: list[Message]) -> None:
         head = 0
         while head < len(context) and is_system(context[head]):
             head += 1

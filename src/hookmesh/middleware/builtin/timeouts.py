@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from hookmesh.middleware._base import EventHandler, Middleware, ModelHandler
+from hookmesh.middleware import ActingArgs, ActingNext, AgentView, ModelCallArgs, ModelCallNext
+from hookmesh.middleware._base import Middleware
 from hookmesh.models import ModelError, ModelResponse, ModelResult
 from hookmesh.schema import (
     AgentEvent,
@@ -16,7 +17,7 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 
 class ModelTimeoutError(ModelError):
@@ -60,9 +61,7 @@ class TimeoutMiddleware(Middleware):
         tool_timeouts: Per tool name, seconds that replace `tool_timeout`.
     """
 
-    read_only_subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
-        "on_acting": ("tool_result_start",)
-    }
+    read_only_subscriptions: Mapping[str, tuple[str, ...]] = {"on_acting": ("tool_result_start",)}
     """Behind a sidecar it needs only to learn that a tool result began, never to hold one."""
 
     def __init__(
@@ -82,7 +81,7 @@ class TimeoutMiddleware(Middleware):
         return "timeouts"
 
     async def on_model_call(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """Bound the model call, a stream until its last chunk.
 
@@ -104,7 +103,7 @@ class TimeoutMiddleware(Middleware):
         return _bounded_stream(result, deadline, name, seconds)
 
     def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Bound one tool run; on timeout cancel it and answer with an error result.
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from hookmesh.middleware._base import EventHandler, FailureMode, HookMode, Middleware, ModelHandler
+from hookmesh.middleware import ActingArgs, ActingNext, AgentView, ModelCallArgs, ModelCallNext
+from hookmesh.middleware._base import FailureMode, HookMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.schema import (
     AgentEvent,
@@ -19,7 +20,6 @@ from hookmesh.schema import (
 from hookmesh.tools import Tool, ToolArgumentError, tool
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
     from hookmesh.models import ModelResult
     from hookmesh.retrieval import Embedder, Vectors
 
@@ -74,8 +74,8 @@ class ToolSearchMiddleware(Middleware):
         failure_mode: ``fail_closed`` (default) or ``fail_open``.
     """
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_model_call": (), "on_acting": ()}
-    hook_modes: ClassVar[dict[str, HookMode]] = {"on_model_call": "pre_only"}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_model_call": (), "on_acting": ()}
+    hook_modes: Mapping[str, HookMode] = {"on_model_call": "pre_only"}
 
     def __init__(
         self,
@@ -197,7 +197,7 @@ class ToolSearchMiddleware(Middleware):
     # --- hooks -----------------------------------------------------------------------------
 
     async def on_model_call(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """Offer only the dynamic tools selected in this reply (and every other tool).
 
@@ -208,7 +208,7 @@ class ToolSearchMiddleware(Middleware):
         return await next_handler(tools=[d for d in kwargs["tools"] if d["name"] not in hidden])
 
     async def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Run ``tool_search`` calls here (they select tools for this reply); pass every
         other call through."""

@@ -9,7 +9,8 @@ import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.middleware._base import Middleware, ModelHandler
+from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
+from hookmesh.middleware._base import Middleware
 from hookmesh.models import ChatModel, ModelResponse, ModelResult
 from hookmesh.schema import (
     CustomEvent,
@@ -25,7 +26,7 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 log = logging.getLogger("hookmesh.middleware.tool_selector")
 
@@ -107,7 +108,7 @@ class ToolSelectorMiddleware(Middleware):
         return "tool_selector"
 
     async def on_model_call(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """Ask the selector, then call the model with the chosen tools only.
 
@@ -141,7 +142,9 @@ class ToolSelectorMiddleware(Middleware):
         self._report(agent, [t["name"] for t in subset], len(tools))
         return await next_handler(tools=subset)
 
-    async def _select(self, agent: Agent, tools: list[dict[str, Any]], request: str) -> list[str]:
+    async def _select(
+        self, agent: AgentView, tools: list[dict[str, Any]], request: str
+    ) -> list[str]:
         model = self.model or getattr(agent, "model", None)
         if model is None:
             raise ToolSelectionError("no selector model: pass model= (a sidecar has none)")
@@ -157,7 +160,7 @@ class ToolSelectorMiddleware(Middleware):
             raise ToolSelectionError("the selector named no known tool")
         return list(dict.fromkeys(chosen))[: self.max_tools]
 
-    def _report(self, agent: Agent, selected: list[str], total: int, error: str = "") -> None:
+    def _report(self, agent: AgentView, selected: list[str], total: int, error: str = "") -> None:
         value: dict[str, Any] = {"selected": selected, "from": total}
         if error:
             value["error"] = error

@@ -8,6 +8,7 @@ from hookmesh.services.agent._app import (
 )
 from hookmesh.services.agent._chain import MiddlewareChain
 from hookmesh.services.agent._config import AgentServiceConfig, SidecarConfig, load_config
+from hookmesh.services.agent._open import open_store
 from hookmesh.services.agent._pgstore import PostgresSessionStore
 from hookmesh.services.agent._reload import MiddlewareReloader
 from hookmesh.services.agent._servicer import AgentServicer
@@ -17,7 +18,6 @@ from hookmesh.services.agent._store import (
     SessionLeases,
     SessionStore,
     SqliteSessionStore,
-    open_store,
 )
 
 __all__ = [

@@ -16,9 +16,10 @@ from hookmesh.models import build_model
 from hookmesh.server import RunningServer, Service, start_server
 from hookmesh.services.agent._chain import build_chain
 from hookmesh.services.agent._config import AgentServiceConfig, SessionsConfig
+from hookmesh.services.agent._open import open_store
 from hookmesh.services.agent._reload import AdminServicer, ConfigSource, MiddlewareReloader
 from hookmesh.services.agent._servicer import AgentServicer
-from hookmesh.services.agent._store import SessionStore, open_store
+from hookmesh.services.agent._store import SessionStore
 from hookmesh.v1 import admin_pb2 as _admin_pb2
 from hookmesh.v1 import admin_pb2_grpc as _admin_grpc
 from hookmesh.v1 import agent_pb2 as _agent_pb2

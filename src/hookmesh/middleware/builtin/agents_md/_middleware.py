@@ -6,17 +6,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from hookmesh.middleware._base import FailureMode, HookMode, Middleware, ModelHandler
+from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
+from hookmesh.middleware._base import FailureMode, HookMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._confine import ConfinedRoot
 from hookmesh.middleware.builtin.agents_md._files import AgentsFiles, Loaded
 from hookmesh.schema import CustomEvent, Message, is_user, make_user_text
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
     from hookmesh.models import ModelResult
 
 log = logging.getLogger("hookmesh.middleware.agents_md")
@@ -70,8 +70,8 @@ class AgentsMdMiddleware(Middleware):
     """
 
     needs_context = True
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_model_call": ()}
-    hook_modes: ClassVar[dict[str, HookMode]] = {"on_model_call": "pre_only"}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_model_call": ()}
+    hook_modes: Mapping[str, HookMode] = {"on_model_call": "pre_only"}
 
     def __init__(
         self,
@@ -112,7 +112,7 @@ class AgentsMdMiddleware(Middleware):
         return f"<agents_md>\n{self.header}\n\n{body}\n</agents_md>"
 
     async def on_model_call(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """Insert the AGENTS.md message into this call's input, before the first user turn.
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
+from hookmesh.middleware import AgentView
 from hookmesh.middleware._base import Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._confine import ConfinedRoot
@@ -20,7 +21,7 @@ from hookmesh.schema import ToolOutputBlock
 from hookmesh.tools import Tool, tool
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 TOOL_NAMES = ("ls", "read_file", "write_file", "edit_file", "glob", "grep", "execute")
 """Every tool the middleware can contribute."""
@@ -140,7 +141,7 @@ class FilesystemMiddleware(Middleware):
     def list_tools(self) -> list[Tool]:
         return list(self._tools)
 
-    async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
+    async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         """Add the note on the file tools."""
         note = self.prompt_note or ""
         return f"{prompt}\n\n{note}" if prompt else note

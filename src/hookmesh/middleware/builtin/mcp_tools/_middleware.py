@@ -6,13 +6,14 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import mcp.types as mcp_types
 from mcp import MCPError
 
 from hookmesh.errors import HookmeshError
-from hookmesh.middleware._base import EventHandler, FailureMode, Middleware
+from hookmesh.middleware import ActingArgs, ActingNext, AgentView, ReplyArgs, ReplyNext
+from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._tool_io import Lifecycle, output_events, output_text
 from hookmesh.middleware.builtin.mcp_tools._connection import (
@@ -31,7 +32,7 @@ from hookmesh.schema import (
 from hookmesh.tools import Tool
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 log = logging.getLogger("hookmesh.middleware.mcp_tools")
 
@@ -97,7 +98,7 @@ class McpToolsMiddleware(Lifecycle, Middleware):
         failure_mode: ``fail_closed`` (default) or ``fail_open``.
     """
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+    subscriptions: Mapping[str, tuple[str, ...]] = {
         # NOTE(hookmesh): a sidecar's emits reach the agent with its next answer; the second
         # subscription makes that answer come before the first model call, not at the end.
         "on_reply": ("reply_start", "model_call_start"),
@@ -232,7 +233,7 @@ class McpToolsMiddleware(Lifecycle, Middleware):
     # --- hooks -----------------------------------------------------------------------------
 
     def on_reply(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
         """Pass the reply through untouched while every server is connected; otherwise warn
         (fail_open) or fail (fail_closed) right after reply_start.
@@ -245,7 +246,7 @@ class McpToolsMiddleware(Lifecycle, Middleware):
         return self._degraded(agent, down, next_handler())
 
     async def _degraded(
-        self, agent: Agent, down: list[tuple[str, str]], events: AsyncIterator[AgentEvent]
+        self, agent: AgentView, down: list[tuple[str, str]], events: AsyncIterator[AgentEvent]
     ) -> AsyncIterator[AgentEvent]:
         warned = False
         async for event in events:
@@ -267,7 +268,7 @@ class McpToolsMiddleware(Lifecycle, Middleware):
                     )
 
     def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Call this middleware's tools on their server; pass every other call through.
 
@@ -281,7 +282,7 @@ class McpToolsMiddleware(Lifecycle, Middleware):
         return self._run_call(agent, kwargs, call, route)
 
     async def _run_call(
-        self, agent: Agent, kwargs: dict[str, Any], call: Any, route: Any
+        self, agent: AgentView, kwargs: ActingArgs, call: Any, route: Any
     ) -> AsyncIterator[AgentEvent]:
         arguments = kwargs.get("arguments")
         if arguments is None:  # in a sidecar only the call travels

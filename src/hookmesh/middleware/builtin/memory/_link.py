@@ -10,14 +10,14 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hookmesh.errors import HookmeshError
+from hookmesh.middleware import AgentView
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.schema import CustomEvent
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    from hookmesh._security import ClientTLS
     from hookmesh.client import MemoryClient
     from hookmesh.memory import Memories, MemoryScope
-    from hookmesh.remote import ClientTLS
 
 log = logging.getLogger("hookmesh.middleware.memory")
 
@@ -115,7 +115,7 @@ class MemoryLink(Middleware):
                 metadata={"operation": what, "cause": str(reason), "code": str(code)},
             ) from exc
 
-    def _warning(self, agent: Agent, exc: MemoryUnavailableError) -> CustomEvent:
+    def _warning(self, agent: AgentView, exc: MemoryUnavailableError) -> CustomEvent:
         if self.failure_mode == "fail_closed":
             raise exc
         log.warning("%s; the reply goes on without it", exc.message)

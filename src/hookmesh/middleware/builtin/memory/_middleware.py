@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from hookmesh._security import ClientTLS
 from hookmesh.agent import Tool, new_id
-from hookmesh.middleware._base import EventHandler, FailureMode, HookMode
+from hookmesh.middleware import AgentView, ReasoningArgs, ReasoningNext, ReplyArgs, ReplyNext
+from hookmesh.middleware._base import FailureMode, HookMode
 from hookmesh.middleware.builtin.memory._link import (
     WARNING_EVENT,
     MemoryUnavailableError,
@@ -19,7 +21,6 @@ from hookmesh.middleware.builtin.memory._tools import (
     add_memory,
     search_memory,
 )
-from hookmesh.remote import ClientTLS
 from hookmesh.schema import (
     AgentEvent,
     HintBlockEvent,
@@ -32,7 +33,6 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
     from hookmesh.client import MemoryClient
     from hookmesh.memory import Memories
 
@@ -137,12 +137,12 @@ class MemoryMiddleware(MemoryTools):
         max_background: Background writes in flight at most; beyond, a write is awaited.
     """
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+    subscriptions: Mapping[str, tuple[str, ...]] = {
         "on_reply": (),
         "on_reasoning": (),
         "on_acting": (),
     }
-    hook_modes: ClassVar[dict[str, HookMode]] = {"on_reply": "pre_only", "on_acting": "pre_only"}
+    hook_modes: Mapping[str, HookMode] = {"on_reply": "pre_only", "on_acting": "pre_only"}
 
     def __init__(
         self,
@@ -218,7 +218,7 @@ class MemoryMiddleware(MemoryTools):
     def list_tools(self) -> list[Tool]:
         return list(_TOOLS.values()) if "on_acting" in self._hooks else []
 
-    def _scope(self, agent: Agent, inputs: Sequence[Message]) -> dict[str, Any] | None:
+    def _scope(self, agent: AgentView, inputs: Sequence[Message]) -> dict[str, Any] | None:
         user = agent_id = None
         if self.scope_from_metadata:
             user = _metadata_id(inputs, "user_id")
@@ -237,7 +237,7 @@ class MemoryMiddleware(MemoryTools):
     # --- hooks -----------------------------------------------------------------------------
 
     def on_reply(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
         """Before the reply: resolve the user, agent and session, and keep the user's turn.
 
@@ -258,7 +258,7 @@ class MemoryMiddleware(MemoryTools):
         return next_handler()
 
     async def on_reasoning(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
     ) -> AsyncIterator[AgentEvent]:
         """Wraps each reasoning step: recall at the first, show the recalled facts at each.
 
@@ -304,7 +304,7 @@ class MemoryMiddleware(MemoryTools):
         finally:
             agent.state.context[:] = [m for m in agent.state.context if m.id != hint_id]
 
-    async def after_agent(self, agent: Agent, final: Message) -> None:
+    async def after_agent(self, agent: AgentView, final: Message) -> None:
         """After a successful reply: write the user's turn and the final answer back.
 
         Awaited (failures follow `failure_mode`) or, with ``write="background"``, a tracked

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field
 
 from hookmesh.agent import Tool, ToolArgumentError, tool
-from hookmesh.middleware._base import EventHandler
+from hookmesh.middleware import ActingArgs, ActingNext, AgentView
 from hookmesh.middleware.builtin.memory._link import MemoryLink, MemoryUnavailableError, log
 from hookmesh.schema import (
     AgentEvent,
@@ -19,7 +19,7 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 DEFAULT_PROMPT_NOTE = (
     "You have a long-term memory about the user that lasts across conversations. Call "
@@ -64,12 +64,12 @@ class MemoryTools(MemoryLink):
 
     prompt_note: str
 
-    async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
+    async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         """Add the note on the memory tools (agent control)."""
         return f"{prompt}\n\n{self.prompt_note}" if prompt else self.prompt_note
 
     def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Run ``search_memory`` / ``add_memory`` calls here (with the reply's user); pass
         every other tool call through untouched.
@@ -83,7 +83,7 @@ class MemoryTools(MemoryLink):
         return self._run_call(agent, kwargs, call)
 
     async def _run_call(
-        self, agent: Agent, kwargs: dict[str, Any], call: Any
+        self, agent: AgentView, kwargs: ActingArgs, call: Any
     ) -> AsyncIterator[AgentEvent]:
         yield ToolResultStartEvent(reply_id=agent.reply_id, call_id=call.id, name=call.name)
         try:
@@ -108,7 +108,7 @@ class MemoryTools(MemoryLink):
         log.warning("%s; the tool answers with an error", exc.message)
         return f"Error: long-term memory is unavailable: {exc.message}"
 
-    async def _tool(self, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+    async def _tool(self, agent: AgentView, name: str, arguments: dict[str, Any]) -> str:
         from hookmesh.memory import MemoryScope
 
         scope = self.state(agent).get("scope")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Collection, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from hookmesh.middleware._base import EventHandler, Middleware
+from hookmesh.middleware import ActingArgs, ActingNext, AgentView, ReasoningArgs, ReasoningNext
+from hookmesh.middleware._base import Middleware
 from hookmesh.middleware.builtin.pii._detect import (
     BUILTIN,
     STRATEGIES,
@@ -30,7 +31,7 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 Target = Literal["input", "tool_results", "output"]
 """Where to look: user messages (hints included), tool results, the model's output."""
@@ -106,7 +107,7 @@ class PIIMiddleware(Middleware):
     """
 
     needs_context = True
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+    subscriptions: Mapping[str, tuple[str, ...]] = {
         "on_reasoning": (*_DELTAS, *_DELTAS.values()),
         "on_acting": ("tool_result_delta", "tool_result_end"),
     }
@@ -146,7 +147,7 @@ class PIIMiddleware(Middleware):
     def middleware_key(self) -> str:
         return "pii"
 
-    def _rewrite(self, agent: Agent, start: int, *, output: bool) -> None:
+    def _rewrite(self, agent: AgentView, start: int, *, output: bool) -> None:
         """Scrub the context's messages from `start` on: before a call, the user's text and
         hints (``input``) and tool results (``tool_results``), each only when chosen; after
         it, the model's messages."""
@@ -163,7 +164,7 @@ class PIIMiddleware(Middleware):
             context[i] = map_text(msg, self.scrubber.scrub, only=only)
 
     async def on_reasoning(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
     ) -> AsyncIterator[AgentEvent]:
         """Scrub new input before the step, mask the model's stream, scrub its message after.
 
@@ -186,7 +187,7 @@ class PIIMiddleware(Middleware):
         self.state(agent)["clean"] = len(agent.state.context)
 
     def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Mask a tool's streamed output, so its result in the context is masked too.
 

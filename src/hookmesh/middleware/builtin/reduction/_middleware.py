@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from hookmesh.middleware import ActingArgs, ActingNext, AgentView, CompressArgs, CompressNext
 from hookmesh.middleware._base import (
-    CompressHandler,
-    EventHandler,
     FailureMode,
     Middleware,
 )
@@ -30,7 +29,7 @@ from hookmesh.schema import (
 from hookmesh.tools import Tool, tool
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 log = logging.getLogger("hookmesh.middleware.reduction")
 
@@ -112,7 +111,7 @@ class ReductionMiddleware(Middleware):
     """
 
     needs_context = True
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+    subscriptions: Mapping[str, tuple[str, ...]] = {
         "on_acting": ("tool_result_delta", "tool_result_end")
     }
 
@@ -183,7 +182,7 @@ class ReductionMiddleware(Middleware):
     # --- truncation ------------------------------------------------------------------------
 
     async def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Hold one tool's result deltas; at its end, pass them on or send the preview.
 
@@ -218,7 +217,7 @@ class ReductionMiddleware(Middleware):
             yield out
 
     async def _shrink(
-        self, agent: Agent, call_id: str, held: list[ToolResultDeltaEvent]
+        self, agent: AgentView, call_id: str, held: list[ToolResultDeltaEvent]
     ) -> list[ToolResultDeltaEvent]:
         """The held deltas as they are, or their preview: the text runs cut, in order, to
         `preview_chars` characters in all, media in their places, the pointer closing the
@@ -279,7 +278,7 @@ class ReductionMiddleware(Middleware):
     # --- clearing --------------------------------------------------------------------------
 
     async def on_compress_context(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: CompressHandler
+        self, agent: AgentView, kwargs: CompressArgs, next_handler: CompressNext
     ) -> None:
         """Clear old tool results (and arguments) when the context is over the threshold.
 
@@ -310,7 +309,7 @@ class ReductionMiddleware(Middleware):
                 )
         await next_handler()
 
-    async def _clear(self, agent: Agent, context: list[Message]) -> int:
+    async def _clear(self, agent: AgentView, context: list[Message]) -> int:
         edited = list(context)
         found = [(i, r) for i, msg in enumerate(context) for r in tool_results(msg)]
         older = found[: max(0, len(found) - self.keep_recent)]
@@ -346,7 +345,7 @@ class ReductionMiddleware(Middleware):
         context[:] = edited
         return len(done)
 
-    async def _offload_cleared(self, agent: Agent, result: ToolResult) -> str | None:
+    async def _offload_cleared(self, agent: AgentView, result: ToolResult) -> str | None:
         text = result.text
         if not self.offload_cleared or not text:
             return None

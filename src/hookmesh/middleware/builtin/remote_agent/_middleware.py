@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import httpx
@@ -15,7 +15,8 @@ from a2a.types import a2a_pb2
 
 from hookmesh.agent import new_id
 from hookmesh.errors import HookmeshError
-from hookmesh.middleware._base import EventHandler, FailureMode, Middleware, ModelHandler
+from hookmesh.middleware import ActingArgs, ActingNext, AgentView, ModelCallArgs, ModelCallNext
+from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._tool_io import Lifecycle, output_events, output_text
 from hookmesh.middleware.builtin.remote_agent._a2a import (
@@ -40,7 +41,6 @@ from hookmesh.schema import (
 from hookmesh.tools import Tool, ToolArgumentError, external_tool
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
     from hookmesh.models import ModelResult
 
 log = logging.getLogger("hookmesh.middleware.remote_agent")
@@ -99,7 +99,7 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
             ``fail_open`` (that agent's tool is left out).
     """
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_acting": ()}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_acting": ()}
 
     def __init__(
         self,
@@ -177,7 +177,7 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
     # --- hooks -----------------------------------------------------------------------------
 
     async def on_model_call(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """Replace the model call while a remote agent waits for the user: first with a call
         of ``<name>__input`` (the reply pauses), then, once answered, with a call sending the
@@ -212,7 +212,7 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
         )
 
     def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Run a remote agent's task for calls of its tool; pass every other call through.
 
@@ -225,7 +225,7 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
         return self._run_call(agent, kwargs, call, remote)
 
     async def _run_call(
-        self, agent: Agent, kwargs: dict[str, Any], call: ToolCall, remote: Any
+        self, agent: AgentView, kwargs: ActingArgs, call: ToolCall, remote: Any
     ) -> AsyncIterator[AgentEvent]:
         reply_id = agent.reply_id
         yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
@@ -272,7 +272,7 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
             yield event
 
 
-def _can_pause(agent: Agent, input_tool: str) -> bool:
+def _can_pause(agent: AgentView, input_tool: str) -> bool:
     """Whether the agent knows `input_tool` as an external tool, so calling it pauses the
     reply (in process; the remote protocol does not carry the external flag)."""
     toolkit = getattr(agent, "toolkit", None)

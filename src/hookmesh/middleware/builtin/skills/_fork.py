@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from hookmesh.agent import Agent, Tool
-from hookmesh.middleware._base import Middleware, PermissionDecision, PermissionHandler
+from hookmesh.middleware import AgentView, PermissionArgs, PermissionNext
+from hookmesh.middleware._base import Middleware, PermissionDecision
 from hookmesh.middleware.builtin.budget import BudgetMiddleware
 from hookmesh.models import ChatModel
 from hookmesh.schema import (
@@ -59,7 +59,7 @@ class _NoPause(Middleware):
     """A sub-agent has no one to ask: a call that needs confirmation is denied instead."""
 
     async def on_check_permission(
-        self, agent: Any, kwargs: dict[str, Any], next_handler: PermissionHandler
+        self, agent: AgentView, kwargs: PermissionArgs, next_handler: PermissionNext
     ) -> PermissionDecision:
         decision = await next_handler()
         if decision.behavior == "ask":
@@ -79,7 +79,7 @@ def parent_context(context: Sequence[Message], call: ToolCall) -> list[Message]:
 
 
 async def run_fork(
-    agent: Agent, call: ToolCall, fork: Fork, instructions: str, outcome: ForkOutcome
+    agent: AgentView, call: ToolCall, fork: Fork, instructions: str, outcome: ForkOutcome
 ) -> AsyncIterator[AgentEvent]:
     """Run the sub-agent for `call`, yielding its events nested under the call, then fill
     `outcome`."""

@@ -7,9 +7,10 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
-from hookmesh.middleware._base import EventHandler, FailureMode, Middleware
+from hookmesh.middleware import ActingArgs, ActingNext, AgentView
+from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._confine import ConfinedRoot
 from hookmesh.middleware.builtin.skills._catalog import (
@@ -34,7 +35,7 @@ from hookmesh.schema import (
 from hookmesh.tools import Tool, ToolArgumentError, tool
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 log = logging.getLogger("hookmesh.middleware.skills")
 
@@ -105,7 +106,7 @@ class SkillsMiddleware(Middleware):
         failure_mode: ``fail_closed`` (default) or ``fail_open``.
     """
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {"on_acting": ()}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_acting": ()}
 
     def __init__(
         self,
@@ -155,7 +156,7 @@ class SkillsMiddleware(Middleware):
 
     # --- system prompt ---------------------------------------------------------------------
 
-    async def on_system_prompt(self, agent: Agent, prompt: str) -> str:
+    async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         """List every skill's name and description (the folder is read once per reply: the
         prompt is built before every step, the listing is kept for the reply's later ones)."""
         section = self._sections.get(agent.reply_id)
@@ -219,7 +220,7 @@ class SkillsMiddleware(Middleware):
         return tool(skill, name=self.tool_name, read_only=True)
 
     async def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Run a sub-agent skill here; pass every other call (inline skills, files, other
         tools) to the tool.
@@ -254,7 +255,7 @@ class SkillsMiddleware(Middleware):
             yield event
 
     async def _fork(
-        self, agent: Agent, call: ToolCall, skill: Skill, instructions: str, task: str
+        self, agent: AgentView, call: ToolCall, skill: Skill, instructions: str, task: str
     ) -> AsyncIterator[AgentEvent]:
         reply_id = agent.reply_id
         yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
@@ -272,7 +273,7 @@ class SkillsMiddleware(Middleware):
             reply_id=reply_id, call_id=call.id, state="success" if outcome.ok else "error"
         )
 
-    def _plan(self, agent: Agent, skill: Skill, task: str) -> Fork:
+    def _plan(self, agent: AgentView, skill: Skill, task: str) -> Fork:
         if not task.strip():
             raise SkillError(f"skill {skill.name} runs as a sub-agent: give it the task in `task`")
         if skill.context == "fork_with_context" and not self.context_forks:

@@ -5,12 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hookmesh.agent import new_id
-from hookmesh.middleware._base import EventHandler, FailureMode, Middleware
+from hookmesh.middleware import (
+    ActingArgs,
+    ActingNext,
+    AgentView,
+    ReasoningArgs,
+    ReasoningNext,
+    ReplyArgs,
+    ReplyNext,
+)
+from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._atomic import write_text_atomically
 from hookmesh.middleware.builtin._support._confine import safe_name
@@ -28,7 +37,7 @@ from hookmesh.schema import (
 from hookmesh.tools import Tool, ToolArgumentError, tool
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 TASKS_METADATA_KEY = "hookmesh.tasks"
 """Metadata key of the task-list hint message: the list itself, as JSON."""
@@ -132,7 +141,7 @@ class TasksMiddleware(Middleware):
     """
 
     needs_context = True
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+    subscriptions: Mapping[str, tuple[str, ...]] = {
         "on_reply": ("reply_end",),
         "on_reasoning": (),
         "on_acting": (),
@@ -163,11 +172,11 @@ class TasksMiddleware(Middleware):
 
     # --- storage ---------------------------------------------------------------------------
 
-    def _file(self, agent: Agent) -> Path:
+    def _file(self, agent: AgentView) -> Path:
         assert self.root is not None
         return self.root / safe_name(agent.session_id or "no-session") / "tasks.json"
 
-    async def _load(self, agent: Agent) -> Book:
+    async def _load(self, agent: AgentView) -> Book:
         if self.root is None:
             shown = _shown(agent.state.context)
             found = (shown.metadata or {}).get(TASKS_METADATA_KEY) if shown else None
@@ -179,12 +188,12 @@ class TasksMiddleware(Middleware):
             return tasks.new_book()
         return json.loads(text)  # type: ignore[no-any-return]
 
-    async def _save(self, agent: Agent, book: Book) -> None:
+    async def _save(self, agent: AgentView, book: Book) -> None:
         if self.root is not None:
             text = json.dumps(book, ensure_ascii=False, indent=1)
             await asyncio.to_thread(write_text_atomically, self._file(agent), text)
 
-    def _show(self, agent: Agent, book: Book) -> None:
+    def _show(self, agent: AgentView, book: Book) -> None:
         """Replace the task-list hint at the end of the context (none for an empty list)."""
         context = agent.state.context
         old = _shown(context)
@@ -200,7 +209,7 @@ class TasksMiddleware(Middleware):
     # --- hooks -----------------------------------------------------------------------------
 
     async def on_reply(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
         """Load the list at reply start; write it back once a finished reply's events are
         out (then the context is final, also as a sidecar sees it)."""
@@ -216,7 +225,7 @@ class TasksMiddleware(Middleware):
             self._show(agent, self.state(agent)["book"])
 
     async def on_reasoning(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
     ) -> AsyncIterator[AgentEvent]:
         """Show the current list to the model as the last message before this step."""
         self._show(agent, self.state(agent)["book"])
@@ -224,7 +233,7 @@ class TasksMiddleware(Middleware):
             yield event
 
     async def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Run the task tools on this reply's list; pass every other call through."""
         call = kwargs["tool_call"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.trace import (
@@ -18,6 +18,7 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
+from hookmesh.middleware import ActingArgs, ActingNext, AgentView, ReplyArgs, ReplyNext
 from hookmesh.middleware._base import EventHandler, Middleware, ModelHandler
 from hookmesh.middleware.builtin.tracing._genai import (
     call_part,
@@ -35,7 +36,7 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
+    pass
 
 _PAUSES = {
     "require_user_confirm": "hookmesh.pending_confirmation_tools",
@@ -93,7 +94,7 @@ class TracingMiddleware(Middleware):
         >>> Agent(model, middlewares=[TracingMiddleware(capture_content=True)])
     """
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+    subscriptions: Mapping[str, tuple[str, ...]] = {
         "on_reply": ("reply_end", "tool_result_end", *_PAUSES),
         "on_acting": ("tool_result_end",),
         "on_model_call": ("chunk",),
@@ -115,13 +116,13 @@ class TracingMiddleware(Middleware):
     def middleware_key(self) -> str:
         return "tracing"
 
-    def _parent(self, agent: Agent) -> Any:
+    def _parent(self, agent: AgentView) -> Any:
         by_reply = agent.state.middle_context.get(self.middleware_key())
         ids = by_reply.get(agent.reply_id, {}).get("trace") if by_reply else None
         return _context(ids) if ids else None
 
     def on_reply(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
         """Wraps the whole reply in ``invoke_agent``; decides once whether tracing is on."""
         if not _recording(self._tracer):
@@ -129,7 +130,7 @@ class TracingMiddleware(Middleware):
         return self._reply(agent, kwargs.get("resume") is not None, next_handler)
 
     async def _reply(
-        self, agent: Agent, resumed: bool, next_handler: EventHandler
+        self, agent: AgentView, resumed: bool, next_handler: EventHandler
     ) -> AsyncIterator[AgentEvent]:
         name = agent.name or ""
         state = self.state(agent)
@@ -209,7 +210,7 @@ class TracingMiddleware(Middleware):
         span.end()
 
     def on_model_call(  # type: ignore[override]
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: ModelHandler
+        self, agent: AgentView, kwargs: dict[str, Any], next_handler: ModelHandler
     ) -> Awaitable[Any]:
         """Wraps one model call in ``chat {model}``; a stream's span ends after its last chunk."""
         parent = self._parent(agent)
@@ -253,7 +254,7 @@ class TracingMiddleware(Middleware):
         return _traced_stream(span, result, self.capture_content)
 
     def on_acting(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
         """Wraps one tool run in ``execute_tool {tool}``; an error result sets error status."""
         parent = self._parent(agent)

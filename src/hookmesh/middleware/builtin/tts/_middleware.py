@@ -7,9 +7,11 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from hookmesh.middleware._base import EventHandler, FailureMode, Middleware
+from hookmesh._security import ClientTLS
+from hookmesh.middleware import AgentView, ReplyArgs, ReplyNext
+from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin.tts._speech import (
     WARNING_EVENT,
     Speaker,
@@ -17,13 +19,11 @@ from hookmesh.middleware.builtin.tts._speech import (
     TTSMode,
     _Block,
 )
-from hookmesh.remote import ClientTLS
 from hookmesh.schema import (
     AgentEvent,
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent
     from hookmesh.client import TTSClient
     from hookmesh.tts import AudioFormat, TTSEngine
 
@@ -78,7 +78,7 @@ class TTSMiddleware(Middleware):
         name: Display name of the audio data blocks.
     """
 
-    subscriptions: ClassVar[dict[str, tuple[str, ...]]] = {
+    subscriptions: Mapping[str, tuple[str, ...]] = {
         "on_reply": ("text_block_start", "text_block_delta", "text_block_end"),
     }
 
@@ -153,7 +153,7 @@ class TTSMiddleware(Middleware):
             await client.close()
 
     async def on_reply(
-        self, agent: Agent, kwargs: dict[str, Any], next_handler: EventHandler
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
         """Wraps the whole reply; speaks text blocks, passing every event through.
 

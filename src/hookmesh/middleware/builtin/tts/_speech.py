@@ -18,8 +18,7 @@ from hookmesh.schema import (
 )
 
 if TYPE_CHECKING:
-    from hookmesh.agent import Agent as AgentView
-    from hookmesh.middleware import FailureMode
+    from hookmesh.middleware import AgentView, FailureMode
     from hookmesh.tts import AudioChunk, AudioFormat
 
 log = logging.getLogger("hookmesh.middleware.tts")
