@@ -25,7 +25,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +61,9 @@ class DirectPassThrough(Middleware):
     def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
         return next_handler()
 
-    def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+    def on_model_call(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> Awaitable[Any]:
         return next_handler()
 
 

@@ -186,10 +186,40 @@ def _raise_now() -> Any:
     raise ValueError("refused at once")
 
 
+class Inner(Middleware):
+    """Not in any chain: the part a composite middleware delegates its hook to."""
+
+    def middleware_key(self) -> str:
+        return "inner"
+
+    def on_reasoning(
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
+    ) -> AsyncIterator[AgentEvent]:
+        raise ValueError("the inner part refused")
+
+
+class Composite(Middleware):
+    """Hands its hook to a middleware of its own; the error is the composite's (the chain's
+    member), not the inner part's, whose key the reply would otherwise name."""
+
+    def __init__(self) -> None:
+        self.inner = Inner()
+
+    def on_reasoning(
+        self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
+    ) -> AsyncIterator[AgentEvent]:
+        return self.inner.on_reasoning(agent, kwargs, next_handler)
+
+
 async def test_blame_names_a_composed_middleware_and_a_plain_hook_that_raises(
     kind: MessageKind,
 ) -> None:
-    for mw, text in ((Composed(), "the helper broke"), (RaisesWhenCalled(), "refused at once")):
+    cases = (
+        (Composed(), "the helper broke"),
+        (RaisesWhenCalled(), "refused at once"),
+        (Composite(), "the inner part refused"),
+    )
+    for mw, text in cases:
         end = (await collect(_agent(kind, [mw], ["hi"]).reply("go")))[-1]
         assert end.type == "reply_end" and end.error is not None
         assert end.error.source == f"middleware:{type(mw).__name__}", text

@@ -423,7 +423,7 @@ class FileMemoryMiddleware(Middleware):
         files = await asyncio.to_thread(self.catalog)
         if not files or not query.strip():
             return []
-        model = self.model or getattr(agent, "model", None)
+        model = self.model or agent.model
         if model is None:
             log.info("no selection model (pass model= in a sidecar): no memory files shown")
             return []

@@ -195,7 +195,7 @@ class SummarizationMiddleware(Middleware):
         gone = [m for m in history if id(m) not in kept_at]
         if not gone or (len(gone) == 1 and _is_summary(gone[0])):
             return  # nothing new to summarise: never summarise a lone summary again
-        model = self.model or getattr(agent, "model", None)
+        model = self.model or agent.model
         if model is None:
             raise SummarizationError(
                 "SummarizationMiddleware has no model: pass model= (a sidecar has no agent model)"

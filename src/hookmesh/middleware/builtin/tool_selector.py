@@ -145,7 +145,7 @@ class ToolSelectorMiddleware(Middleware):
     async def _select(
         self, agent: AgentView, tools: list[dict[str, Any]], request: str
     ) -> list[str]:
-        model = self.model or getattr(agent, "model", None)
+        model = self.model or agent.model
         if model is None:
             raise ToolSelectionError("no selector model: pass model= (a sidecar has none)")
         known = {t["name"] for t in tools}
