@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from hookmesh.agent._checkpoint import OUTCOME_UNKNOWN, OutcomePolicy
 from hookmesh.agent._run import ReplyRun, drain, new_id
 from hookmesh.agent._state import AgentState, PendingReply
 from hookmesh.agent._stream import OutputCollector
-from hookmesh.errors import FieldViolation, SchemaError
+from hookmesh.errors import FieldViolation, HookmeshError, SchemaError
 from hookmesh.middleware import core_step
 from hookmesh.schema import (
     AgentEvent,
@@ -34,6 +35,7 @@ from hookmesh.schema import (
     make_assistant,
     make_tool_result,
     tool_results,
+    unanswered_tool_calls,
 )
 from hookmesh.tools import Tool, ToolArgumentError, Toolkit
 
@@ -41,6 +43,13 @@ if TYPE_CHECKING:
     from hookmesh.middleware import AwaitCall, EventCall
 
 log = logging.getLogger("hookmesh.agent")
+
+
+class ToolOutcomeUnknownError(HookmeshError):
+    """A continued reply found a call cut off mid-run whose tool is not safe to run twice,
+    under the ``fail`` policy."""
+
+    reason = "TOOL_OUTCOME_UNKNOWN"
 
 
 class _ToRun(NamedTuple):
@@ -73,9 +82,11 @@ class ActingSteps:
     toolkit: Toolkit
     reply_id: str
     _run: ReplyRun | None
+    outcome_unknown: OutcomePolicy
     _permission_chain: AwaitCall
     _acting_chain: EventCall
     _end: Callable[[FinishReason], ReplyEndEvent]
+    _commit: Callable[..., Awaitable[None]]
 
     @core_step
     async def _core_acting(self, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:
@@ -132,10 +143,13 @@ class ActingSteps:
                     yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, media=block)
         yield ToolResultEndEvent(reply_id=rid, call_id=call.id, state=state)
 
-    async def _act(self, calls: list[ToolCall], iteration: int) -> AsyncIterator[AgentEvent]:
+    async def _act(
+        self, calls: list[ToolCall], iteration: int, unknown: Sequence[ToolCall] = ()
+    ) -> AsyncIterator[AgentEvent]:
         """Check, run and answer one step's tool calls (results in call order); pause if any
-        need a person or the caller."""
-        confirm: list[ToolCall] = []
+        need a person or the caller. `unknown`: calls of a continued reply whose outcome is
+        unknown, to confirm again."""
+        confirm: list[ToolCall] = list(unknown)
         external: list[ToolCall] = []
         steps: list[_Step] = []
         for call in calls:
@@ -168,11 +182,16 @@ class ActingSteps:
         async for event in self._execute(steps):
             yield event
         if confirm or external:
-            async for event in self._pause(iteration, confirm, external):
+            reason = OUTCOME_UNKNOWN if unknown else ""
+            async for event in self._pause(iteration, confirm, external, reason):
                 yield event
 
     async def _pause(
-        self, iteration: int, confirm: list[ToolCall], external: list[ToolCall]
+        self,
+        iteration: int,
+        confirm: list[ToolCall],
+        external: list[ToolCall],
+        reason: str = "",
     ) -> AsyncIterator[AgentEvent]:
         run = self._run
         assert run is not None
@@ -188,7 +207,7 @@ class ActingSteps:
         for event in drain(run.outbox):  # e.g. why a permission middleware asks
             yield event
         if confirm:
-            yield RequireUserConfirmEvent(reply_id=run.reply_id, tool_calls=confirm)
+            yield RequireUserConfirmEvent(reply_id=run.reply_id, tool_calls=confirm, reason=reason)
             run.end = self._end("awaiting_confirmation")
         else:
             yield RequireExternalExecutionEvent(reply_id=run.reply_id, tool_calls=external)
@@ -200,6 +219,10 @@ class ActingSteps:
         self.state.pending = None
         run.direct_call_id = pending.direct_call_id
         external = list(pending.external_calls)
+        if pending.awaiting == "running":
+            async for event in self._continue_running(pending):
+                yield event
+            return
         if pending.awaiting == "confirmation":
             answers = {c.call_id: c for c in resume.confirmations}
             steps: list[_Step] = []
@@ -230,6 +253,39 @@ class ActingSteps:
                     yield event
                 if self._returns_directly(call, result.state):
                     run.direct_call_id = call.id
+
+    async def _continue_running(self, pending: PendingReply) -> AsyncIterator[AgentEvent]:
+        """Answer the calls a reply cut off while running left without a result: run them
+        again, unless one had started and its tool is not safe to run twice; then its
+        outcome is unknown and `outcome_unknown` decides."""
+        run = self._run
+        assert run is not None
+        context = self.state.context
+        last = next((i for i in range(len(context) - 1, -1, -1) if is_assistant(context[i])), 0)
+        run.start = min(run.start, last)
+        open_calls = unanswered_tool_calls(context[last:])
+        started = set(pending.started_calls)
+        unknown = [c for c in open_calls if c.id in started and not self._safe_again(c)]
+        again = [c for c in open_calls if c not in unknown]
+        if unknown and self.outcome_unknown == "fail":
+            names = ", ".join(sorted({c.name for c in unknown}))
+            raise ToolOutcomeUnknownError(
+                f"the outcome of {names} is unknown: it was cut off while running and is not "
+                "safe to run again",
+                metadata={"tools": names, "callIds": ",".join(c.id for c in unknown)},
+            )
+        if self.outcome_unknown == "tell_model":
+            for call in unknown:
+                async for event in self._answer_events(call, OUTCOME_UNKNOWN, "error"):
+                    yield event
+            unknown = []
+        if again or unknown:
+            async for event in self._act(again, pending.iteration, unknown):
+                yield event
+
+    def _safe_again(self, call: ToolCall) -> bool:
+        tool = self.toolkit.get(call.name)
+        return tool is None or tool.idempotent or tool.read_only
 
     def _edit(self, call: ToolCall, arguments: str) -> ToolCall:
         """The call with a person's edited arguments, recorded in the assistant message that
@@ -275,6 +331,8 @@ class ActingSteps:
                         break
                     batch.append(nxt)
             collectors = {ran.call.id: OutputCollector() for ran in batch}
+            run.started = {ran.call.id for ran in batch}
+            await self._commit("tools", tuple(ran.call.id for ran in batch))
             stream = self._one(batch[0]) if len(batch) == 1 else self._together(batch)
             async for event in stream:
                 if event.type in ("tool_result_delta", "tool_result_end") and not event.source_path:
@@ -290,6 +348,8 @@ class ActingSteps:
                 self._answer(ran.call, collector.finish(), collector.state)
                 if self._returns_directly(ran.call, collector.state):
                     run.direct_call_id = ran.call.id
+            run.started.clear()
+            await self._commit("results")
             i += len(batch)
 
     def _one(self, step: _ToRun) -> AsyncIterator[AgentEvent]:
@@ -330,6 +390,13 @@ def check_resume(pending: PendingReply, resume: Resume, toolkit: Toolkit) -> Non
     """Every awaited call answered exactly once, and nothing else; edited arguments only for
     approved calls, and valid for the tool's schema."""
     violations: list[FieldViolation] = []
+    if pending.awaiting == "running":
+        if resume.confirmations or resume.external_results:
+            raise SchemaError.single(
+                "confirmations",
+                "this reply is not paused: it continues from its checkpoint with no answers",
+            )
+        return
     if pending.awaiting == "confirmation":
         expected = {c.id for c in pending.confirm_calls}
         given = [c.call_id for c in resume.confirmations]

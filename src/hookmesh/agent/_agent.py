@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from hookmesh.agent._acting import ActingSteps, check_resume
+from hookmesh.agent._checkpoint import Checkpoint, OutcomePolicy, StepKind, StepPoint
 from hookmesh.agent._run import DEFAULT_MAX_ITERS, ReplyRun, drain, new_id
-from hookmesh.agent._state import AgentState
+from hookmesh.agent._state import AgentState, PendingReply
 from hookmesh.agent._stream import StreamOutcome, response_events
 from hookmesh.errors import HookmeshError
 from hookmesh.metrics import record_middleware_error
@@ -88,6 +89,8 @@ class Agent(ActingSteps):
         user_id: The end user the agent answers (services set the authenticated caller).
         models: Models by configured name, which a middleware may call instead of `model`:
             ``next_handler(model=agent.resolve_model(name))`` in on_model_call.
+        outcome_unknown: What a continued reply (`redrive`) does with a call cut off mid-run
+            whose tool is not safe to run twice (`OutcomePolicy`).
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class Agent(ActingSteps):
         session_id: str = "",
         user_id: str = "",
         models: Mapping[str, ChatModel] | None = None,
+        outcome_unknown: OutcomePolicy = "ask",
     ) -> None:
         if kind not in ("flat", "agentic"):
             raise ValueError(f"kind must be 'flat' or 'agentic', not {kind!r}")
@@ -120,6 +124,11 @@ class Agent(ActingSteps):
         """The end user this agent answers, when a service knows it (its authenticated
         caller); middlewares keep per-user data under it."""
         self.models: Mapping[str, ChatModel] = models or {}
+        if outcome_unknown not in ("ask", "tell_model", "fail"):
+            raise ValueError(
+                f"outcome_unknown must be 'ask', 'tell_model' or 'fail', not {outcome_unknown!r}"
+            )
+        self.outcome_unknown: OutcomePolicy = outcome_unknown
         self.middlewares = list(middlewares)
         for mw in self.middlewares:
             check_middleware(mw)
@@ -181,6 +190,7 @@ class Agent(ActingSteps):
         *,
         tool_choice: str = "auto",
         max_iters: int | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Answer `inputs` (text, or messages of either kind), streaming events.
 
@@ -192,6 +202,8 @@ class Agent(ActingSteps):
             tool_choice: For the first reasoning step (later steps use ``auto``, so a forced
                 call cannot loop until max_iters).
             max_iters: This reply's limit instead of the agent's.
+            checkpoint: Awaited at each step boundary (`StepPoint`): save
+                `checkpoint_state()` there and another process can continue the reply.
         """
         self._check_idle()
         if self.state.pending is not None:
@@ -208,17 +220,63 @@ class Agent(ActingSteps):
         if max_iters is not None and max_iters < 1:
             raise ValueError("max_iters must be at least 1")
         kwargs = {"inputs": messages, "resume": None}
-        return self._drive(new_id(), kwargs, tool_choice, max_iters or self.max_iters)
+        return self._drive(
+            new_id(), kwargs, tool_choice, max_iters or self.max_iters, checkpoint, max_iters
+        )
 
-    def resume(self, resume: Resume) -> AsyncIterator[AgentEvent]:
-        """Continue the paused reply with confirmations or external results."""
+    def resume(
+        self, resume: Resume, *, checkpoint: Checkpoint | None = None
+    ) -> AsyncIterator[AgentEvent]:
+        """Continue the paused reply with confirmations or external results; or, with an
+        empty `Resume`, a reply saved by a checkpoint while it ran (`redrive`)."""
         self._check_idle()
         pending = self.state.pending
         if pending is None:
             raise AgentBusyError("there is no paused reply to resume")
         check_resume(pending, resume, self.toolkit)
+        own = pending.max_iters or None
         return self._drive(
-            pending.reply_id, {"inputs": [], "resume": resume}, "auto", self.max_iters
+            pending.reply_id,
+            {"inputs": [], "resume": resume},
+            "auto",
+            own or self.max_iters,
+            checkpoint,
+            own,
+        )
+
+    def redrive(self, *, checkpoint: Checkpoint | None = None) -> AsyncIterator[AgentEvent]:
+        """Continue a reply that was cut off while running, from its last checkpoint (the
+        state holds it as a `PendingReply` with ``awaiting="running"``): calls without a
+        result run again, or, when they had started and their tool is not safe to run
+        twice, follow `outcome_unknown`. The stream has no reply_start: it continues one.
+
+        Raises:
+            AgentBusyError: The state holds no reply cut off while running.
+        """
+        pending = self.state.pending
+        if pending is None or pending.awaiting != "running":
+            raise AgentBusyError("there is no reply cut off while running to continue")
+        return self.resume(Resume(), checkpoint=checkpoint)
+
+    def checkpoint_state(self) -> AgentState:
+        """The state to save at a checkpoint: the context and middleware state as they are,
+        with the running reply's position as a `PendingReply` (``awaiting="running"``) so
+        that `redrive` continues it. The lists are this agent's own: serialise at once."""
+        run = self._run
+        if run is None or run.paused:
+            return self.state
+        position = PendingReply(
+            reply_id=run.reply_id,
+            iteration=run.iteration,
+            awaiting="running",
+            direct_call_id=run.direct_call_id,
+            started_calls=sorted(run.started),
+            max_iters=run.own_max_iters or 0,
+        )
+        return AgentState(
+            context=self.state.context,
+            middle_context=self.state.middle_context,
+            pending=position,
         )
 
     def emit(self, event: AgentEvent) -> None:
@@ -270,12 +328,20 @@ class Agent(ActingSteps):
             raise AgentBusyError("the agent is already replying")
 
     async def _drive(
-        self, reply_id: str, kwargs: dict[str, Any], tool_choice: str, max_iters: int
+        self,
+        reply_id: str,
+        kwargs: dict[str, Any],
+        tool_choice: str,
+        max_iters: int,
+        checkpoint: Checkpoint | None,
+        own_max_iters: int | None,
     ) -> AsyncIterator[AgentEvent]:
         run = self._run = ReplyRun(reply_id)
         run.start = len(self.state.context)
         run.tool_choice = tool_choice
         run.max_iters = max_iters
+        run.own_max_iters = own_max_iters
+        run.checkpoint = checkpoint
         self.reply_id = reply_id
         self.last_finish_reason = None
         stream = self._reply_chain(kwargs)
@@ -373,21 +439,23 @@ class Agent(ActingSteps):
     async def _core_reply(self, kwargs: dict[str, Any]) -> AsyncIterator[AgentEvent]:
         run = self._run
         assert run is not None
-        yield ReplyStartEvent(
-            reply_id=run.reply_id, session_id=self.session_id, agent_name=self.name
-        )
+        resume: Resume | None = kwargs.get("resume")
+        pending = self.state.pending if resume is not None else None
+        if pending is None or pending.awaiting != "running":
+            yield ReplyStartEvent(
+                reply_id=run.reply_id, session_id=self.session_id, agent_name=self.name
+            )
         try:
             run.system = self._static_system
-            resume: Resume | None = kwargs.get("resume")
             first = 0
-            if resume is None:
+            if pending is None:
                 for msg in kwargs["inputs"]:
                     self._write(msg)
+                await self._commit("input")
             else:
-                pending = self.state.pending
-                assert pending is not None
                 first = pending.iteration + 1
-                async for event in self._continue(pending, resume):
+                run.iteration = pending.iteration
+                async for event in self._continue(pending, resume):  # type: ignore[arg-type]
                     yield event
             reason: FinishReason = "exceed_max_iters"
             if not run.paused and not run.direct_call_id:
@@ -405,6 +473,8 @@ class Agent(ActingSteps):
                         run.final = run.message
                         reason = "completed"
                         break
+                    run.iteration = iteration
+                    await self._commit("model")
                     async for event in self._act(calls, iteration):
                         yield event
                     if run.paused or run.direct_call_id:
@@ -424,6 +494,12 @@ class Agent(ActingSteps):
         except Exception as exc:
             run.end = self._error_end(exc)
             yield run.end
+
+    async def _commit(self, kind: StepKind, calls: tuple[str, ...] = ()) -> None:
+        """Await the reply's checkpoint callback at a step boundary, if it has one."""
+        run = self._run
+        if run is not None and run.checkpoint is not None:
+            await run.checkpoint(StepPoint(kind, run.reply_id, calls))
 
     async def _system_message(self) -> Message | None:
         """The system message for the next reasoning step: the base prompt through every

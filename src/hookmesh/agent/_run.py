@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 
+from hookmesh.agent._checkpoint import Checkpoint
 from hookmesh.schema import AgentEvent, Message, ReplyEndEvent
 
 DEFAULT_MAX_ITERS = 20
@@ -21,18 +22,22 @@ class ReplyRun:
     __slots__ = (
         "blocks",
         "cancelled",
+        "checkpoint",
         "direct_call_id",
         "end",
         "final",
         "inside",
         "interrupted",
+        "iteration",
         "max_iters",
         "message",
         "model_name",
         "outbox",
+        "own_max_iters",
         "paused",
         "reply_id",
         "start",
+        "started",
         "system",
         "task",
         "tool_choice",
@@ -57,6 +62,13 @@ class ReplyRun:
         self.task = asyncio.current_task()
         self.tool_choice = "auto"
         self.max_iters = DEFAULT_MAX_ITERS
+        self.own_max_iters: int | None = None
+        """The reply's own step limit, when its request set one (kept in checkpoints)."""
+        self.checkpoint: Checkpoint | None = None
+        self.iteration = -1
+        """The last step whose model response is in the context (-1: none yet)."""
+        self.started: set[str] = set()
+        """Calls whose tool run started and whose result is not yet in the context."""
 
     def block_id(self) -> str:
         self.blocks += 1

@@ -14,14 +14,17 @@ class _Model(BaseModel):
 
 
 class PendingReply(_Model):
-    """A reply paused for the user's confirmation or for external tool results."""
+    """A reply paused for the user's confirmation or for external tool results, or, in a
+    checkpoint (``awaiting="running"``), a reply that was running when its state was saved:
+    another process continues it from there (`Agent.redrive`)."""
 
     reply_id: str
     """The paused reply; resume continues it under the same id."""
     iteration: int
-    """The reasoning step that made the calls (max_iters counts on from here)."""
-    awaiting: Literal["confirmation", "external"]
-    """What the reply waits for now."""
+    """The reasoning step that made the calls (max_iters counts on from here); -1 in a
+    checkpoint taken before the first step."""
+    awaiting: Literal["confirmation", "external", "running"]
+    """What the reply waits for now; ``running``: nothing, it was cut off while running."""
     confirm_calls: list[ToolCall] = Field(default_factory=list)
     """Calls waiting for confirmation."""
     external_calls: list[ToolCall] = Field(default_factory=list)
@@ -29,6 +32,11 @@ class PendingReply(_Model):
     direct_call_id: str = ""
     """A return-directly tool already answered this call in this step; its result ends
     the reply once the step completes."""
+    started_calls: list[str] = Field(default_factory=list)
+    """In a checkpoint: calls whose tool run had started and whose result the checkpoint
+    lacks, so their effect may have happened (see `OutcomePolicy`)."""
+    max_iters: int = 0
+    """In a checkpoint: the reply's own step limit (0: the agent's)."""
 
 
 class AgentState(_Model):

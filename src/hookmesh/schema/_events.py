@@ -266,6 +266,9 @@ class RequireUserConfirmEvent(_Event):
     type: Literal["require_user_confirm"] = "require_user_confirm"
     tool_calls: list[ToolCall]
     """The calls awaiting confirmation."""
+    reason: str = ""
+    """Why the user is asked, when the agent itself asks (e.g. a call of a continued reply
+    whose outcome is unknown); empty when the tool simply needs confirmation."""
 
 
 class RequireExternalExecutionEvent(_Event):

@@ -190,7 +190,9 @@ _EVENT_ENCODERS: dict[str, Callable[[Any], Any]] = {
     "tool_result_delta": _tool_result_delta_to_proto,
     "tool_result_end": _tool_result_end_to_proto,
     "hint_block": _hint_to_proto,
-    "require_user_confirm": _calls_to_proto(_event_pb2.RequireUserConfirmEvent),
+    "require_user_confirm": lambda ev: _event_pb2.RequireUserConfirmEvent(
+        tool_calls=[_tool_call_to_proto(c) for c in ev.tool_calls], reason=ev.reason
+    ),
     "require_external_execution": _calls_to_proto(_event_pb2.RequireExternalExecutionEvent),
     "custom": _custom_to_proto,
 }
@@ -200,7 +202,11 @@ _EVENT_DECODERS: dict[str, Callable[[Any, str, str], Any]] = {
     "tool_result_delta": _tool_result_delta_from_proto,
     "tool_result_end": _tool_result_end_from_proto,
     "hint_block": _hint_from_proto,
-    "require_user_confirm": _calls_from_proto(e.RequireUserConfirmEvent),
+    "require_user_confirm": lambda pb, reply_id, path: e.RequireUserConfirmEvent(
+        reply_id=reply_id,
+        tool_calls=[_tool_call_from_proto(c) for c in pb.tool_calls],
+        reason=pb.reason,
+    ),
     "require_external_execution": _calls_from_proto(e.RequireExternalExecutionEvent),
     "custom": _custom_from_proto,
 }

@@ -269,10 +269,12 @@ class HintBlockEvent(_message.Message):
     def __init__(self, block_id: _Optional[str] = ..., hint: _Optional[_Union[_content_pb2.HintBlock, _Mapping]] = ...) -> None: ...
 
 class RequireUserConfirmEvent(_message.Message):
-    __slots__ = ("tool_calls",)
+    __slots__ = ("tool_calls", "reason")
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     tool_calls: _containers.RepeatedCompositeFieldContainer[_message_pb2.ToolCall]
-    def __init__(self, tool_calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ...) -> None: ...
+    reason: str
+    def __init__(self, tool_calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RequireExternalExecutionEvent(_message.Message):
     __slots__ = ("tool_calls",)
