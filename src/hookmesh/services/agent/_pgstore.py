@@ -204,7 +204,7 @@ class PostgresSessionStore(SessionStore):
             raise RuntimeError("the session store is closed")
         return self._pool.connection()
 
-    async def _rows(self, sql: str, params: Params = ()) -> Rows:
+    async def _execute(self, sql: str, params: Params) -> Rows:
         async with self._connection() as conn:
             cursor = await conn.execute(sql, params)
             return list(await cursor.fetchall()) if cursor.description else []

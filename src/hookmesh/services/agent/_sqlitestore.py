@@ -87,7 +87,7 @@ class SqliteSessionStore(SessionStore):
         async with self._lock:
             self._db.close()
 
-    async def _rows(self, sql: str, params: Params = ()) -> Rows:
+    async def _execute(self, sql: str, params: Params) -> Rows:
         async with self._lock:
             return await asyncio.to_thread(lambda: self._db.execute(sql, params).fetchall())
 
@@ -97,4 +97,4 @@ class SqliteSessionStore(SessionStore):
 
     async def _write(self, row: SessionRow, unused_lease: Lease | None) -> None:
         now = datetime.now(UTC).isoformat()
-        await self._rows(_UPSERT, (*row, now, now))
+        await self._execute(_UPSERT, (*row, now, now))

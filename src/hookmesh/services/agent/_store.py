@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,7 +18,12 @@ from typing import Any, Protocol
 
 from hookmesh.agent import AgentState
 from hookmesh.schema import ToolCall
+from hookmesh.server import store_outages
 
+log = logging.getLogger("hookmesh.agent_service")
+
+_STORE = "session store"
+"""The store's name in outage messages."""
 _GET = (
     "SELECT agent_name, awaiting, pending_json, state_json, create_time, update_time"
     " FROM {table} WHERE owner = {mark} AND session_id = {mark}"
@@ -155,10 +161,13 @@ class Dialect:
 
 class SessionStore(abc.ABC):
     """Where sessions live: the logic every backend shares; a backend supplies its
-    connections (`_rows`, `_execute_many`, `_write`, `close`), its `Dialect`, and
+    connections (`_execute`, `_execute_many`, `_write`, `close`), its `Dialect`, and
     `leases` when several processes share it.
 
-    Implementations must be safe to call from one event loop.
+    Any store call may raise `RequestError` UNAVAILABLE ``STORE_UNAVAILABLE`` when the
+    backend cannot be reached (`hookmesh.server.store_outages`), which the agent service
+    answers as is; other faults are raised as the driver raised them. Implementations must
+    be safe to call from one event loop.
 
     Args:
         dialect: The backend's SQL dialect.
@@ -206,7 +215,8 @@ class SessionStore(abc.ABC):
         """
         awaiting, pending = summary_fields(state)
         row = (owner, session_id, agent_name, awaiting, pending, state.model_dump_json())
-        await self._write(row, lease)
+        with store_outages(_STORE, log):
+            await self._write(row, lease)
 
     async def list(
         self, owner: str, limit: int, after: tuple[str, str] | None
@@ -239,7 +249,8 @@ class SessionStore(abc.ABC):
             victims += await self._rows(self._sql(_BEYOND), (keep,))
         doomed = sorted({(o, s) for o, s in victims} - busy)
         if doomed:
-            await self._execute_many(self._sql(_DELETE_EACH), doomed)
+            with store_outages(_STORE, log):
+                await self._execute_many(self._sql(_DELETE_EACH), doomed)
         return len(doomed)
 
     @abc.abstractmethod
@@ -250,10 +261,15 @@ class SessionStore(abc.ABC):
         """`template` in this backend's dialect (its ``{fields}`` named as in `Dialect`)."""
         return template.format(**self._names, **more)
 
+    async def _rows(self, sql: str, params: Params = ()) -> Rows:
+        """`_execute`, an outage raised as UNAVAILABLE ``STORE_UNAVAILABLE``."""
+        with store_outages(_STORE, log):
+            return await self._execute(sql, params)
+
     # --- what a backend supplies -----------------------------------------------------------
 
     @abc.abstractmethod
-    async def _rows(self, sql: str, params: Params = ()) -> Rows:
+    async def _execute(self, sql: str, params: Params) -> Rows:
         """Run one statement in a transaction of its own; its rows (none if it has none)."""
 
     @abc.abstractmethod
