@@ -261,6 +261,26 @@ async def test_bad_requests_get_a_code_a_reason_and_the_field(start: Start) -> N
         assert (empty.received_count, empty.ingested_count) == (0, 0)
 
 
+async def test_an_undecodable_message_in_an_ingest_stream_is_invalid_argument(
+    start: Start,
+) -> None:
+    service = await start()
+    async with grpc.aio.insecure_channel(target(service)) as channel:
+        await pb_grpc.RetrievalServiceStub(channel).CreateKnowledgeBase(
+            pb.CreateKnowledgeBaseRequest(name="kb"), timeout=SHORT_TIMEOUT
+        )
+        ingest = channel.stream_unary(f"/{SERVICE_NAME}/Ingest")
+
+        async def requests() -> AsyncIterator[bytes]:
+            yield _doc("kb", "a").SerializeToString()
+            yield b"\xff\xff\xff"  # not protobuf wire data
+
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await ingest(requests(), timeout=SHORT_TIMEOUT)
+    error = AgentClientError.from_rpc_error(exc.value)
+    assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "UNDECODABLE_REQUEST")
+
+
 async def test_search_filters_by_metadata_and_threshold(start: Start) -> None:
     service = await start()
     async with RetrievalClient(target(service), timeout=SHORT_TIMEOUT) as client:

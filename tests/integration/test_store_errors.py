@@ -1,5 +1,6 @@
 """Store failures as gRPC errors, from real SQLite and PostgreSQL errors: an outage is
-UNAVAILABLE (retry later), anything else INTERNAL, judged by type and driver error code."""
+UNAVAILABLE (retry later), anything else INTERNAL, judged by type and driver error code; the
+agent service answers its session store's outage so and serves on once the store is back."""
 
 from __future__ import annotations
 
@@ -7,14 +8,22 @@ import asyncio
 import logging
 import socket
 import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
 import psycopg
 import pytest
 
+from hookmesh.client import AgentClient, AgentClientError, text_of_events
+from hookmesh.schema import AgentEvent, text_of
 from hookmesh.server import store_error
+from hookmesh.services.agent import load_config, start_agent_service
 from tests.pg import postgres_url  # noqa: F401  (the session-wide PostgreSQL server)
+from tests.service_tools import GateState
+from tests.session_backends import SessionBackend
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -89,3 +98,90 @@ def test_connection_errors_are_outages_and_bugs_are_internal() -> None:
         "STORE_UNAVAILABLE",
     )
     assert _code(KeyError("a bug")) == (grpc.StatusCode.INTERNAL, "INTERNAL")
+
+
+@asynccontextmanager
+async def _outage(backend: SessionBackend, application: str) -> AsyncIterator[None]:
+    """The session store fails while inside, for real: SQLite's file is locked by another
+    writer (until it rolls back); PostgreSQL ends every connection the service opened (named
+    `application`), as a failover does, and the service must connect again."""
+    if backend.name == "sqlite":
+        writer = sqlite3.connect(backend.url.removeprefix("sqlite:///"), isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        return
+    async with await psycopg.AsyncConnection.connect(backend.url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (application,),
+        )
+        ended = [row[0] for row in await cursor.fetchall()]
+    assert ended and all(ended)  # each one gone, not only signalled
+    yield
+
+
+def _unavailable(error: AgentClientError) -> None:
+    assert (error.code, error.reason) == (grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE")
+    assert error.message == "the session store is unavailable; retry later"
+
+
+async def test_the_agent_service_answers_a_session_store_outage_unavailable_and_serves_on(
+    session_backend: SessionBackend,
+) -> None:
+    GateState.reset()
+    application = f"outage_{uuid.uuid4().hex[:8]}"
+    store = session_backend.url
+    if session_backend.name == "postgresql":
+        store += f"?application_name={application}"
+    config = load_config(
+        None,
+        **session_backend.config(store=store),
+        tools=["tests.service_tools:gate"],
+        models={
+            "default": {
+                "type": "scripted",
+                "turns": [
+                    "first",
+                    {"tool_calls": [{"name": "gate", "arguments": {}}]},
+                    "second",
+                    "third",
+                ],
+            }
+        },
+    )
+    service = await start_agent_service(config, address="127.0.0.1:0")
+    try:
+        async with AgentClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as client:
+            assert await client.text("one", session_id="s1") == "first"
+
+            async with _outage(session_backend, application):
+                with pytest.raises(AgentClientError) as refused:
+                    await client.delete_session("s1")
+            _unavailable(refused.value)
+
+            # The outage starts while the reply runs: its events stream, then persisting the
+            # session at its end fails, and that ends the call.
+            events: list[AgentEvent] = []
+            reply = client.reply("two", session_id="s1")
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                await GateState.started.wait()
+                async with _outage(session_backend, application):
+                    GateState.release.set()
+                    with pytest.raises(AgentClientError) as lost:
+                        async for event in reply:
+                            events.append(event)
+            _unavailable(lost.value)
+            assert (events[0].type, events[-1].type) == ("reply_start", "reply_end")
+            assert text_of_events(events) == "second"
+
+            # The store is back: the session is not left busy, and only its lost turn is gone.
+            assert await client.text("three", session_id="s1") == "third"
+            session = await client.get_session("s1")
+        assert [text_of(m) for m in session.context] == ["one", "first", "three", "third"]
+    finally:
+        await service.stop(None)

@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
-from hookmesh.errors import RequestError, SchemaError, to_grpc_status
+from hookmesh.errors import RequestError, SchemaError
 from hookmesh.middleware import Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._call import HostCall
@@ -154,12 +154,13 @@ class _Session:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _abort_failed(context: grpc.aio.ServicerContext, hook: str, exc: Exception) -> None:
+def _hook_failed(hook: str, exc: Exception) -> RemoteHookError:
+    """ABORTED ``MIDDLEWARE_FAILED`` for whatever the middleware raised in a unary hook, a
+    `HookmeshError` included: the agent's proxy blames the middleware, not the sidecar."""
     log.warning("middleware failed in %s: %s", hook, exc, exc_info=exc)
-    error = RemoteHookError(
+    return RemoteHookError(
         str(exc) or type(exc).__name__, metadata={"hook": hook, "errorType": type(exc).__name__}
     )
-    await context.abort_with_status(to_grpc_status(error))
 
 
 class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
@@ -230,30 +231,27 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         try:
             prompt = await self.middleware.on_system_prompt(agent, request.prompt)
         except Exception as exc:
-            await _abort_failed(context, "on_system_prompt", exc)
+            raise _hook_failed("on_system_prompt", exc) from exc
         return _mw_pb2.TransformSystemPromptResponse(prompt=prompt, mutation=sync.mutation())
 
     async def AfterAgent(
         self, request: _mw_pb2.AfterAgentRequest, context: grpc.aio.ServicerContext
     ) -> _mw_pb2.AfterAgentResponse:
-        try:
-            agent = self._agent(
-                request.agent_name,
-                request.kind,
-                request.reply_id,
-                request.session_id,
-                request.state,
-                request.context,
-                request.user_id,
-            )
-            final = message_from_proto(request.final_message, "final_message")
-        except SchemaError as exc:
-            await context.abort_with_status(to_grpc_status(exc))
+        agent = self._agent(
+            request.agent_name,
+            request.kind,
+            request.reply_id,
+            request.session_id,
+            request.state,
+            request.context,
+            request.user_id,
+        )
+        final = message_from_proto(request.final_message, "final_message")
         sync = Sync(self.middleware.state(agent), agent.state.context, "after_agent", "")
         try:
             await self.middleware.after_agent(agent, final)
         except Exception as exc:
-            await _abort_failed(context, "after_agent", exc)
+            raise _hook_failed("after_agent", exc) from exc
         return _mw_pb2.AfterAgentResponse(mutation=sync.mutation())
 
     async def CallTool(
@@ -261,22 +259,16 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
     ) -> AsyncIterator[_mw_pb2.CallToolResponse]:
         tool = self.tools.get(request.name)
         if tool is None:
-            missing = RequestError(
+            raise RequestError(
                 grpc.StatusCode.NOT_FOUND,
                 "TOOL_NOT_FOUND",
                 f"this sidecar has no tool {request.name[:64]!r}",
                 metadata={"tool": request.name[:64]},
             )
-            await context.abort_with_status(to_grpc_status(missing))
-        assert tool is not None
         try:
             arguments = tool.parse_arguments(request.arguments)
         except ValueError as exc:
-            await context.abort_with_status(
-                to_grpc_status(
-                    SchemaError.single("arguments", str(exc), reason="INVALID_ARGUMENTS")
-                )
-            )
+            raise SchemaError.single("arguments", str(exc), reason="INVALID_ARGUMENTS") from None
         try:
             async for piece in tool.run(arguments):
                 if isinstance(piece, str):

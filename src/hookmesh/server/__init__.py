@@ -32,7 +32,7 @@ from hookmesh.server._server import (
     wait_for_signal,
 )
 from hookmesh.server._settings import ServiceSettings, describe_errors, load_settings
-from hookmesh.server._store_errors import is_outage, store_error, store_rpc
+from hookmesh.server._store_errors import is_outage, store_error, store_outages, store_rpc
 
 __all__ = [
     "ANONYMOUS",
@@ -67,6 +67,7 @@ __all__ = [
     "serve_until_signal",
     "start_server",
     "store_error",
+    "store_outages",
     "store_rpc",
     "wait_for_signal",
 ]

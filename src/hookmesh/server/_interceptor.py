@@ -1,5 +1,6 @@
-"""The one server interceptor of every hookmesh server: request id, caller, trace span, and
-unhandled errors turned into INTERNAL with the request id (details stay in the log)."""
+"""The one server interceptor of every hookmesh server: request id, caller, trace span, a
+`HookmeshError` turned into its rich status, and unhandled errors into INTERNAL with the
+request id (details stay in the log)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from hookmesh.errors import RequestError, to_grpc_status
+from hookmesh.errors import HookmeshError, RequestError, to_grpc_status
 from hookmesh.server._auth import Authenticator, caller_var
 
 log = logging.getLogger("hookmesh.server")
@@ -40,6 +41,11 @@ class ServerCallInterceptor(grpc.aio.ServerInterceptor):
     """Per call, before the servicer runs: a request id, the caller (refused with
     UNAUTHENTICATED / PERMISSION_DENIED and ErrorInfo when credentials are missing or
     wrong), a SERVER span joined to the caller's trace, all in contextvars.
+
+    After it, whatever escapes the servicer ends the call: a `HookmeshError` with its own
+    status (`to_grpc_status`: its code, one ErrorInfo, a BadRequest for a `SchemaError`),
+    also after a stream has sent responses; anything else with INTERNAL and the request
+    id. A servicer method is therefore only its happy path: it raises, never maps errors.
 
     NOTE(hookmesh): the span's context is attached in the RPC's own task and never detached:
     the task ends with the call, and detaching from an async generator that the loop closes
@@ -193,6 +199,8 @@ def _unary(behavior: Callable[..., Any], call: _Call, streaming: bool) -> Callab
                 raise
             except _Refusal as exc:
                 await call.refuse(context, exc.error)
+            except HookmeshError as exc:
+                await context.abort_with_status(to_grpc_status(exc))
             except Exception as exc:
                 await call.internal(context, exc)
         finally:
@@ -214,6 +222,8 @@ def _streaming(behavior: Callable[..., Any], call: _Call, streaming: bool) -> Ca
                 raise
             except _Refusal as exc:
                 await call.refuse(context, exc.error)
+            except HookmeshError as exc:
+                await context.abort_with_status(to_grpc_status(exc))
             except Exception as exc:
                 await call.internal(context, exc)
         finally:

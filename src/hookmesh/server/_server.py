@@ -111,7 +111,8 @@ async def start_server(
     """Start a grpc.aio server hosting `services` plus health and reflection (v1 and v1alpha).
 
     Every call gets a request id, a SERVER span and the caller's principal (see
-    `ServerCallInterceptor`); unhandled errors become INTERNAL with the request id.
+    `ServerCallInterceptor`); a `HookmeshError` a servicer raises becomes its rich status,
+    any other error INTERNAL with the request id.
 
     Args:
         services: The services to host.

@@ -6,12 +6,13 @@ import functools
 import logging
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn, TypeVar, cast
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar, cast
 
 import grpc
 
-from hookmesh.errors import HookmeshError, RequestError, to_grpc_status
+from hookmesh.errors import HookmeshError, RequestError
 
 _Rpc = TypeVar("_Rpc", bound=Callable[..., Awaitable[Any]])
 
@@ -73,31 +74,40 @@ def store_error(exc: Exception, store: str, log: logging.Logger) -> HookmeshErro
     return RequestError(grpc.StatusCode.INTERNAL, "INTERNAL", "internal error; see the service log")
 
 
-async def abort_with_store_error(
-    context: grpc.aio.ServicerContext, exc: Exception, store: str, log: logging.Logger
-) -> NoReturn:
-    """End the call with `store_error(exc, ...)`."""
-    await context.abort_with_status(to_grpc_status(store_error(exc, store, log)))
-    raise AssertionError("abort_with_status returned")  # it raises: the call ends here
+@contextmanager
+def store_outages(store: str, log: logging.Logger) -> Iterator[None]:
+    """Around calls of a store: an outage raised inside is raised again as `store_error`'s
+    UNAVAILABLE ``STORE_UNAVAILABLE`` (the driver's error chained, and logged as a warning);
+    anything else goes on as raised, to its caller and past the servicer to the server
+    interceptor (a `HookmeshError` as its status, a bug as INTERNAL with the request id).
+
+    Args:
+        store: The store's name in messages, e.g. ``"session store"``.
+        log: Where outages are logged.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        raise store_error(exc, store, log) from exc
 
 
 def store_rpc(store: str, log: logging.Logger) -> Callable[[_Rpc], _Rpc]:
-    """Decorator for the RPCs of a servicer over a store: whatever the method raises ends
-    the call with `store_error` (a `HookmeshError` as itself, an outage as UNAVAILABLE,
-    anything else as INTERNAL), so each method is only its happy path.
+    """Decorator for the unary RPCs of a servicer over a store: an outage of the store ends
+    the call with UNAVAILABLE ``STORE_UNAVAILABLE`` (`store_outages`), and the server
+    interceptor ends it for anything else, so each method is only its happy path.
 
     Args:
         store: The store's name in messages, e.g. ``"memory store"``.
-        log: Where outages and bugs are logged.
+        log: Where outages are logged.
     """
 
     def wrap(method: _Rpc) -> _Rpc:
         @functools.wraps(method)
         async def rpc(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
-            try:
+            with store_outages(store, log):
                 return await method(self, request, context)
-            except Exception as exc:
-                await abort_with_store_error(context, exc, store, log)
 
         return cast(_Rpc, rpc)
 

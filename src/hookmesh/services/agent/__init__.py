@@ -12,13 +12,8 @@ from hookmesh.services.agent._open import open_store
 from hookmesh.services.agent._pgstore import PostgresSessionStore
 from hookmesh.services.agent._reload import MiddlewareReloader
 from hookmesh.services.agent._servicer import AgentServicer
-from hookmesh.services.agent._store import (
-    Lease,
-    LeaseLostError,
-    SessionLeases,
-    SessionStore,
-    SqliteSessionStore,
-)
+from hookmesh.services.agent._sqlitestore import SqliteSessionStore
+from hookmesh.services.agent._store import Lease, LeaseLostError, SessionLeases, SessionStore
 
 __all__ = [
     "ADMIN_SERVICE_NAME",

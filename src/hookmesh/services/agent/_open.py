@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from hookmesh.services.agent._store import SessionStore, SqliteSessionStore, redact_url
+from urllib.parse import urlsplit, urlunsplit
+
+from hookmesh.services.agent._sqlitestore import SqliteSessionStore
+from hookmesh.services.agent._store import SessionStore
 
 
 async def open_store(
@@ -30,3 +33,15 @@ async def open_store(
         f"unsupported store {redact_url(url)!r}: use sqlite:///path/to/sessions.db or "
         "postgresql://user@host:port/database"
     )
+
+
+def redact_url(url: str) -> str:
+    """`url` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host += f":{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + host))

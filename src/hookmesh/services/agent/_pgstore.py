@@ -10,15 +10,15 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from hookmesh.agent import AgentState
 from hookmesh.services.agent._store import (
+    UPSERT_SET,
+    Dialect,
     Lease,
     LeaseLostError,
-    SessionSummary,
-    StoredSession,
-    listing_sql,
-    pending_from_json,
-    summary_fields,
+    Params,
+    Rows,
+    SessionRow,
+    SessionStore,
 )
 
 log = logging.getLogger("hookmesh.agent_service")
@@ -80,9 +80,20 @@ _LIVE_LEASE = (
     "EXISTS (SELECT 1 FROM {ns}.session_leases l WHERE l.owner = s.owner"
     " AND l.session_id = s.session_id AND l.expire_time >= now())"
 )
+# NOTE(sessions): the row lock keeps a taker waiting until this write commits.
+_FENCE = (
+    "SELECT 1 FROM {ns}.session_leases WHERE owner = %s AND session_id = %s AND token = %s"
+    " FOR UPDATE"
+)
+_UPSERT = (
+    "INSERT INTO {ns}.sessions (owner, session_id, agent_name, awaiting, pending_json,"
+    " state_json) VALUES (%s, %s, %s, %s, %s, %s)"
+    f" ON CONFLICT (owner, session_id) DO UPDATE SET {UPSERT_SET},"
+    " update_time = clock_timestamp()"
+)
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(SessionStore):
     """Sessions in PostgreSQL (psycopg 3 async pool), for agent replicas behind a proxy.
 
     Each reply holds a lease on its session (`acquire`): a row with an expiry and a fencing
@@ -112,6 +123,15 @@ class PostgresSessionStore:
     ) -> None:
         if not _NAMESPACE.match(namespace):
             raise ValueError("namespace is 1-63 characters of a-z, 0-9 and '_'")
+        super().__init__(
+            Dialect(
+                table=f"{namespace}.sessions",
+                mark="%s",
+                time="%s::timestamptz",
+                rest="OFFSET %s",
+                leased=_LIVE_LEASE.replace("{ns}", namespace),
+            )
+        )
         self.namespace = namespace
         self.lease_seconds = lease_seconds
         self._url = url
@@ -174,21 +194,30 @@ class PostgresSessionStore:
         await conn.execute("SELECT pg_advisory_lock(%s)", (self.holder,))
         self._lock_conn = conn
 
-    def _sql(self, text: str) -> Any:
-        return text.replace("{ns}", self.namespace)
+    def _ns(self, sql: str) -> Any:
+        """`sql` with ``{ns}`` naming this store's schema."""
+        return sql.replace("{ns}", self.namespace)
 
-    async def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+    def _connection(self) -> Any:
+        """A pooled connection, as an async context manager."""
         if self._pool is None:
             raise RuntimeError("the session store is closed")
-        async with self._pool.connection() as conn:
-            cursor = await conn.execute(self._sql(sql), params)
+        return self._pool.connection()
+
+    async def _execute(self, sql: str, params: Params) -> Rows:
+        async with self._connection() as conn:
+            cursor = await conn.execute(sql, params)
             return list(await cursor.fetchall()) if cursor.description else []
+
+    async def _execute_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        async with self._connection() as conn, conn.cursor() as cursor:
+            await cursor.executemany(sql, params)
 
     # --- leases ----------------------------------------------------------------------------
 
     async def acquire(self, owner: str, session_id: str) -> Lease | None:
         rows = await self._rows(
-            _ACQUIRE,
+            self._ns(_ACQUIRE),
             {"owner": owner, "sid": session_id, "holder": self.holder, "ttl": self.lease_seconds},
         )
         if not rows:
@@ -204,8 +233,10 @@ class PostgresSessionStore:
             log.warning("the session store's holder connection broke: reconnecting")
             await self._hold()
         rows = await self._rows(
-            "UPDATE {ns}.session_leases SET expire_time = now() + make_interval(secs => %s)"
-            " WHERE holder = %s RETURNING owner, session_id, token",
+            self._ns(
+                "UPDATE {ns}.session_leases SET expire_time = now() + make_interval(secs => %s)"
+                " WHERE holder = %s RETURNING owner, session_id, token"
+            ),
             (self.lease_seconds, self.holder),
         )
         kept = {(o, s, int(t)) for o, s, t in rows}
@@ -218,13 +249,18 @@ class PostgresSessionStore:
         if self._held.get((lease.owner, lease.session_id)) == lease.token:
             del self._held[lease.owner, lease.session_id]
         await self._rows(
-            "DELETE FROM {ns}.session_leases WHERE owner = %s AND session_id = %s AND token = %s",
+            self._ns(
+                "DELETE FROM {ns}.session_leases"
+                " WHERE owner = %s AND session_id = %s AND token = %s"
+            ),
             (lease.owner, lease.session_id, lease.token),
         )
 
     async def signal_interrupt(self, owner: str, session_id: str) -> bool:
         params = {"channel": self._channel, "owner": owner, "sid": session_id}
-        return bool(await self._rows(_SIGNAL_INTERRUPT, {**params, "holder": self.holder}))
+        return bool(
+            await self._rows(self._ns(_SIGNAL_INTERRUPT), {**params, "holder": self.holder})
+        )
 
     async def _listen(self) -> None:
         """LISTEN on a connection of its own (waiting for notifications holds it); from
@@ -243,105 +279,22 @@ class PostgresSessionStore:
 
     # --- sessions --------------------------------------------------------------------------
 
-    async def get(self, owner: str, session_id: str) -> StoredSession | None:
-        rows = await self._rows(
-            "SELECT agent_name, awaiting, pending_json, state_json, create_time, update_time"
-            " FROM {ns}.sessions WHERE owner = %s AND session_id = %s",
-            (owner, session_id),
-        )
-        if not rows:
-            return None
-        name, awaiting, pending, state, created, updated = rows[0]
-        return StoredSession(
-            owner,
-            session_id,
-            name,
-            created,
-            updated,
-            awaiting,
-            pending_from_json(pending),
-            AgentState.model_validate_json(state),
-        )
-
-    async def put(
-        self,
-        owner: str,
-        session_id: str,
-        agent_name: str,
-        state: AgentState,
-        *,
-        lease: Lease | None = None,
-    ) -> None:
-        if self._pool is None:
-            raise RuntimeError("the session store is closed")
-        awaiting, pending = summary_fields(state)
-        async with self._pool.connection() as conn, conn.transaction():
-            if lease is not None:
-                # NOTE(sessions): the row lock keeps a taker waiting until this write commits.
-                cursor = await conn.execute(
-                    self._sql(
-                        "SELECT 1 FROM {ns}.session_leases WHERE owner = %s AND session_id = %s"
-                        " AND token = %s FOR UPDATE"
-                    ),
-                    (owner, session_id, lease.token),
-                )
-                if await cursor.fetchone() is None:
-                    raise LeaseLostError(f"session {session_id} was taken over by another replica")
-            await conn.execute(
-                self._sql(
-                    "INSERT INTO {ns}.sessions (owner, session_id, agent_name, awaiting,"
-                    " pending_json, state_json) VALUES (%s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (owner, session_id) DO UPDATE SET"
-                    " agent_name = excluded.agent_name, awaiting = excluded.awaiting,"
-                    " pending_json = excluded.pending_json, state_json = excluded.state_json,"
-                    " update_time = clock_timestamp()"
-                ),
-                (owner, session_id, agent_name, awaiting, pending, state.model_dump_json()),
-            )
-
-    async def list(
-        self, owner: str, limit: int, after: tuple[str, str] | None
-    ) -> list[SessionSummary]:
-        sql = listing_sql("{ns}.sessions", "%s", "%s::timestamptz", after is not None)
-        rows = await self._rows(sql, (owner, *(after or ()), limit))
-        return [
-            SessionSummary(owner, sid, name, created, updated, awaiting, pending_from_json(pending))
-            for sid, name, awaiting, pending, created, updated in rows
-        ]
-
-    async def delete(self, owner: str, session_id: str) -> bool:
-        rows = await self._rows(
-            "DELETE FROM {ns}.sessions WHERE owner = %s AND session_id = %s RETURNING 1",
-            (owner, session_id),
-        )
-        return bool(rows)
-
     async def sweep(
         self, *, older_than: datetime | None, keep: int | None, busy: set[tuple[str, str]]
     ) -> int:
-        victims: list[Any] = []
-        if older_than is not None:
-            victims += await self._rows(
-                f"SELECT owner, session_id FROM {{ns}}.sessions s WHERE update_time < %s"
-                f" AND NOT {_LIVE_LEASE}",
-                (older_than,),
-            )
-        if keep is not None:
-            victims += await self._rows(
-                "SELECT owner, session_id FROM (SELECT owner, session_id FROM {ns}.sessions"
-                " ORDER BY update_time DESC, session_id DESC OFFSET %s) s"
-                f" WHERE NOT {_LIVE_LEASE}",
-                (keep,),
-            )
-        doomed = sorted({(o, s) for o, s in victims} - busy)
-        if doomed:
-            await self._rows(
-                "DELETE FROM {ns}.sessions WHERE (owner, session_id) IN"
-                " (SELECT * FROM unnest(%s::text[], %s::text[]))",
-                ([o for o, _ in doomed], [s for _, s in doomed]),
-            )
-        await self._rows("DELETE FROM {ns}.session_leases WHERE expire_time < now()")
-        return len(doomed)
+        """`SessionStore.sweep`, then drop the expired leases (their holders hung or died)."""
+        gone = await super().sweep(older_than=older_than, keep=keep, busy=busy)
+        await self._rows(self._ns("DELETE FROM {ns}.session_leases WHERE expire_time < now()"))
+        return gone
+
+    async def _write(self, row: SessionRow, lease: Lease | None) -> None:
+        async with self._connection() as conn, conn.transaction():
+            if lease is not None:
+                owner, session_id = row[:2]
+                cursor = await conn.execute(self._ns(_FENCE), (owner, session_id, lease.token))
+                if await cursor.fetchone() is None:
+                    raise LeaseLostError(f"session {session_id} was taken over by another replica")
+            await conn.execute(self._ns(_UPSERT), row)
 
     async def close(self) -> None:
         """Close the pool, the holder connection (leases still held become free) and the

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from hookmesh.errors import RequestError, to_grpc_status
+from hookmesh.errors import RequestError
 from hookmesh.remote import SidecarError
 from hookmesh.server import current_principal
 from hookmesh.services.agent._chain import MiddlewareChain, build_chain
@@ -132,21 +132,13 @@ class AdminServicer(_admin_grpc.AdminServiceServicer):
     ) -> _admin_pb2.ReloadMiddlewaresResponse:
         principal = current_principal()
         if principal not in self.admins:
-            await context.abort_with_status(
-                to_grpc_status(
-                    RequestError(
-                        grpc.StatusCode.PERMISSION_DENIED,
-                        "ADMIN_ONLY",
-                        f"principal {principal!r} may not administer this service "
-                        "(see admin_principals)",
-                        metadata={"principal": principal},
-                    )
-                )
+            raise RequestError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "ADMIN_ONLY",
+                f"principal {principal!r} may not administer this service (see admin_principals)",
+                metadata={"principal": principal},
             )
-        try:
-            done = await self.reloader.reload()
-        except RequestError as exc:
-            await context.abort_with_status(to_grpc_status(exc))
+        done = await self.reloader.reload()
         return _admin_pb2.ReloadMiddlewaresResponse(
             generation=done.chain.generation,
             middleware_keys=done.chain.keys(),

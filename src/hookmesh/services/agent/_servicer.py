@@ -21,7 +21,7 @@ from hookmesh.agent import (
     Tool,
     new_id,
 )
-from hookmesh.errors import FieldViolation, HookmeshError, RequestError, SchemaError, to_grpc_status
+from hookmesh.errors import FieldViolation, RequestError, SchemaError
 from hookmesh.models import TOOL_CHOICE_MODES, ChatModel
 from hookmesh.schema import (
     AgentEvent,
@@ -233,7 +233,6 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         agent: Agent,
         events: AsyncIterator[AgentEvent],
         wrap: Callable[..., Any],
-        context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[Any]:
         """Stream a reply's events, then persist the session, whatever happens (a write the
         lease no longer allows ends the call with ABORTED ``SESSION_TAKEN_OVER``)."""
@@ -254,7 +253,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                 log.warning("session %s was taken over: its last turn is not saved", key[1])
                 lost = True
         if lost:
-            await context.abort_with_status(to_grpc_status(_taken_over(key[1])))
+            raise _taken_over(key[1])
 
     # --- RPCs ------------------------------------------------------------------------------
 
@@ -263,24 +262,18 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         key: Key,
         begin: Callable[[MiddlewareChain], Awaitable[tuple[Agent, AsyncIterator[AgentEvent]]]],
         wrap: Callable[..., Any],
-        context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[Any]:
         """Claim the session, start its reply with `begin` on the current chain, stream it,
-        and release both whatever happens; a refusal before the first event ends the call
-        with its status."""
-        chain: MiddlewareChain | None = None
+        and release both whatever happens: a refusal by `begin` is raised only once the
+        claim is released, so a retry at once finds the session free."""
+        chain = await self._claim(key)
         try:
-            chain = await self._claim(key)
             agent, events = await begin(chain)
-        except BaseException as exc:
-            if chain is not None:
-                await self._release(key, chain)
-            if not isinstance(exc, HookmeshError):
-                raise
-            await context.abort_with_status(to_grpc_status(exc))
-            return
+        except BaseException:
+            await self._release(key, chain)
+            raise
         try:
-            async for response in self._stream(key, agent, events, wrap, context):
+            async for response in self._stream(key, agent, events, wrap):
                 yield response
         finally:
             await self._release(key, chain)
@@ -289,23 +282,19 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self, request: _agent_pb2.ReplyRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[_agent_pb2.ReplyResponse]:
         session_id = request.session_id
-        try:
-            self._check_size(request, "messages")
-            _check_id(session_id, required=False)
-            if not request.messages:
-                raise SchemaError.single("messages", "send at least one message")
-            if len(request.messages) > self.config.max_messages:
-                raise SchemaError.single(
-                    "messages",
-                    f"{len(request.messages)} messages; the limit is {self.config.max_messages}",
-                )
-            messages = messages_from_proto(request.messages, "messages")
-            check_messages(messages, "messages")
-            client_tools = self._client_tools(request.client_tools)
-            model, choice, max_iters = self._options(request.options, client_tools)
-        except HookmeshError as exc:
-            await context.abort_with_status(to_grpc_status(exc))
-            return
+        self._check_size(request, "messages")
+        _check_id(session_id, required=False)
+        if not request.messages:
+            raise SchemaError.single("messages", "send at least one message")
+        if len(request.messages) > self.config.max_messages:
+            raise SchemaError.single(
+                "messages",
+                f"{len(request.messages)} messages; the limit is {self.config.max_messages}",
+            )
+        messages = messages_from_proto(request.messages, "messages")
+        check_messages(messages, "messages")
+        client_tools = self._client_tools(request.client_tools)
+        model, choice, max_iters = self._options(request.options, client_tools)
         key = (current_user(), session_id or new_id())
 
         async def begin(chain: MiddlewareChain) -> tuple[Agent, AsyncIterator[AgentEvent]]:
@@ -325,7 +314,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             agent = self._agent(*key, state, model, client_tools, chain)
             return agent, agent.reply(messages, tool_choice=choice, max_iters=max_iters)
 
-        async for response in self._claimed(key, begin, _agent_pb2.ReplyResponse, context):
+        async for response in self._claimed(key, begin, _agent_pb2.ReplyResponse):
             yield response
 
     async def Resume(
@@ -333,16 +322,12 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
     ) -> AsyncIterator[_agent_pb2.ResumeResponse]:
         session_id = request.session_id
         key = (current_user(), session_id)
-        try:
-            self._check_size(request, "external_results")
-            _check_id(session_id)
-            if await self.store.get(*key) is None:
-                raise _not_found(session_id)
-            resume = _resume(request)
-            client_tools = self._client_tools(request.client_tools)
-        except HookmeshError as exc:
-            await context.abort_with_status(to_grpc_status(exc))
-            return
+        self._check_size(request, "external_results")
+        _check_id(session_id)
+        if await self.store.get(*key) is None:
+            raise _not_found(session_id)
+        resume = _resume(request)
+        client_tools = self._client_tools(request.client_tools)
 
         async def begin(chain: MiddlewareChain) -> tuple[Agent, AsyncIterator[AgentEvent]]:
             # Read again under the claim: another replica may have written it meanwhile.
@@ -359,21 +344,18 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             agent = self._agent(*key, stored.state, self.config.agent.model, client_tools, chain)
             return agent, agent.resume(resume)
 
-        async for response in self._claimed(key, begin, _agent_pb2.ResumeResponse, context):
+        async for response in self._claimed(key, begin, _agent_pb2.ResumeResponse):
             yield response
 
     async def Interrupt(
         self, request: _agent_pb2.InterruptRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.InterruptResponse:
         key = (current_user(), request.session_id)
-        try:
-            _check_id(request.session_id)
-        except HookmeshError as exc:
-            await context.abort_with_status(to_grpc_status(exc))
+        _check_id(request.session_id)
         if await self.claims.interrupt(key):
             return _agent_pb2.InterruptResponse(interrupted=True)
         if key not in self.claims and await self.store.get(*key) is None:
-            await context.abort_with_status(to_grpc_status(_not_found(request.session_id)))
+            raise _not_found(request.session_id)
         return _agent_pb2.InterruptResponse(interrupted=False)
 
     def _session(
@@ -401,10 +383,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
     ) -> _agent_pb2.GetSessionResponse:
         session_id = request.session_id
         key = (current_user(), session_id)
-        try:
-            _check_id(session_id)
-        except HookmeshError as exc:
-            await context.abort_with_status(to_grpc_status(exc))
+        _check_id(session_id)
         stored = await self.store.get(*key)
         live = self.claims.agent(key)
         if live is not None:
@@ -422,8 +401,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                 live.state,
             )
         if stored is None:
-            await context.abort_with_status(to_grpc_status(_not_found(session_id)))
-        assert stored is not None
+            raise _not_found(session_id)
         return _agent_pb2.GetSessionResponse(
             session=self._session(stored, list(stored.state.context))
         )
@@ -431,14 +409,11 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
     async def ListSessions(
         self, request: _agent_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.ListSessionsResponse:
-        try:
-            if request.page_size < 0 or request.page_size > _MAX_PAGE:
-                raise SchemaError.single(
-                    "page_size", f"must be between 0 (default {_DEFAULT_PAGE}) and {_MAX_PAGE}"
-                )
-            after = _decode_token(request.page_token) if request.page_token else None
-        except HookmeshError as exc:
-            await context.abort_with_status(to_grpc_status(exc))
+        if request.page_size < 0 or request.page_size > _MAX_PAGE:
+            raise SchemaError.single(
+                "page_size", f"must be between 0 (default {_DEFAULT_PAGE}) and {_MAX_PAGE}"
+            )
+        after = _decode_token(request.page_token) if request.page_token else None
         size = request.page_size or _DEFAULT_PAGE
         page = await self.store.list(current_user(), size + 1, after)
         more = len(page) > size
@@ -466,17 +441,14 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self, request: _agent_pb2.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> _agent_pb2.DeleteSessionResponse:
         key = (current_user(), request.session_id)
-        try:
-            _check_id(request.session_id)
-            await self.claims.claim(key)
-        except HookmeshError as exc:
-            await context.abort_with_status(to_grpc_status(exc))
+        _check_id(request.session_id)
+        await self.claims.claim(key)
         try:
             deleted = await self.store.delete(*key)
         finally:
             await self.claims.release(key)
         if not deleted:
-            await context.abort_with_status(to_grpc_status(_not_found(request.session_id)))
+            raise _not_found(request.session_id)
         return _agent_pb2.DeleteSessionResponse()
 
 

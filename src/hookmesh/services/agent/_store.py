@@ -1,4 +1,5 @@
-"""Session persistence: SQLite (WAL) by default, PostgreSQL to scale out, behind one interface.
+"""The session store: what every backend shares, written once (rows to sessions and back,
+listing pages, retention, the leases' shape); SQLite and PostgreSQL supply the rest.
 
 Sessions belong to a principal: the key is (owner, session id), so one principal's ids say
 nothing about another's. Listing reads only the summary columns, never the state JSON.
@@ -6,43 +7,54 @@ nothing about another's. Listing reads only the summary columns, never the state
 
 from __future__ import annotations
 
-import asyncio
+import abc
+import dataclasses
 import json
-import sqlite3
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Protocol
-from urllib.parse import urlsplit, urlunsplit
+from datetime import datetime
+from typing import Any, Protocol
 
-from hookmesh._files import private_file
 from hookmesh.agent import AgentState
 from hookmesh.schema import ToolCall
+from hookmesh.server import store_outages
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS agent_sessions (
-    owner        TEXT NOT NULL,
-    session_id   TEXT NOT NULL,
-    agent_name   TEXT NOT NULL,
-    awaiting     TEXT NOT NULL DEFAULT '',
-    pending_json TEXT NOT NULL DEFAULT '[]',
-    state_json   TEXT NOT NULL,
-    create_time  TEXT NOT NULL,
-    update_time  TEXT NOT NULL,
-    PRIMARY KEY (owner, session_id)
-);
-CREATE INDEX IF NOT EXISTS agent_sessions_by_update
-    ON agent_sessions (owner, update_time DESC, session_id DESC);
-CREATE INDEX IF NOT EXISTS agent_sessions_by_age ON agent_sessions (update_time);
-"""
-_LEGACY = """
-INSERT OR IGNORE INTO agent_sessions
-    (owner, session_id, agent_name, state_json, create_time, update_time)
-    SELECT 'anonymous', session_id, agent_name, state_json, create_time, update_time
-    FROM sessions;
-DROP TABLE sessions;
-"""
+log = logging.getLogger("hookmesh.agent_service")
+
+_STORE = "session store"
+"""The store's name in outage messages."""
+_GET = (
+    "SELECT agent_name, awaiting, pending_json, state_json, create_time, update_time"
+    " FROM {table} WHERE owner = {mark} AND session_id = {mark}"
+)
+_LIST = (
+    "SELECT session_id, agent_name, awaiting, pending_json, create_time, update_time"
+    " FROM {table} WHERE owner = {mark}{after}"
+    " ORDER BY update_time DESC, session_id DESC LIMIT {mark}"
+)
+_AFTER = " AND (update_time, session_id) < ({time}, {mark})"
+_DELETE = "DELETE FROM {table} WHERE owner = {mark} AND session_id = {mark} RETURNING 1"
+_STALE = "SELECT owner, session_id FROM {table} s WHERE update_time < {time} AND NOT {leased}"
+_BEYOND = (
+    "SELECT owner, session_id FROM (SELECT owner, session_id FROM {table}"
+    " ORDER BY update_time DESC, session_id DESC {rest}) s WHERE NOT {leased}"
+)
+_DELETE_EACH = "DELETE FROM {table} WHERE owner = {mark} AND session_id = {mark}"
+UPSERT_SET = (
+    "agent_name = excluded.agent_name, awaiting = excluded.awaiting,"
+    " pending_json = excluded.pending_json, state_json = excluded.state_json"
+)
+"""What a write of an existing session replaces (every backend's upsert sets this, and its
+update time)."""
+
+Params = Sequence[Any] | Mapping[str, Any]
+"""A statement's parameters: positional, or by name where the driver has named ones."""
+Rows = list[tuple[Any, ...]]
+"""What a statement returns (a name of its own: `SessionStore.list` hides the builtin)."""
+SessionRow = tuple[str, str, str, str, str, str]
+"""What a write stores: owner, session id, agent name, ``awaiting``, ``pending_json`` and
+``state_json``, in that column order."""
 
 
 @dataclass
@@ -76,21 +88,15 @@ def summary_fields(state: AgentState) -> tuple[str, str]:
     return pending.awaiting, json.dumps([c.model_dump() for c in calls])
 
 
-def listing_sql(table: str, mark: str, time_mark: str, after: bool) -> str:
-    """A page of an owner's session summaries, newest first: parameters owner, then the
-    (update time, session id) cursor when `after`, then the limit; `mark` is the driver's
-    placeholder, `time_mark` the one of the cursor's time."""
-    cursor = f" AND (update_time, session_id) < ({time_mark}, {mark})" if after else ""
-    return (
-        "SELECT session_id, agent_name, awaiting, pending_json, create_time, update_time"
-        f" FROM {table} WHERE owner = {mark}{cursor}"
-        f" ORDER BY update_time DESC, session_id DESC LIMIT {mark}"
-    )
-
-
 def pending_from_json(text: str) -> list[ToolCall]:
     """The pending calls of a ``pending_json`` column."""
     return [ToolCall.model_validate(c) for c in json.loads(text)]
+
+
+def _time(value: datetime | str) -> datetime:
+    """A time column as read: typed by drivers that have a time type, ISO 8601 text in
+    SQLite (which compares it as text, so it is always written in one format)."""
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
 @dataclass(frozen=True)
@@ -136,18 +142,62 @@ class SessionLeases(Protocol):
         ...
 
 
-class SessionStore(Protocol):
-    """Where sessions live. Implementations must be safe to call from one event loop."""
+@dataclass(frozen=True)
+class Dialect:
+    """How a backend's SQL says what the shared statements need."""
+
+    table: str
+    """The sessions table (in its schema, where the backend has schemas)."""
+    mark: str
+    """The driver's positional parameter placeholder."""
+    time: str
+    """The placeholder of a time given as ISO 8601 text."""
+    rest: str
+    """The clause keeping the rows after the first n (n its one parameter)."""
+    leased: str
+    """A condition true for a session row ``s`` whose lease some replica holds (retention
+    spares it): ``false`` where the in-process claims are the only ones."""
+
+
+class SessionStore(abc.ABC):
+    """Where sessions live: the logic every backend shares; a backend supplies its
+    connections (`_execute`, `_execute_many`, `_write`, `close`), its `Dialect`, and
+    `leases` when several processes share it.
+
+    Any store call may raise `RequestError` UNAVAILABLE ``STORE_UNAVAILABLE`` when the
+    backend cannot be reached (`hookmesh.server.store_outages`), which the agent service
+    answers as is; other faults are raised as the driver raised them. Implementations must
+    be safe to call from one event loop.
+
+    Args:
+        dialect: The backend's SQL dialect.
+    """
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._names = dataclasses.asdict(dialect)
 
     @property
     def leases(self) -> SessionLeases | None:
         """Leases when several processes share the store (PostgreSQL); None when one process
         owns it (SQLite), so its in-process claim is the whole story."""
-        ...
+        return None
 
     async def get(self, owner: str, session_id: str) -> StoredSession | None:
         """The session, or None (also when another principal owns that id)."""
-        ...
+        rows = await self._rows(self._sql(_GET), (owner, session_id))
+        if not rows:
+            return None
+        name, awaiting, pending, state, created, updated = rows[0]
+        return StoredSession(
+            owner,
+            session_id,
+            name,
+            _time(created),
+            _time(updated),
+            awaiting,
+            pending_from_json(pending),
+            AgentState.model_validate_json(state),
+        )
 
     async def put(
         self,
@@ -163,163 +213,70 @@ class SessionStore(Protocol):
         Raises:
             LeaseLostError: `lease` was taken over by another holder.
         """
-        ...
+        awaiting, pending = summary_fields(state)
+        row = (owner, session_id, agent_name, awaiting, pending, state.model_dump_json())
+        with store_outages(_STORE, log):
+            await self._write(row, lease)
 
     async def list(
         self, owner: str, limit: int, after: tuple[str, str] | None
     ) -> list[SessionSummary]:
-        """The owner's sessions by update time, newest first, after the (update_time, id)
-        cursor."""
-        ...
+        """The owner's sessions by update time, newest first, after the (update time in ISO
+        8601, id) cursor."""
+        sql = self._sql(_LIST, after=self._sql(_AFTER) if after is not None else "")
+        rows = await self._rows(sql, (owner, *(after or ()), limit))
+        return [
+            SessionSummary(
+                owner, sid, name, _time(created), _time(updated), awaiting, pending_from_json(p)
+            )
+            for sid, name, awaiting, p, created, updated in rows
+        ]
 
     async def delete(self, owner: str, session_id: str) -> bool:
         """Delete; False when it did not exist."""
-        ...
+        return bool(await self._rows(self._sql(_DELETE), (owner, session_id)))
 
     async def sweep(
         self, *, older_than: datetime | None, keep: int | None, busy: set[tuple[str, str]]
     ) -> int:
         """Delete sessions last updated before `older_than`, then the oldest beyond `keep`
-        (over all owners), except the `busy` (owner, id) pairs; returns how many went."""
-        ...
-
-    async def close(self) -> None:
-        """Release connections."""
-        ...
-
-
-class SqliteSessionStore:
-    """Sessions in one SQLite file in WAL mode; calls run in a worker thread, one at a time.
-
-    The file is 0600 in a 0700 folder when this creates them; ``synchronous=NORMAL`` (WAL):
-    a committed session survives a crash of the process, and a power loss may drop the last
-    commits but never corrupts the file.
-    """
-
-    leases = None
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        if str(path) != ":memory:":  # SQLite's in-memory database (tests)
-            private_file(self.path)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-        legacy = self._db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'"
-        ).fetchone()
-        if legacy:
-            self._db.executescript(f"BEGIN; {_LEGACY} COMMIT;")
-        self._lock = asyncio.Lock()
-
-    async def _run(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-        async with self._lock:
-            return await asyncio.to_thread(lambda: self._db.execute(sql, args).fetchall())
-
-    async def get(self, owner: str, session_id: str) -> StoredSession | None:
-        rows = await self._run(
-            "SELECT agent_name, awaiting, pending_json, state_json, create_time, update_time"
-            " FROM agent_sessions WHERE owner = ? AND session_id = ?",
-            (owner, session_id),
-        )
-        if not rows:
-            return None
-        name, awaiting, pending, state, created, updated = rows[0]
-        return StoredSession(
-            owner,
-            session_id,
-            str(name),
-            datetime.fromisoformat(str(created)),
-            datetime.fromisoformat(str(updated)),
-            str(awaiting),
-            pending_from_json(str(pending)),
-            AgentState.model_validate_json(str(state)),
-        )
-
-    async def put(
-        self,
-        owner: str,
-        session_id: str,
-        agent_name: str,
-        state: AgentState,
-        *,
-        lease: Lease | None = None,  # never given: this store has no leases
-    ) -> None:
-        now = datetime.now(UTC).isoformat()
-        awaiting, pending = summary_fields(state)
-        await self._run(
-            "INSERT INTO agent_sessions (owner, session_id, agent_name, awaiting, pending_json,"
-            " state_json, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (owner, session_id) DO UPDATE SET agent_name = excluded.agent_name,"
-            " awaiting = excluded.awaiting, pending_json = excluded.pending_json,"
-            " state_json = excluded.state_json, update_time = excluded.update_time",
-            (owner, session_id, agent_name, awaiting, pending, state.model_dump_json(), now, now),
-        )
-
-    async def list(
-        self, owner: str, limit: int, after: tuple[str, str] | None
-    ) -> list[SessionSummary]:
-        sql = listing_sql("agent_sessions", "?", "?", after is not None)
-        rows = await self._run(sql, (owner, *(after or ()), limit))
-        return [
-            SessionSummary(
-                owner,
-                str(sid),
-                str(name),
-                datetime.fromisoformat(str(created)),
-                datetime.fromisoformat(str(updated)),
-                str(awaiting),
-                pending_from_json(str(pending)),
-            )
-            for sid, name, awaiting, pending, created, updated in rows
-        ]
-
-    async def delete(self, owner: str, session_id: str) -> bool:
-        async with self._lock:
-            cursor = await asyncio.to_thread(
-                self._db.execute,
-                "DELETE FROM agent_sessions WHERE owner = ? AND session_id = ?",
-                (owner, session_id),
-            )
-            return cursor.rowcount > 0
-
-    async def sweep(
-        self, *, older_than: datetime | None, keep: int | None, busy: set[tuple[str, str]]
-    ) -> int:
-        victims: list[tuple[object, ...]] = []
+        (over all owners), except the `busy` (owner, id) pairs and the sessions leased by
+        any replica; returns how many went."""
+        victims: Rows = []
         if older_than is not None:
-            victims += await self._run(
-                "SELECT owner, session_id FROM agent_sessions WHERE update_time < ?",
-                (older_than.isoformat(),),
-            )
+            victims += await self._rows(self._sql(_STALE), (older_than.isoformat(),))
         if keep is not None:
-            victims += await self._run(
-                "SELECT owner, session_id FROM agent_sessions"
-                " ORDER BY update_time DESC, session_id DESC LIMIT -1 OFFSET ?",
-                (keep,),
-            )
-        doomed = {(str(o), str(s)) for o, s in victims} - busy
-        async with self._lock:
-            await asyncio.to_thread(
-                self._db.executemany,
-                "DELETE FROM agent_sessions WHERE owner = ? AND session_id = ?",
-                sorted(doomed),
-            )
+            victims += await self._rows(self._sql(_BEYOND), (keep,))
+        doomed = sorted({(o, s) for o, s in victims} - busy)
+        if doomed:
+            with store_outages(_STORE, log):
+                await self._execute_many(self._sql(_DELETE_EACH), doomed)
         return len(doomed)
 
+    @abc.abstractmethod
     async def close(self) -> None:
-        async with self._lock:
-            self._db.close()
+        """Release connections; the store is unusable after."""
 
+    def _sql(self, template: str, **more: str) -> str:
+        """`template` in this backend's dialect (its ``{fields}`` named as in `Dialect`)."""
+        return template.format(**self._names, **more)
 
-def redact_url(url: str) -> str:
-    """`url` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + host))
+    async def _rows(self, sql: str, params: Params = ()) -> Rows:
+        """`_execute`, an outage raised as UNAVAILABLE ``STORE_UNAVAILABLE``."""
+        with store_outages(_STORE, log):
+            return await self._execute(sql, params)
+
+    # --- what a backend supplies -----------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _execute(self, sql: str, params: Params) -> Rows:
+        """Run one statement in a transaction of its own; its rows (none if it has none)."""
+
+    @abc.abstractmethod
+    async def _execute_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per parameter row."""
+
+    @abc.abstractmethod
+    async def _write(self, row: SessionRow, lease: Lease | None) -> None:
+        """Insert the session or replace its `UPSERT_SET` columns, times by the backend's
+        clock; with a `lease`, only while it holds (else `LeaseLostError`)."""

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from hookmesh.errors import HookmeshError, SchemaError, to_grpc_status
+from hookmesh.errors import SchemaError
 from hookmesh.tts import AudioChunk, TTSEngine, Voice
 from hookmesh.v1 import tts_pb2 as _tts_pb2
 from hookmesh.v1 import tts_pb2_grpc as _tts_grpc
@@ -137,67 +137,47 @@ class TTSServicer(_tts_grpc.TTSServiceServicer):
             rate=config.rate,
             format=_format(config.format),  # type: ignore[arg-type]
         )
-        error: HookmeshError | None = None
-        try:
-            async for response in _pumped(chunks, context, _synthesize_response):
-                yield response
-        except HookmeshError as exc:
-            error = exc
-        if error is not None:
-            await context.abort_with_status(to_grpc_status(error))
+        async for response in _pumped(chunks, context, _synthesize_response):
+            yield response
 
     async def SynthesizeStream(
         self,
         request_iterator: AsyncIterator[_tts_pb2.SynthesizeStreamRequest],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[_tts_pb2.SynthesizeStreamResponse]:
-        error: HookmeshError | None = None
-        try:
-            requests = aiter(request_iterator)
-            first = await anext(requests, None)
-            if first is None or first.WhichOneof("message") != "config":
-                raise SchemaError.single(
-                    "config", "send a config message first", reason="CONFIG_EXPECTED"
-                )
-            config = first.config
-            stream = await self.engine.open_stream(
-                voice=config.voice,
-                rate=config.rate,
-                format=_format(config.format),  # type: ignore[arg-type]
+        requests = aiter(request_iterator)
+        first = await anext(requests, None)
+        if first is None or first.WhichOneof("message") != "config":
+            raise SchemaError.single(
+                "config", "send a config message first", reason="CONFIG_EXPECTED"
             )
-            try:
-                # The config is accepted: say so before any audio, so a client may wait for
-                # it before sending text (a write racing a rejection can mask its status).
-                await context.send_initial_metadata(())
-                chunks = stream.chunks(_text_deltas(requests))
-                async for response in _pumped(chunks, context, _stream_response):
-                    yield response
-            finally:
-                await stream.aclose()
-        except HookmeshError as exc:
-            error = exc
-        if error is not None:
-            await context.abort_with_status(to_grpc_status(error))
+        config = first.config
+        stream = await self.engine.open_stream(
+            voice=config.voice,
+            rate=config.rate,
+            format=_format(config.format),  # type: ignore[arg-type]
+        )
+        try:
+            # The config is accepted: say so before any audio, so a client may wait for it
+            # before sending text (a write racing a rejection can mask its status).
+            await context.send_initial_metadata(())
+            chunks = stream.chunks(_text_deltas(requests))
+            async for response in _pumped(chunks, context, _stream_response):
+                yield response
+        finally:
+            await stream.aclose()
 
     async def ListVoices(
         self, request: _tts_pb2.ListVoicesRequest, context: grpc.aio.ServicerContext
     ) -> _tts_pb2.ListVoicesResponse:
-        error: HookmeshError | None = None
-        try:
-            size = request.page_size or _DEFAULT_PAGE
-            if not 0 < size <= _MAX_PAGE:
-                raise SchemaError.single(
-                    "page_size", f"use 0 (default {_DEFAULT_PAGE}) to {_MAX_PAGE}"
-                )
-            token = request.page_token
-            if token and not token.isdigit():
-                raise SchemaError.single("page_token", "pass a next_page_token as returned")
-            start = int(token or 0)
-            catalog = await self.engine.list_voices(request.language)
-        except HookmeshError as exc:
-            error = exc
-        if error is not None:
-            await context.abort_with_status(to_grpc_status(error))
+        size = request.page_size or _DEFAULT_PAGE
+        if not 0 < size <= _MAX_PAGE:
+            raise SchemaError.single("page_size", f"use 0 (default {_DEFAULT_PAGE}) to {_MAX_PAGE}")
+        token = request.page_token
+        if token and not token.isdigit():
+            raise SchemaError.single("page_token", "pass a next_page_token as returned")
+        start = int(token or 0)
+        catalog = await self.engine.list_voices(request.language)
         page = catalog.voices[start : start + size]
         more = start + size < len(catalog.voices)
         return _tts_pb2.ListVoicesResponse(

@@ -1,0 +1,100 @@
+"""Sessions in one SQLite file, for an agent service that is the only process using it."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hookmesh._files import private_file
+from hookmesh.services.agent._store import (
+    UPSERT_SET,
+    Dialect,
+    Lease,
+    Params,
+    Rows,
+    SessionRow,
+    SessionStore,
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS agent_sessions (
+    owner        TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    agent_name   TEXT NOT NULL,
+    awaiting     TEXT NOT NULL DEFAULT '',
+    pending_json TEXT NOT NULL DEFAULT '[]',
+    state_json   TEXT NOT NULL,
+    create_time  TEXT NOT NULL,
+    update_time  TEXT NOT NULL,
+    PRIMARY KEY (owner, session_id)
+);
+CREATE INDEX IF NOT EXISTS agent_sessions_by_update
+    ON agent_sessions (owner, update_time DESC, session_id DESC);
+CREATE INDEX IF NOT EXISTS agent_sessions_by_age ON agent_sessions (update_time);
+"""
+_LEGACY = """
+INSERT OR IGNORE INTO agent_sessions
+    (owner, session_id, agent_name, state_json, create_time, update_time)
+    SELECT 'anonymous', session_id, agent_name, state_json, create_time, update_time
+    FROM sessions;
+DROP TABLE sessions;
+"""
+_UPSERT = (
+    "INSERT INTO agent_sessions (owner, session_id, agent_name, awaiting, pending_json,"
+    " state_json, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    f" ON CONFLICT (owner, session_id) DO UPDATE SET {UPSERT_SET},"
+    " update_time = excluded.update_time"
+)
+# NOTE(sessions): times are ISO 8601 text in UTC from `datetime.isoformat`, one format, so
+# SQLite's text comparison orders them; one process owns the file, so nobody holds leases.
+_DIALECT = Dialect(
+    table="agent_sessions", mark="?", time="?", rest="LIMIT -1 OFFSET ?", leased="false"
+)
+
+
+class SqliteSessionStore(SessionStore):
+    """Sessions in one SQLite file in WAL mode; calls run in a worker thread, one at a time.
+
+    The file is 0600 in a 0700 folder when this creates them; ``synchronous=NORMAL`` (WAL):
+    a committed session survives a crash of the process, and a power loss may drop the last
+    commits but never corrupts the file. It has no leases: one process owns the file.
+
+    Args:
+        path: The database file (created with its folder), or ``:memory:``.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(_DIALECT)
+        self.path = Path(path)
+        if str(path) != ":memory:":  # SQLite's in-memory database (tests)
+            private_file(self.path)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        legacy = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'"
+        ).fetchone()
+        if legacy:
+            self._db.executescript(f"BEGIN; {_LEGACY} COMMIT;")
+        self._lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        async with self._lock:
+            self._db.close()
+
+    async def _execute(self, sql: str, params: Params) -> Rows:
+        async with self._lock:
+            return await asyncio.to_thread(lambda: self._db.execute(sql, params).fetchall())
+
+    async def _execute_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        async with self._lock:
+            await asyncio.to_thread(self._db.executemany, sql, params)
+
+    async def _write(self, row: SessionRow, unused_lease: Lease | None) -> None:
+        now = datetime.now(UTC).isoformat()
+        await self._execute(_UPSERT, (*row, now, now))
