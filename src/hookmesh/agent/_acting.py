@@ -16,31 +16,39 @@ from hookmesh.errors import FieldViolation, SchemaError
 from hookmesh.middleware import core_step
 from hookmesh.schema import (
     AgentEvent,
+    AudioBlock,
+    DocumentBlock,
     FinishReason,
+    ImageBlock,
     Message,
     MessageKind,
     ReplyEndEvent,
     RequireExternalExecutionEvent,
     RequireUserConfirmEvent,
     Resume,
+    TextBlock,
     ToolCall,
     ToolOutputBlock,
     ToolResultDeltaEvent,
     ToolResultEndEvent,
     ToolResultStartEvent,
     ToolResultState,
+    VideoBlock,
     edit_tool_call,
     is_assistant,
     make_assistant,
     make_tool_result,
     tool_results,
 )
-from hookmesh.tools import Tool, ToolArgumentError, Toolkit
+from hookmesh.tools import AbortReply, Tool, ToolArgumentError, ToolContext, ToolError, Toolkit
 
 if TYPE_CHECKING:
     from hookmesh.middleware import AwaitCall, EventCall
 
 log = logging.getLogger("hookmesh.agent")
+
+_MEDIA = (ImageBlock, AudioBlock, VideoBlock, DocumentBlock)
+"""The media pieces a tool yields (anything but text and these is an event)."""
 
 
 class _ToRun(NamedTuple):
@@ -72,6 +80,8 @@ class ActingSteps:
     state: AgentState
     toolkit: Toolkit
     reply_id: str
+    session_id: str
+    user_id: str
     _run: ReplyRun | None
     _permission_chain: AwaitCall
     _acting_chain: EventCall
@@ -82,16 +92,25 @@ class ActingSteps:
         call: ToolCall = kwargs["tool_call"]
         tool: Tool = kwargs["tool"]
         reply_id = self.reply_id
+        context = ToolContext(self, call) if tool.takes_context else None
         yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
         state: ToolResultState = "success"
         try:
-            async for piece in tool.run(kwargs["arguments"]):
+            async for piece in tool.run(kwargs["arguments"], context):
                 if isinstance(piece, str):
                     yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece)
-                elif piece.type == "text":
+                elif isinstance(piece, TextBlock):
                     yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece.text)
-                else:
+                elif isinstance(piece, _MEDIA):
                     yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, media=piece)
+                else:
+                    yield piece  # an event the tool streams to the reply (nested, custom, ...)
+        except AbortReply as exc:
+            raise exc.error from None
+        except ToolError as exc:
+            state = "error"
+            for event in _deltas(reply_id, call.id, exc.output) if exc.output else ():
+                yield event
         except Exception as exc:
             state = "error"
             log.info("tool %s (call %s) raised %s: %s", call.name, call.id, type(exc).__name__, exc)
@@ -122,14 +141,8 @@ class ActingSteps:
         rid = self.reply_id
         yield ToolResultStartEvent(reply_id=rid, call_id=call.id, name=call.name)
         self._answer(call, output, state)
-        if isinstance(output, str):
-            yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, text=output)
-        else:
-            for block in output:
-                if block.type == "text":
-                    yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, text=block.text)
-                else:
-                    yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, media=block)
+        for event in _deltas(rid, call.id, output):
+            yield event
         yield ToolResultEndEvent(reply_id=rid, call_id=call.id, state=state)
 
     async def _act(self, calls: list[ToolCall], iteration: int) -> AsyncIterator[AgentEvent]:
@@ -324,6 +337,20 @@ class ActingSteps:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _deltas(
+    reply_id: str, call_id: str, output: str | list[ToolOutputBlock]
+) -> list[ToolResultDeltaEvent]:
+    """A finished output as its delta events: the text, or one per block (text or media)."""
+    if isinstance(output, str):
+        return [ToolResultDeltaEvent(reply_id=reply_id, call_id=call_id, text=output)]
+    return [
+        ToolResultDeltaEvent(reply_id=reply_id, call_id=call_id, text=b.text)
+        if b.type == "text"
+        else ToolResultDeltaEvent(reply_id=reply_id, call_id=call_id, media=b)
+        for b in output
+    ]
 
 
 def check_resume(pending: PendingReply, resume: Resume, toolkit: Toolkit) -> None:
