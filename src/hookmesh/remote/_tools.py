@@ -135,14 +135,12 @@ def _event(pb: Any, reply_id: str, tool: str) -> AgentEvent:
 def _failed(owner: Middleware, pb: Any) -> Exception:
     """The sidecar's middleware failed in its tool: the reply ends (fail_closed), or the call
     gets an error result (fail_open)."""
-    error = blame(
-        RemoteHookError(
-            pb.message or "the sidecar's tool failed", reason=pb.reason, metadata=dict(pb.metadata)
-        ),
-        owner,
+    error = RemoteHookError(
+        pb.message or "the sidecar's tool failed", reason=pb.reason, metadata=dict(pb.metadata)
     )
+    blame(error, owner)
     if owner.failure_mode == "fail_closed":
-        return AbortReply(error)  # type: ignore[arg-type]
+        return AbortReply(error)
     skip_failed(owner, "CallTool", error)
     return ToolError(f"Error: {error}")
 
