@@ -13,7 +13,7 @@ from hookmesh.agent._run import ReplyRun, drain, new_id
 from hookmesh.agent._state import AgentState, PendingReply
 from hookmesh.agent._stream import OutputCollector
 from hookmesh.errors import FieldViolation, SchemaError
-from hookmesh.middleware import core_step
+from hookmesh.middleware import Middleware, blame, core_step, skip_failed
 from hookmesh.schema import (
     AgentEvent,
     AudioBlock,
@@ -83,6 +83,8 @@ class ActingSteps:
     session_id: str
     user_id: str
     _run: ReplyRun | None
+    _tool_owners: dict[str, Middleware]
+    """The middleware that contributed each of its tools, by tool name."""
     _permission_chain: AwaitCall
     _acting_chain: EventCall
     _end: Callable[[FinishReason], ReplyEndEvent]
@@ -106,7 +108,12 @@ class ActingSteps:
                 else:
                     yield piece  # an event the tool streams to the reply (nested, custom, ...)
         except AbortReply as exc:
-            raise exc.error from None
+            owner = self._tool_owners.get(call.name)
+            if owner is None or owner.failure_mode != "fail_open":
+                raise (exc.error if owner is None else blame(exc.error, owner)) from None
+            skip_failed(owner, "tool_run", exc.error)
+            state = "error"
+            yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=f"Error: {exc}")
         except ToolError as exc:
             state = "error"
             for event in _deltas(reply_id, call.id, exc.output) if exc.output else ():

@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 
 from hookmesh.errors import RequestError, SchemaError, to_grpc_status
-from hookmesh.middleware import AgentView, Middleware, blame, skip_failed
+from hookmesh.middleware import AgentView, Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._changes import apply_mutation
 from hookmesh.remote._errors import RemoteHookError, SidecarError, protocol_error
@@ -69,7 +69,7 @@ def tool_proxy(link: SidecarLink, spec: _mw_pb2.ToolSpec) -> Tool:
                 elif arm == "mutate":
                     apply_mutation(link.owner, agent, piece.mutate)
                 elif arm == "error":
-                    raise _failed(link.owner, piece.error)
+                    raise _failed(piece.error)
                 elif arm == "end":
                     if piece.end == _content_pb2.TOOL_RESULT_STATE_ERROR:
                         raise ToolError()  # the output streamed so far is the error result
@@ -132,17 +132,14 @@ def _event(pb: Any, reply_id: str, tool: str) -> AgentEvent:
     return event_from_proto(pb)
 
 
-def _failed(owner: Middleware, pb: Any) -> Exception:
-    """The sidecar's middleware failed in its tool: the reply ends (fail_closed), or the call
-    gets an error result (fail_open)."""
-    error = RemoteHookError(
-        pb.message or "the sidecar's tool failed", reason=pb.reason, metadata=dict(pb.metadata)
+def _failed(pb: Any) -> AbortReply:
+    """The sidecar's middleware failed in its tool: the agent applies this (remote)
+    middleware's failure mode, as to an in-process tool's `AbortReply`."""
+    return AbortReply(
+        RemoteHookError(
+            pb.message or "the sidecar's tool failed", reason=pb.reason, metadata=dict(pb.metadata)
+        )
     )
-    blame(error, owner)
-    if owner.failure_mode == "fail_closed":
-        return AbortReply(error)
-    skip_failed(owner, "CallTool", error)
-    return ToolError(f"Error: {error}")
 
 
 # --- the sidecar's side ------------------------------------------------------------------------

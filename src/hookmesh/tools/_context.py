@@ -107,13 +107,15 @@ class ToolError(Exception):
 
 
 class AbortReply(Exception):
-    """Raised by a tool's run to end the whole reply with `error` instead of answering the
-    call: for a tool of a fail_closed middleware whose service is down. The agent raises
-    `error` in its place; tag it with ``hookmesh.middleware.blame(error, middleware)`` so the
-    reply's error names the middleware (reason ``MIDDLEWARE_FAILED`` or the error's own).
+    """Raised by a tool's run when the middleware that contributed the tool failed (its
+    service is down) and the call must not be answered. The agent blames that middleware
+    and applies its failure mode: ``fail_closed`` ends the reply with `error` (its reason
+    and metadata when it is a `HookmeshError`, source ``middleware:<key>``); ``fail_open``
+    logs it and answers the call with an error result reading ``Error: <error>``. A tool no
+    middleware contributed ends the reply with `error` as the agent's own failure.
 
     Args:
-        error: What ends the reply.
+        error: What failed.
     """
 
     def __init__(self, error: Exception) -> None:

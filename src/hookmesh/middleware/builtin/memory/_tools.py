@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from hookmesh.middleware import AgentView, blame
+from hookmesh.middleware import AgentView
 from hookmesh.middleware.builtin.memory._link import MemoryLink, MemoryUnavailableError, log
 from hookmesh.tools import AbortReply, Tool, ToolContext, ToolError, tool
 
@@ -96,7 +96,6 @@ class MemoryTools(MemoryLink):
         if exc.metadata.get("code") == "INVALID_ARGUMENT":  # the model's input, not an outage
             return ToolError(f"Error: {exc.__cause__}")
         if self.failure_mode == "fail_closed":
-            blame(exc, self)
             return AbortReply(exc)
         log.warning("%s; the tool answers with an error", exc.message)
         return ToolError(f"Error: long-term memory is unavailable: {exc.message}")
