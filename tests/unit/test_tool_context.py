@@ -31,7 +31,6 @@ from hookmesh.schema import (
 )
 from hookmesh.tools import (
     AbortReply,
-    AgentInfo,
     Tool,
     ToolArgumentError,
     ToolContext,
@@ -88,6 +87,9 @@ class Ledger(Middleware):
             raise ToolError([TextBlock(text="Error: refused"), _IMAGE])
         if text == "misbehave":
             yield ToolResultEndEvent(reply_id=agent.reply_id, call_id=context.call.id)
+        if text in ("anon", "stray"):
+            yield CustomEvent(reply_id="" if text == "anon" else "other", name=f"ledger.{text}")
+            return
         state = self.state(agent)
         state["notes"] = [*state.get("notes", []), text]
         yield CustomEvent(
@@ -251,6 +253,18 @@ async def test_a_tool_may_not_end_or_answer_the_reply_itself(
     assert len(own_ends) == 1
 
 
+async def test_an_event_gets_the_replys_id_and_another_replys_is_refused(
+    kind: MessageKind, attach: Attach
+) -> None:
+    rec = Recorded(calls([("note", {"text": "anon"}), ("note", {"text": "stray"})]))
+    agent = _agent(kind, rec, await attach(Ledger()))
+    events = await collect(agent.reply("start"))
+    assert [(e.name, e.reply_id) for e in customs(events)] == [("ledger.anon", events[0].reply_id)]
+    got = results(agent)
+    assert got["call_1"].state == "success"
+    assert got["call_2"].state == "error" and "another reply" in got["call_2"].text
+
+
 async def test_abort_reply_ends_the_reply_with_the_middlewares_error(
     kind: MessageKind, attach: Attach
 ) -> None:
@@ -309,7 +323,7 @@ async def test_a_silent_sidecar_tool_hits_the_message_deadline(kind: MessageKind
 
 def test_the_context_parameter_is_found_once_and_left_out_of_the_schema() -> None:
     @tool
-    def stamp(context: ToolContext[AgentInfo], label: str) -> str:
+    def stamp(context: ToolContext[AgentView], label: str) -> str:
         """Stamp a label.
 
         Args:
@@ -333,7 +347,7 @@ async def test_a_context_tool_refuses_to_run_without_one() -> None:
 
 
 def test_a_context_must_be_one_parameter_and_resolve() -> None:
-    def two(a: ToolContext[AgentInfo], b: ToolContext[AgentInfo]) -> str:
+    def two(a: ToolContext[AgentView], b: ToolContext[AgentView]) -> str:
         return ""
 
     with pytest.raises(TypeError, match="one parameter may take the ToolContext"):

@@ -105,8 +105,10 @@ class ActingSteps:
                     yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece.text)
                 elif isinstance(piece, _MEDIA):
                     yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, media=piece)
-                else:
+                elif piece.reply_id == reply_id:
                     yield piece  # an event the tool streams to the reply (nested, custom, ...)
+                else:
+                    yield _in_reply(piece, reply_id, call.name)
         except AbortReply as exc:
             owner = self._tool_owners.get(call.name)
             if owner is None or owner.failure_mode != "fail_open":
@@ -344,6 +346,17 @@ class ActingSteps:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _in_reply(event: AgentEvent, reply_id: str, tool: str) -> AgentEvent:
+    """A tool's event without a reply id, given this reply's (as a sidecar's is).
+
+    Raises:
+        ValueError: The event names another reply.
+    """
+    if event.reply_id:
+        raise ValueError(f"tool {tool} streamed an event of another reply")
+    return event.model_copy(update={"reply_id": reply_id})
 
 
 def _deltas(

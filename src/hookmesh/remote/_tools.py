@@ -13,7 +13,7 @@ from hookmesh.errors import RequestError, SchemaError, to_grpc_status
 from hookmesh.middleware import AgentView, Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._changes import apply_mutation
-from hookmesh.remote._errors import RemoteHookError, SidecarError, protocol_error
+from hookmesh.remote._errors import RemoteHookError, SidecarError
 from hookmesh.remote._link import SidecarLink
 from hookmesh.remote._sidecar_agent import HostState, SidecarAgent
 from hookmesh.remote._sync import Sync
@@ -27,7 +27,6 @@ from hookmesh.schema import (
     VideoBlock,
     block_from_proto,
     block_to_proto,
-    event_from_proto,
     event_to_proto,
     message_from_proto,
     message_to_proto,
@@ -65,7 +64,9 @@ def tool_proxy(link: SidecarLink, spec: _mw_pb2.ToolSpec) -> Tool:
                     media: Any = block_from_proto(piece.media, "media")
                     yield media
                 elif arm == "event":
-                    yield _event(piece.event, agent.reply_id, spec.name)
+                    yield c.event_of_reply(
+                        piece.event, agent.reply_id, f"tool {spec.name}", tool=spec.name
+                    )
                 elif arm == "mutate":
                     apply_mutation(link.owner, agent, piece.mutate)
                 elif arm == "error":
@@ -121,15 +122,6 @@ def _request(
         state=c.struct(owner.state(agent)),
         context=[message_to_proto(m) for m in agent.state.context] if owner.needs_context else [],
     )
-
-
-def _event(pb: Any, reply_id: str, tool: str) -> AgentEvent:
-    """An event the sidecar's tool streams, in this reply (an empty reply id is filled in)."""
-    if not pb.reply_id:
-        pb.reply_id = reply_id
-    elif pb.reply_id != reply_id:
-        raise protocol_error(f"tool {tool} streamed an event of another reply", tool=tool)
-    return event_from_proto(pb)
 
 
 def _failed(pb: Any) -> AbortReply:

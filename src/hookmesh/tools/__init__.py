@@ -1,7 +1,7 @@
 """Tools: Python functions with type hints, exposed to the model as JSON-schema functions, and
 the context a tool's run may receive."""
 
-from hookmesh.tools._context import AbortReply, AgentInfo, StateInfo, ToolContext, ToolError
+from hookmesh.tools._context import AbortReply, ToolContext, ToolError
 from hookmesh.tools._tool import (
     MAX_ARGUMENT_DEPTH,
     Tool,
@@ -16,8 +16,6 @@ from hookmesh.tools._tool import (
 __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "AbortReply",
-    "AgentInfo",
-    "StateInfo",
     "Tool",
     "ToolArgumentError",
     "ToolContext",

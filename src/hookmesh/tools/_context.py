@@ -6,65 +6,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar, get_origin
+from typing import Any, Generic, TypeVar, get_origin
 
-from hookmesh.schema import Message, MessageKind, ToolCall, ToolOutputBlock
+from hookmesh.schema import ToolCall, ToolOutputBlock
 
-
-class StateInfo(Protocol):
-    """What a tool's run sees of the agent's state."""
-
-    @property
-    def context(self) -> list[Message]:
-        """The conversation in the agent's kind (a sidecar holds it only when its middleware
-        declares ``needs_context``)."""
-        ...
-
-    @property
-    def middle_context(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """Middleware state, ``[middleware_key][reply_id] -> JSON object``; a middleware's
-        tool reaches its own slice through ``Middleware.state(agent)``."""
-        ...
-
-
-class AgentInfo(Protocol):
-    """The agent as a tool's run sees it: who runs the call, for which reply, session and
-    user, and its state. `hookmesh.middleware.AgentView` (a middleware's view) satisfies it,
-    and so do the in-process agent and a sidecar's stand-in."""
-
-    @property
-    def name(self) -> str:
-        """The agent's name."""
-        ...
-
-    @property
-    def kind(self) -> MessageKind:
-        """``flat`` or ``agentic``: the kind of every message in the context."""
-        ...
-
-    @property
-    def reply_id(self) -> str:
-        """The running reply's id (per-reply state is kept under it)."""
-        ...
-
-    @property
-    def session_id(self) -> str:
-        """The reply's session ('' outside a service)."""
-        ...
-
-    @property
-    def user_id(self) -> str:
-        """The end user the agent answers ('' when no one authenticated)."""
-        ...
-
-    @property
-    def state(self) -> StateInfo:
-        """The context and the middlewares' per-reply state."""
-        ...
-
-
-AgentT = TypeVar("AgentT", bound=AgentInfo)
-"""The view of the agent a tool is typed against (a middleware's: ``AgentView``)."""
+AgentT = TypeVar("AgentT")
+"""The view of the agent a tool is typed against: a middleware's tool takes
+``ToolContext[hookmesh.middleware.AgentView]`` (this floor sits below the middleware core, so
+it leaves the view to the tool; the in-process agent and a sidecar's stand-in both satisfy
+AgentView)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +31,8 @@ class ToolContext(Generic[AgentT]):
     context through ``CallTool``; its state changes and events travel back.
 
     Attributes:
-        agent: The agent running the call (in a sidecar, its stand-in).
+        agent: The agent running the call (in a sidecar, its stand-in): its name, kind,
+            reply, session and user ids, and its state (the context, ``middle_context``).
         call: The call being run, with the arguments that run (after any override).
     """
 
