@@ -174,7 +174,7 @@ class Tool:
             result = await func(**arguments)
         else:
             result = await _in_daemon_thread(func, arguments, self.name)
-        for piece in _pieces(result):
+        for piece in _pieces(result, self.name):
             yield piece
 
 
@@ -270,7 +270,7 @@ _REPLY_EVENTS = frozenset(
 drives: ``source_path`` set), so a tool never ends, answers or pauses the reply."""
 
 
-def _piece(value: Any, name: str = "") -> ToolPiece:
+def _piece(value: Any, name: str) -> ToolPiece:
     """Text, media blocks and events stay as they are; anything else is sent to the model as
     JSON.
 
@@ -292,12 +292,12 @@ def _piece(value: Any, name: str = "") -> ToolPiece:
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
-def _pieces(result: Any) -> Iterable[ToolPiece]:
+def _pieces(result: Any, name: str) -> Iterable[ToolPiece]:
     if result is None:
         return ()
     if isinstance(result, list) and result and all(isinstance(x, _OUTPUT_TYPES) for x in result):
         return result
-    return (_piece(result),)
+    return (_piece(result, name),)
 
 
 def _docstring(func: Callable[..., Any]) -> tuple[str, dict[str, str]]:
