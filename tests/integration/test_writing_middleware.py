@@ -1,5 +1,5 @@
-"""The quickstart's middleware (docs/writing-middleware.md) works as written: in process and
-served by a sidecar, on both kinds."""
+"""The page's middlewares (docs/writing-middleware.md) work as written: the quickstart and the
+tool with a run context, in process and served by a sidecar, on both kinds."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 
 from hookmesh.agent import Agent
 from hookmesh.middleware import Middleware
-from hookmesh.models import ScriptedChatModel
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.remote import load_middleware
-from hookmesh.schema import MessageKind, text_of
+from hookmesh.schema import MessageKind, text_of, tool_results
 from tests.agent_helpers import collect, customs
 from tests.conftest import Attach
 
@@ -24,18 +24,29 @@ pytestmark = pytest.mark.timeout(60)
 DOC = Path(__file__).parents[2] / "docs" / "writing-middleware.md"
 
 
-@pytest.fixture
-def shout_module(tmp_path: Path) -> Iterator[str]:
-    """The page's Python block saved as ``shout.py`` on the import path."""
+def _page_module(tmp_path: Path, name: str, defines: str) -> Iterator[str]:
+    """The page's Python block defining `defines`, saved as ``<name>.py`` on the import path."""
     code = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    assert len(code) == 1
-    (tmp_path / "shout.py").write_text(code[0])
+    [block] = [c for c in code if f"class {defines}(" in c]
+    (tmp_path / f"{name}.py").write_text(block)
     sys.path.insert(0, str(tmp_path))
     try:
-        yield "shout:Shout"
+        yield f"{name}:{defines}"
     finally:
         sys.path.remove(str(tmp_path))
-        sys.modules.pop("shout", None)
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def shout_module(tmp_path: Path) -> Iterator[str]:
+    """The quickstart, as ``shout.py``."""
+    yield from _page_module(tmp_path, "shout", "Shout")
+
+
+@pytest.fixture
+def notes_module(tmp_path: Path) -> Iterator[str]:
+    """The tool example, as ``notes.py``."""
+    yield from _page_module(tmp_path, "notes", "Notes")
 
 
 class PromptSpy(Middleware):
@@ -64,3 +75,29 @@ async def test_the_quickstart_middleware_runs(
     assert spy.prompts == ["Be brief. Answer in capital letters."]
     assert [(c.name, c.value) for c in customs(events)] == [("shout", {"model_calls": 1})]
     assert events[-1].type == "reply_end" and events[-1].finish_reason == "completed"
+
+
+async def test_the_tool_example_runs_with_its_context(
+    notes_module: str, attach: Attach, kind: MessageKind
+) -> None:
+    notes = await attach(load_middleware(notes_module))
+    model = ScriptedChatModel(
+        [
+            ScriptedTurn(tool_calls=[("note", {"text": "milk"}), ("note", {"text": " "})]),
+            ScriptedTurn(tool_calls=[("note", {"text": "eggs"})]),
+            "Noted.",
+        ]
+    )
+    agent = Agent(model, middlewares=[notes], kind=kind)
+    events = await collect(agent.reply("remember"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert [(c.name, c.value) for c in customs(events)] == [
+        ("notes", ["milk"]),
+        ("notes", ["milk", "eggs"]),
+    ]
+    found = [(r.state, r.text) for m in agent.state.context for r in tool_results(m)]
+    assert found == [
+        ("success", "noted (1 so far)"),
+        ("error", "Error: give the note some text"),
+        ("success", "noted (2 so far)"),
+    ]

@@ -14,22 +14,27 @@ from hookmesh.agent._run import ReplyRun, drain, new_id
 from hookmesh.agent._state import AgentState, PendingReply
 from hookmesh.agent._stream import OutputCollector
 from hookmesh.errors import FieldViolation, HookmeshError, SchemaError
-from hookmesh.middleware import core_step
+from hookmesh.middleware import Middleware, blame, core_step, skip_failed
 from hookmesh.schema import (
     AgentEvent,
+    AudioBlock,
+    DocumentBlock,
     FinishReason,
+    ImageBlock,
     Message,
     MessageKind,
     ReplyEndEvent,
     RequireExternalExecutionEvent,
     RequireUserConfirmEvent,
     Resume,
+    TextBlock,
     ToolCall,
     ToolOutputBlock,
     ToolResultDeltaEvent,
     ToolResultEndEvent,
     ToolResultStartEvent,
     ToolResultState,
+    VideoBlock,
     edit_tool_call,
     is_assistant,
     make_assistant,
@@ -37,12 +42,15 @@ from hookmesh.schema import (
     tool_results,
     unanswered_tool_calls,
 )
-from hookmesh.tools import Tool, ToolArgumentError, Toolkit
+from hookmesh.tools import AbortReply, Tool, ToolArgumentError, ToolContext, ToolError, Toolkit
 
 if TYPE_CHECKING:
     from hookmesh.middleware import AwaitCall, EventCall
 
 log = logging.getLogger("hookmesh.agent")
+
+_MEDIA = (ImageBlock, AudioBlock, VideoBlock, DocumentBlock)
+"""The media pieces a tool yields (anything but text and these is an event)."""
 
 
 class ToolOutcomeUnknownError(HookmeshError):
@@ -81,8 +89,12 @@ class ActingSteps:
     state: AgentState
     toolkit: Toolkit
     reply_id: str
+    session_id: str
+    user_id: str
     _run: ReplyRun | None
     outcome_unknown: OutcomePolicy
+    _tool_owners: dict[str, Middleware]
+    """The middleware that contributed each of its tools, by tool name."""
     _permission_chain: AwaitCall
     _acting_chain: EventCall
     _end: Callable[[FinishReason], ReplyEndEvent]
@@ -93,16 +105,32 @@ class ActingSteps:
         call: ToolCall = kwargs["tool_call"]
         tool: Tool = kwargs["tool"]
         reply_id = self.reply_id
+        context = ToolContext(self, call) if tool.takes_context else None
         yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
         state: ToolResultState = "success"
         try:
-            async for piece in tool.run(kwargs["arguments"]):
+            async for piece in tool.run(kwargs["arguments"], context):
                 if isinstance(piece, str):
                     yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece)
-                elif piece.type == "text":
+                elif isinstance(piece, TextBlock):
                     yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=piece.text)
-                else:
+                elif isinstance(piece, _MEDIA):
                     yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, media=piece)
+                elif piece.reply_id == reply_id:
+                    yield piece  # an event the tool streams to the reply (nested, custom, ...)
+                else:
+                    yield _in_reply(piece, reply_id, call.name)
+        except AbortReply as exc:
+            owner = self._tool_owners.get(call.name)
+            if owner is None or owner.failure_mode != "fail_open":
+                raise (exc.error if owner is None else blame(exc.error, owner)) from None
+            skip_failed(owner, "tool_run", exc.error)
+            state = "error"
+            yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=f"Error: {exc}")
+        except ToolError as exc:
+            state = "error"
+            for event in _deltas(reply_id, call.id, exc.output) if exc.output else ():
+                yield event
         except Exception as exc:
             state = "error"
             log.info("tool %s (call %s) raised %s: %s", call.name, call.id, type(exc).__name__, exc)
@@ -133,14 +161,8 @@ class ActingSteps:
         rid = self.reply_id
         yield ToolResultStartEvent(reply_id=rid, call_id=call.id, name=call.name)
         self._answer(call, output, state)
-        if isinstance(output, str):
-            yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, text=output)
-        else:
-            for block in output:
-                if block.type == "text":
-                    yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, text=block.text)
-                else:
-                    yield ToolResultDeltaEvent(reply_id=rid, call_id=call.id, media=block)
+        for event in _deltas(rid, call.id, output):
+            yield event
         yield ToolResultEndEvent(reply_id=rid, call_id=call.id, state=state)
 
     async def _act(
@@ -384,6 +406,31 @@ class ActingSteps:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _in_reply(event: AgentEvent, reply_id: str, tool: str) -> AgentEvent:
+    """A tool's event without a reply id, given this reply's (as a sidecar's is).
+
+    Raises:
+        ValueError: The event names another reply.
+    """
+    if event.reply_id:
+        raise ValueError(f"tool {tool} streamed an event of another reply")
+    return event.model_copy(update={"reply_id": reply_id})
+
+
+def _deltas(
+    reply_id: str, call_id: str, output: str | list[ToolOutputBlock]
+) -> list[ToolResultDeltaEvent]:
+    """A finished output as its delta events: the text, or one per block (text or media)."""
+    if isinstance(output, str):
+        return [ToolResultDeltaEvent(reply_id=reply_id, call_id=call_id, text=output)]
+    return [
+        ToolResultDeltaEvent(reply_id=reply_id, call_id=call_id, text=b.text)
+        if b.type == "text"
+        else ToolResultDeltaEvent(reply_id=reply_id, call_id=call_id, media=b)
+        for b in output
+    ]
 
 
 def check_resume(pending: PendingReply, resume: Resume, toolkit: Toolkit) -> None:

@@ -133,9 +133,11 @@ class Agent(ActingSteps):
         for mw in self.middlewares:
             check_middleware(mw)
         self.toolkit = Toolkit(tools)
+        self._tool_owners = {}
         for mw in self.middlewares:
             for t in mw.list_tools():
                 self.toolkit.add(t)
+                self._tool_owners[t.name] = mw
         by_hook = {h: [mw for mw in self.middlewares if mw.implements(h)] for h in HOOKS}
         self._reply_chain = build_event_chain(
             self, by_hook["on_reply"], "on_reply", self._core_reply

@@ -10,10 +10,13 @@ from google.protobuf import json_format, struct_pb2
 
 from hookmesh.middleware import HookMode, HookSpec, MiddlewareDescription, PermissionDecision
 from hookmesh.models import ModelChunk, ModelResponse, ToolCallDelta
+from hookmesh.remote._errors import protocol_error
 from hookmesh.schema import (
+    AgentEvent,
     MessageKind,
     ReplyError,
     ToolCall,
+    event_from_proto,
     message_from_proto,
     message_to_proto,
     struct_from_proto,
@@ -182,6 +185,23 @@ def error_to_pb(exc: BaseException) -> _event_pb2.ReplyError:
         message=str(exc) or type(exc).__name__,
         metadata={"errorType": type(exc).__name__, **getattr(exc, "metadata", {})},
     )
+
+
+def event_of_reply(
+    pb: _event_pb2.AgentEvent, reply_id: str, where: str, **metadata: str
+) -> AgentEvent:
+    """An event a sidecar sent (an emit, a tool's event) as one of reply `reply_id`: an empty
+    reply id is filled in.
+
+    Raises:
+        SidecarError: SIDECAR_PROTOCOL_ERROR for another reply's event; `where` (a hook, a
+            tool) and `metadata` say where it came.
+    """
+    if not pb.reply_id:
+        pb.reply_id = reply_id
+    elif pb.reply_id != reply_id:
+        raise protocol_error(f"sidecar emitted an event for another reply in {where}", **metadata)
+    return event_from_proto(pb)
 
 
 def reply_error_from_pb(pb: _event_pb2.ReplyError) -> ReplyError:

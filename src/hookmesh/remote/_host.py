@@ -11,7 +11,6 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
-from hookmesh.errors import RequestError, SchemaError
 from hookmesh.middleware import Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._call import HostCall
@@ -20,8 +19,8 @@ from hookmesh.remote._runners import RUNNERS
 from hookmesh.remote._sidecar_agent import HostState, SidecarAgent
 from hookmesh.remote._subscriptions import Routes
 from hookmesh.remote._sync import Sync
-from hookmesh.schema import block_to_proto, message_from_proto
-from hookmesh.v1 import content_pb2 as _content_pb2
+from hookmesh.remote._tools import serve_call
+from hookmesh.schema import message_from_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
@@ -257,26 +256,5 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
     async def CallTool(
         self, request: _mw_pb2.CallToolRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[_mw_pb2.CallToolResponse]:
-        tool = self.tools.get(request.name)
-        if tool is None:
-            raise RequestError(
-                grpc.StatusCode.NOT_FOUND,
-                "TOOL_NOT_FOUND",
-                f"this sidecar has no tool {request.name[:64]!r}",
-                metadata={"tool": request.name[:64]},
-            )
-        try:
-            arguments = tool.parse_arguments(request.arguments)
-        except ValueError as exc:
-            raise SchemaError.single("arguments", str(exc), reason="INVALID_ARGUMENTS") from None
-        try:
-            async for piece in tool.run(arguments):
-                if isinstance(piece, str):
-                    yield _mw_pb2.CallToolResponse(text=piece)
-                else:
-                    yield _mw_pb2.CallToolResponse(media=block_to_proto(piece))
-        except Exception as exc:
-            yield _mw_pb2.CallToolResponse(text=f"Error: {type(exc).__name__}: {exc}")
-            yield _mw_pb2.CallToolResponse(end=_content_pb2.TOOL_RESULT_STATE_ERROR)
-            return
-        yield _mw_pb2.CallToolResponse(end=_content_pb2.TOOL_RESULT_STATE_SUCCESS)
+        async for response in serve_call(self.middleware, self.tools, request, context):
+            yield response

@@ -15,7 +15,7 @@ from hookmesh.remote._changes import apply_mutation
 from hookmesh.remote._errors import RemoteHookError, SidecarError, protocol_error
 from hookmesh.remote._link import SidecarLink
 from hookmesh.remote._stream import InterceptStream
-from hookmesh.schema import AgentEvent, event_from_proto, message_to_proto
+from hookmesh.schema import AgentEvent, message_to_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 
 
@@ -218,7 +218,9 @@ class _Invocation:
                 raise message
             arm = message.WhichOneof("message")
             if arm == "emit":
-                events.append(self._emitted(message.emit))
+                events.append(
+                    c.event_of_reply(message.emit, self.agent.reply_id, self.hook, hook=self.hook)
+                )
             elif arm == "mutate":
                 apply_mutation(self.link.owner, self.agent, message.mutate)
             elif arm == "done" and message.done.WhichOneof("result") == "error" and not failed:
@@ -237,16 +239,6 @@ class _Invocation:
                     hook=self.hook,
                     sent=arm or "",
                 )
-
-    def _emitted(self, pb: Any) -> AgentEvent:
-        reply_id = self.agent.reply_id
-        if not pb.reply_id:
-            pb.reply_id = reply_id
-        elif pb.reply_id != reply_id:
-            raise protocol_error(
-                f"sidecar emitted an event for another reply in {self.hook}", hook=self.hook
-            )
-        return event_from_proto(pb)
 
     def close(self, cancel: bool) -> None:
         if cancel and self.stream.alive:

@@ -12,12 +12,13 @@ import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from hookmesh.schema import (
+    AgentEvent,
     AudioBlock,
     DocumentBlock,
     ImageBlock,
@@ -25,8 +26,12 @@ from hookmesh.schema import (
     ToolOutputBlock,
     VideoBlock,
 )
+from hookmesh.tools._context import ToolContext, context_parameter, is_context
 
 _ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.+)$")
+
+ToolPiece = str | ToolOutputBlock | AgentEvent
+"""One piece a tool's run yields: text, a media block, or an event for the reply's stream."""
 
 
 class ToolInfo(Protocol):
@@ -66,7 +71,8 @@ class Tool:
         description: What the tool does, for the model.
         parameters: JSON schema of the arguments object.
         func: The implementation (sync, async, or an async generator streaming output).
-            None for an external tool, which the caller executes.
+            None for an external tool, which the caller executes. A parameter annotated
+            `ToolContext` receives the run's context (see `takes_context`).
         read_only: The tool changes nothing (informational for permission middlewares).
         idempotent: Calling it again with the same arguments has the effect of calling it
             once, so a retry middleware may repeat a failed call (read-only tools are).
@@ -88,6 +94,17 @@ class Tool:
     external: bool = False
     idempotent: bool = False
     _model: type[BaseModel] | None = field(default=None, repr=False)
+    _context_arg: str | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.func is not None:
+            self._context_arg = context_parameter(self.func, self.name)
+
+    @property
+    def takes_context(self) -> bool:
+        """Whether each run needs a `ToolContext` (its function has a parameter annotated
+        with it; found once, when the tool was built)."""
+        return self._context_arg is not None
 
     def definition(self) -> dict[str, Any]:
         """The definition sent to the model: name, description, parameters."""
@@ -126,23 +143,38 @@ class Tool:
             raise ToolArgumentError(f"invalid arguments for {self.name}: {problems}") from None
         return {name: getattr(parsed, name) for name in type(parsed).model_fields}
 
-    async def run(self, arguments: dict[str, Any]) -> AsyncIterator[str | ToolOutputBlock]:
-        """Run the tool, yielding its output pieces (text or media blocks).
+    async def run(
+        self, arguments: dict[str, Any], context: ToolContext[Any] | None = None
+    ) -> AsyncIterator[ToolPiece]:
+        """Run the tool, yielding its output pieces (text or media blocks) and the events it
+        streams to the reply.
 
         Sync functions run in a worker thread so they never block the event loop.
+
+        Args:
+            arguments: The parsed, validated arguments.
+            context: The run's context; required when `takes_context`, ignored otherwise.
+
+        Raises:
+            ToolError: The run ended as an error result with its own output.
+            AbortReply: The run ends the reply instead of answering the call.
         """
         if self.func is None:
             raise RuntimeError(f"tool {self.name} is external: the caller runs it")
         func = self.func
+        if self._context_arg is not None:
+            if context is None:
+                raise RuntimeError(f"tool {self.name} runs with a ToolContext: pass one")
+            arguments = {**arguments, self._context_arg: context}
         if inspect.isasyncgenfunction(func):
             async for piece in func(**arguments):
-                yield _piece(piece)
+                yield _piece(piece, self.name)
             return
         if inspect.iscoroutinefunction(func):
             result = await func(**arguments)
         else:
             result = await _in_daemon_thread(func, arguments, self.name)
-        for piece in _pieces(result):
+        for piece in _pieces(result, self.name):
             yield piece
 
 
@@ -229,23 +261,43 @@ async def _in_daemon_thread(func: Callable[..., Any], arguments: dict[str, Any],
 
 
 _OUTPUT_TYPES = (TextBlock, ImageBlock, AudioBlock, VideoBlock, DocumentBlock)
+_KEPT = (str, *_OUTPUT_TYPES)
+_EVENT_TYPES: tuple[type[Any], ...] = get_args(get_args(AgentEvent)[0])
+_REPLY_EVENTS = frozenset(
+    {"custom", "hint_block", "data_block_start", "data_block_delta", "data_block_end"}
+)
+"""Events a tool may add to the reply itself; any other it yields must be nested (a run it
+drives: ``source_path`` set), so a tool never ends, answers or pauses the reply."""
 
 
-def _piece(value: Any) -> str | ToolOutputBlock:
-    """Text and media blocks stay as they are; anything else is sent to the model as JSON."""
-    if isinstance(value, (str, *_OUTPUT_TYPES)):
+def _piece(value: Any, name: str) -> ToolPiece:
+    """Text, media blocks and events stay as they are; anything else is sent to the model as
+    JSON.
+
+    Raises:
+        TypeError: An event of the reply's own course (a tool result, reply_end, ...).
+    """
+    if isinstance(value, _KEPT):
         return value
+    if isinstance(value, _EVENT_TYPES):
+        event: AgentEvent = value
+        if not event.source_path and event.type not in _REPLY_EVENTS:
+            raise TypeError(
+                f"tool {name} yielded a {event.type} event: a tool may stream nested events "
+                f"and {', '.join(sorted(_REPLY_EVENTS))} events"
+            )
+        return event
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
-def _pieces(result: Any) -> Iterable[str | ToolOutputBlock]:
+def _pieces(result: Any, name: str) -> Iterable[ToolPiece]:
     if result is None:
         return ()
     if isinstance(result, list) and result and all(isinstance(x, _OUTPUT_TYPES) for x in result):
         return result
-    return (_piece(result),)
+    return (_piece(result, name),)
 
 
 def _docstring(func: Callable[..., Any]) -> tuple[str, dict[str, str]]:
@@ -284,6 +336,8 @@ def tool(
         hints = inspect.get_annotations(f, eval_str=True)
         fields: dict[str, Any] = {}
         for pname, param in inspect.signature(f).parameters.items():
+            if is_context(hints.get(pname)):
+                continue  # the run's context, not an argument of the model's
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise TypeError(f"tool {f.__name__}: *args/**kwargs cannot be described to a model")
             annotation = hints.get(pname, Any)

@@ -467,23 +467,41 @@ class AfterAgentResponse(_message.Message):
     def __init__(self, mutation: _Optional[_Union[StateMutation, _Mapping]] = ...) -> None: ...
 
 class CallToolRequest(_message.Message):
-    __slots__ = ("name", "arguments", "call_id", "reply_id")
+    __slots__ = ("name", "arguments", "call_id", "reply_id", "agent_name", "session_id", "user_id", "kind", "state", "context")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     REPLY_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     name: str
     arguments: str
     call_id: str
     reply_id: str
-    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[str] = ..., call_id: _Optional[str] = ..., reply_id: _Optional[str] = ...) -> None: ...
+    agent_name: str
+    session_id: str
+    user_id: str
+    kind: MessageKind
+    state: _struct_pb2.Struct
+    context: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
+    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[str] = ..., call_id: _Optional[str] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
-    __slots__ = ("text", "media", "end")
+    __slots__ = ("text", "media", "end", "event", "mutate", "error")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     MEDIA_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    MUTATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     text: str
     media: _content_pb2.ContentBlock
     end: _content_pb2.ToolResultState
-    def __init__(self, text: _Optional[str] = ..., media: _Optional[_Union[_content_pb2.ContentBlock, _Mapping]] = ..., end: _Optional[_Union[_content_pb2.ToolResultState, str]] = ...) -> None: ...
+    event: _event_pb2.AgentEvent
+    mutate: StateMutation
+    error: _event_pb2.ReplyError
+    def __init__(self, text: _Optional[str] = ..., media: _Optional[_Union[_content_pb2.ContentBlock, _Mapping]] = ..., end: _Optional[_Union[_content_pb2.ToolResultState, str]] = ..., event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., mutate: _Optional[_Union[StateMutation, _Mapping]] = ..., error: _Optional[_Union[_event_pb2.ReplyError, _Mapping]] = ...) -> None: ...

@@ -274,6 +274,29 @@ async def test_fail_closed_ends_the_reply_with_an_error(kind: MessageKind) -> No
     assert "memory search failed" in end.error.message  # type: ignore[union-attr]
 
 
+async def test_a_fail_closed_tool_ends_the_reply_in_process_and_behind_a_sidecar(
+    kind: MessageKind, attach: Attach
+) -> None:
+    mw = MemoryMiddleware(
+        target=f"127.0.0.1:{free_port()}",
+        mode="agent_control",
+        user_id="alice",
+        failure_mode="fail_closed",
+    )
+    seen: Seen = []
+    model = answering(seen, ScriptedTurn(tool_calls=[("search_memory", {"query": "x"})]))
+    try:
+        events = await collect(Agent(model, kind=kind, middlewares=[await attach(mw)]).reply("Hi"))
+    finally:
+        await mw.aclose()
+    end = events[-1]
+    assert end.finish_reason == "error"  # type: ignore[union-attr]
+    assert end.error.reason == "MEMORY_UNAVAILABLE"  # type: ignore[union-attr]
+    assert end.error.source == "middleware:memory"  # type: ignore[union-attr]
+    assert "memory search failed" in end.error.message  # type: ignore[union-attr]
+    assert len(seen) == 1  # the reply went no further than the call
+
+
 async def test_background_writes_are_tracked_drained_and_never_leak(
     store: MemoryStore, tmp_path: Path
 ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hookmesh.middleware.builtin._support._tool_io import output_events, output_text
+from hookmesh.middleware.builtin._support._tool_io import output_text
 from hookmesh.schema import ImageBlock, InlineSource, TextBlock
 
 
@@ -11,11 +11,3 @@ def test_output_text_joins_the_text_blocks_and_leaves_media_out() -> None:
     assert output_text([TextBlock(text="a"), image, TextBlock(text="b")]) == "a\nb"
     assert output_text([image]) == ""
     assert output_text([]) == ""
-
-
-def test_output_events_stream_each_block_then_the_end() -> None:
-    image = ImageBlock(source=InlineSource(data=b"\x89PNG", mime_type="image/png"))
-    events = list(output_events("r", "c", [TextBlock(text="a"), image], ok=False))
-    assert [e.type for e in events] == ["tool_result_delta", "tool_result_delta", "tool_result_end"]
-    assert events[0].text == "a" and events[1].media == image  # type: ignore[union-attr]
-    assert events[-1].state == "error"  # type: ignore[union-attr]

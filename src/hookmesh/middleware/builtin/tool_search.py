@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from hookmesh.middleware import ActingArgs, ActingNext, AgentView, ModelCallArgs, ModelCallNext
+from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, HookMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
-from hookmesh.schema import (
-    AgentEvent,
-    ToolResultDeltaEvent,
-    ToolResultEndEvent,
-    ToolResultStartEvent,
-)
-from hookmesh.tools import Tool, ToolArgumentError, tool
+from hookmesh.tools import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
     from hookmesh.models import ModelResult
@@ -37,7 +31,7 @@ class ToolSearchMiddleware(Middleware):
     Registers `tools` (the dynamic tools) and a ``tool_search(query, max_results)`` tool.
     Before every model call (`on_model_call`) the dynamic tools not selected yet in this
     reply are removed from the tools offered; every other tool stays. A ``tool_search``
-    call (run in `on_acting`) selects tools, which then stay visible for the rest of the
+    call selects tools, which then stay visible for the rest of the
     reply; the selection is kept in ``middle_context["tool_search"][reply_id]``
     (``{"selected": [names]}``), so it survives a pause and resume. A new reply starts
     with the dynamic tools hidden again.
@@ -51,9 +45,10 @@ class ToolSearchMiddleware(Middleware):
     (default `max_results`) tools are selected per call.
 
     Remote: ``on_model_call`` runs ``pre_only`` and narrows the tools with a ``tools``
-    override (by name: a sidecar can hide tools, never add any); the dynamic tools run in
-    the sidecar through ``CallTool``. Called directly through ``CallTool``, ``tool_search``
-    answers the same text but selects nothing (it has no reply to remember it in).
+    override (by name: a sidecar can hide tools, never add any); ``tool_search`` and the
+    dynamic tools run in the sidecar through ``CallTool``, whose request carries the reply's
+    state and whose answer the new selection. Called through ``CallTool`` without a reply (an
+    older agent), ``tool_search`` answers the same text but selects nothing.
 
     Example:
         >>> from hookmesh.agent import tool
@@ -74,7 +69,7 @@ class ToolSearchMiddleware(Middleware):
         failure_mode: ``fail_closed`` (default) or ``fail_open``.
     """
 
-    subscriptions: Mapping[str, tuple[str, ...]] = {"on_model_call": (), "on_acting": ()}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_model_call": ()}
     hook_modes: Mapping[str, HookMode] = {"on_model_call": "pre_only"}
 
     def __init__(
@@ -174,7 +169,9 @@ class ToolSearchMiddleware(Middleware):
         )
 
         async def tool_search(
-            query: str, max_results: Annotated[int, Field(ge=1)] = self.max_results
+            context: ToolContext[AgentView],
+            query: str,
+            max_results: Annotated[int, Field(ge=1)] = self.max_results,
         ) -> str:
             """Find tools for the task at hand and make them callable.
 
@@ -183,7 +180,10 @@ class ToolSearchMiddleware(Middleware):
                     describing what you need, '+word' for a word that must match.
                 max_results: How many tools to select at most.
             """
-            return (await self.search(query, min(max_results, self.max_results_limit)))[1]
+            found, text = await self.search(query, min(max_results, self.max_results_limit))
+            state = self.state(context.agent)
+            state["selected"] = list(dict.fromkeys([*state.get("selected", ()), *found]))
+            return text
 
         description = (
             f"Find more tools: {len(names)} tools are available but not shown until this "
@@ -206,33 +206,6 @@ class ToolSearchMiddleware(Middleware):
         selected = self.state(agent).get("selected", ())
         hidden = self._hidden.difference(selected)
         return await next_handler(tools=[d for d in kwargs["tools"] if d["name"] not in hidden])
-
-    async def on_acting(
-        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
-    ) -> AsyncIterator[AgentEvent]:
-        """Run ``tool_search`` calls here (they select tools for this reply); pass every
-        other call through."""
-        call = kwargs["tool_call"]
-        if call.name != self.tool_name:
-            async for event in next_handler():
-                yield event
-            return
-        reply_id = agent.reply_id
-        yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
-        try:
-            arguments = kwargs.get("arguments")
-            if arguments is None:  # in a sidecar only the call travels
-                arguments = self._search_tool.parse_arguments(call.arguments)
-        except ToolArgumentError as exc:
-            yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=f"Error: {exc}")
-            yield ToolResultEndEvent(reply_id=reply_id, call_id=call.id, state="error")
-            return
-        limit = min(arguments["max_results"], self.max_results_limit)
-        found, text = await self.search(arguments["query"], limit)
-        state = self.state(agent)
-        state["selected"] = list(dict.fromkeys([*state.get("selected", ()), *found]))
-        yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=text)
-        yield ToolResultEndEvent(reply_id=reply_id, call_id=call.id)
 
 
 __all__ = ["ToolSearchMiddleware"]

@@ -1,13 +1,13 @@
-"""What tool-contributing middlewares with connections share: an ``async with`` lifecycle, a
-finished tool output as result events, and its text."""
+"""What tool-contributing middlewares with connections share: an ``async with`` lifecycle and
+the text of a tool output."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Self
 
-from hookmesh.schema import AgentEvent, ToolOutputBlock, ToolResultDeltaEvent, ToolResultEndEvent
+from hookmesh.schema import ToolOutputBlock
 
 
 class Lifecycle:
@@ -36,16 +36,3 @@ class Lifecycle:
 def output_text(output: Sequence[ToolOutputBlock]) -> str:
     """The text of a tool output: its text blocks joined by newlines (media left out)."""
     return "\n".join(b.text for b in output if b.type == "text")
-
-
-def output_events(
-    reply_id: str, call_id: str, output: Sequence[ToolOutputBlock], ok: bool
-) -> Iterator[AgentEvent]:
-    """A tool's finished output as its delta events (text, or one media item each) and the
-    end event (success, or error)."""
-    for block in output:
-        if block.type == "text":
-            yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call_id, text=block.text)
-        else:
-            yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call_id, media=block)
-    yield ToolResultEndEvent(reply_id=reply_id, call_id=call_id, state="success" if ok else "error")

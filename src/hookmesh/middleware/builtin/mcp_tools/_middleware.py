@@ -6,33 +6,24 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mcp.types as mcp_types
 from mcp import MCPError
 
 from hookmesh.errors import HookmeshError
-from hookmesh.middleware import ActingArgs, ActingNext, AgentView, ReplyArgs, ReplyNext
+from hookmesh.middleware import AgentView, ReplyArgs, ReplyNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
-from hookmesh.middleware.builtin._support._tool_io import Lifecycle, output_events, output_text
+from hookmesh.middleware.builtin._support._tool_io import Lifecycle
 from hookmesh.middleware.builtin.mcp_tools._connection import (
     McpConnection,
     McpServerConfig,
     McpUnavailableError,
 )
 from hookmesh.middleware.builtin.mcp_tools._content import result_blocks
-from hookmesh.schema import (
-    AgentEvent,
-    CustomEvent,
-    TextBlock,
-    ToolOutputBlock,
-    ToolResultStartEvent,
-)
-from hookmesh.tools import Tool
-
-if TYPE_CHECKING:
-    pass
+from hookmesh.schema import AgentEvent, CustomEvent, TextBlock, ToolOutputBlock
+from hookmesh.tools import Tool, ToolError, ToolPiece
 
 log = logging.getLogger("hookmesh.middleware.mcp_tools")
 
@@ -46,8 +37,9 @@ class McpServerUnavailableError(HookmeshError):
     reason = "MCP_SERVER_UNAVAILABLE"
 
 
-class McpToolError(RuntimeError):
-    """An MCP tool answered with ``isError``; the message is its text."""
+class McpToolError(ToolError):
+    """An MCP call failed (the tool answered ``isError``, or the server could not be
+    called): its error result holds the server's content as it is, or what went wrong."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +72,10 @@ class McpToolsMiddleware(Lifecycle, Middleware):
     starts with a ``mcp.warning`` custom event naming it and why) or ``fail_closed``
     (`start` fails; a reply ends with ``MCP_SERVER_UNAVAILABLE``).
 
-    Hooks: `on_reply` (only when a server is down), `on_acting` (this middleware's tools).
-    State: none per reply; the sessions and tool lists live on the instance, shared by every
-    agent. In a sidecar the tool list is the one at the sidecar's start (Describe is read
+    Hooks: `on_reply` (only when a server is down); each tool's run calls its server, so
+    other tool calls never reach this middleware. State: none per reply; the sessions and
+    tool lists live on the instance, shared by every agent. In a sidecar the tools run
+    through ``CallTool``; the tool list is the one at the sidecar's start (Describe is read
     once), and a sidecar serving it must be started with `start` (``hookmesh sidecar`` does).
 
     Example:
@@ -102,7 +95,6 @@ class McpToolsMiddleware(Lifecycle, Middleware):
         # NOTE(hookmesh): a sidecar's emits reach the agent with its next answer; the second
         # subscription makes that answer come before the first model call, not at the end.
         "on_reply": ("reply_start", "model_call_start"),
-        "on_acting": (),
     }
 
     def __init__(
@@ -195,11 +187,12 @@ class McpToolsMiddleware(Lifecycle, Middleware):
         destructive = not read_only and hints.destructive_hint is not False
         needs_confirmation = confirm == "always" or (confirm == "destructive" and destructive)
 
-        async def run(**arguments: Any) -> list[ToolOutputBlock] | str:
+        async def run(**arguments: Any) -> AsyncIterator[ToolPiece]:
             blocks, ok = await self._call(route, arguments)
             if not ok:
-                raise McpToolError(output_text(blocks) or "the tool failed")
-            return blocks or ""
+                raise McpToolError(blocks)
+            for block in blocks:
+                yield block
 
         return Tool(
             name=name,
@@ -266,33 +259,6 @@ class McpToolsMiddleware(Lifecycle, Middleware):
                             "message": f"the tools of MCP server {name} are unavailable: {error}",
                         },
                     )
-
-    def on_acting(
-        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
-    ) -> AsyncIterator[AgentEvent]:
-        """Call this middleware's tools on their server; pass every other call through.
-
-        Boundary: wraps one tool's execution; a server that fails or times out answers with
-        an error result (the reply goes on).
-        """
-        call = kwargs["tool_call"]
-        route = self._routes.get(call.name)
-        if route is None:
-            return next_handler()  # costs nothing per event of other tools
-        return self._run_call(agent, kwargs, call, route)
-
-    async def _run_call(
-        self, agent: AgentView, kwargs: ActingArgs, call: Any, route: Any
-    ) -> AsyncIterator[AgentEvent]:
-        arguments = kwargs.get("arguments")
-        if arguments is None:  # in a sidecar only the call travels
-            tool = next((t for t in self._tools if t.name == call.name), None)
-            arguments = tool.parse_arguments(call.arguments) if tool is not None else {}
-        reply_id = agent.reply_id
-        yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
-        blocks, ok = await self._call(route, arguments)
-        for event in output_events(reply_id, call.id, blocks, ok):
-            yield event
 
 
 def _down_text(down: list[tuple[str, str]]) -> str:

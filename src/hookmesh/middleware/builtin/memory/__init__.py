@@ -9,8 +9,6 @@ from hookmesh.middleware.builtin.memory._middleware import (
     MemoryMiddleware,
     MemoryUnavailableError,
     WriteMode,
-    add_memory,
-    search_memory,
 )
 
 __all__ = [
@@ -22,6 +20,4 @@ __all__ = [
     "MemoryMiddleware",
     "MemoryUnavailableError",
     "WriteMode",
-    "add_memory",
-    "search_memory",
 ]

@@ -14,13 +14,7 @@ from hookmesh.middleware.builtin.memory._link import (
     WARNING_EVENT,
     MemoryUnavailableError,
 )
-from hookmesh.middleware.builtin.memory._tools import (
-    _TOOLS,
-    DEFAULT_PROMPT_NOTE,
-    MemoryTools,
-    add_memory,
-    search_memory,
-)
+from hookmesh.middleware.builtin.memory._tools import DEFAULT_PROMPT_NOTE, MemoryTools
 from hookmesh.schema import (
     AgentEvent,
     HintBlockEvent,
@@ -53,8 +47,8 @@ law, a router, a flight) scored at most 0.07 against it, while weak but real rel
 more (docs/middleware/memory.md); the floor drops the first and keeps the rest."""
 _HOOKS: dict[str, frozenset[str]] = {
     "static_control": frozenset({"on_reply", "on_reasoning", "after_agent"}),
-    "agent_control": frozenset({"on_reply", "on_acting", "on_system_prompt"}),
-    "both": frozenset({"on_reply", "on_reasoning", "after_agent", "on_acting", "on_system_prompt"}),
+    "agent_control": frozenset({"on_reply", "on_system_prompt"}),
+    "both": frozenset({"on_reply", "on_reasoning", "after_agent", "on_system_prompt"}),
 }
 
 
@@ -81,8 +75,8 @@ class MemoryMiddleware(MemoryTools):
       with its model, or stores the user's statements verbatim). The write is awaited, or with
       ``write="background"`` runs as a task the instance tracks (`drain`, `aclose`).
     - ``agent_control``: contribute ``search_memory`` and ``add_memory`` tools and a short
-      system-prompt note; the agent decides. The tools run in `on_acting`, where the reply's
-      user is known, so they work the same in a sidecar.
+      system-prompt note; the agent decides. The tools find the reply's user in the run
+      context (`ToolContext`), so they work the same in a sidecar (through ``CallTool``).
     - ``both`` (default): all of the above.
 
     Scope: the user id is, first found: the request's (``user_id`` in the metadata of the
@@ -137,12 +131,8 @@ class MemoryMiddleware(MemoryTools):
         max_background: Background writes in flight at most; beyond, a write is awaited.
     """
 
-    subscriptions: Mapping[str, tuple[str, ...]] = {
-        "on_reply": (),
-        "on_reasoning": (),
-        "on_acting": (),
-    }
-    hook_modes: Mapping[str, HookMode] = {"on_reply": "pre_only", "on_acting": "pre_only"}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_reply": (), "on_reasoning": ()}
+    hook_modes: Mapping[str, HookMode] = {"on_reply": "pre_only"}
 
     def __init__(
         self,
@@ -205,6 +195,7 @@ class MemoryMiddleware(MemoryTools):
         self.prompt_note = prompt_note
         self.max_background = max_background
         self._hooks = _HOOKS[mode]
+        self._tools = self.memory_tools() if mode != "static_control" else []
         self._client: MemoryClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -216,7 +207,7 @@ class MemoryMiddleware(MemoryTools):
         return hook in self._hooks and super().implements(hook)
 
     def list_tools(self) -> list[Tool]:
-        return list(_TOOLS.values()) if "on_acting" in self._hooks else []
+        return list(self._tools)
 
     def _scope(self, agent: AgentView, inputs: Sequence[Message]) -> dict[str, Any] | None:
         user = agent_id = None
@@ -339,6 +330,4 @@ __all__ = [
     "MemoryMiddleware",
     "MemoryUnavailableError",
     "WriteMode",
-    "add_memory",
-    "search_memory",
 ]

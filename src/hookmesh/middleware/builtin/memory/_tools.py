@@ -1,25 +1,15 @@
 """Agent control of the memory middleware: the ``search_memory`` and ``add_memory`` tools
-(run in `on_acting`, where the reply's user is known) and their system-prompt note."""
+(whose runs find the reply's user in the run context) and their system-prompt note."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field
 
-from hookmesh.agent import Tool, ToolArgumentError, tool
-from hookmesh.middleware import ActingArgs, ActingNext, AgentView
+from hookmesh.middleware import AgentView
 from hookmesh.middleware.builtin.memory._link import MemoryLink, MemoryUnavailableError, log
-from hookmesh.schema import (
-    AgentEvent,
-    ToolResultDeltaEvent,
-    ToolResultEndEvent,
-    ToolResultStartEvent,
-)
-
-if TYPE_CHECKING:
-    pass
+from hookmesh.tools import AbortReply, Tool, ToolContext, ToolError, tool
 
 DEFAULT_PROMPT_NOTE = (
     "You have a long-term memory about the user that lasts across conversations. Call "
@@ -31,107 +21,81 @@ DEFAULT_PROMPT_NOTE = (
 """The system-prompt note added in agent control."""
 
 
-def _unbound(name: str) -> RuntimeError:
-    return RuntimeError(f"{name} runs through MemoryMiddleware.on_acting, which knows the user")
-
-
-@tool(read_only=True, concurrency_safe=True)
-async def search_memory(query: str, top_k: Annotated[int, Field(ge=1, le=20)] = 5) -> str:
-    """Search your long-term memory about the user (facts from earlier conversations).
-
-    Args:
-        query: What to recall, in a few words (e.g. "diet", "where the user lives").
-        top_k: How many memories to return, 1-20.
-    """
-    raise _unbound("search_memory")
-
-
-@tool
-async def add_memory(text: str) -> str:
-    """Remember a durable fact about the user for future conversations.
-
-    Args:
-        text: One short, self-contained sentence, e.g. "The user is allergic to peanuts."
-    """
-    raise _unbound("add_memory")
-
-
-_TOOLS: dict[str, Tool] = {t.name: t for t in (search_memory, add_memory)}
-
-
 class MemoryTools(MemoryLink):
-    """The agent-control hooks of `MemoryMiddleware` (not a public extension point)."""
+    """The agent-control part of `MemoryMiddleware` (not a public extension point)."""
 
     prompt_note: str
+
+    def memory_tools(self) -> list[Tool]:
+        """The two tools, bound to this middleware (built once, with it)."""
+        return [
+            tool(self._search_memory, name="search_memory", read_only=True, concurrency_safe=True),
+            tool(self._add_memory, name="add_memory"),
+        ]
 
     async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         """Add the note on the memory tools (agent control)."""
         return f"{prompt}\n\n{self.prompt_note}" if prompt else self.prompt_note
 
-    def on_acting(
-        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
-    ) -> AsyncIterator[AgentEvent]:
-        """Run ``search_memory`` / ``add_memory`` calls here (with the reply's user); pass
-        every other tool call through untouched.
+    async def _search_memory(
+        self,
+        context: ToolContext[AgentView],
+        query: str,
+        top_k: Annotated[int, Field(ge=1, le=20)] = 5,
+    ) -> str:
+        """Search your long-term memory about the user (facts from earlier conversations).
 
-        Failures answer the call with an error result (``fail_open``) or end the reply
-        (``fail_closed``).
+        Args:
+            query: What to recall, in a few words (e.g. "diet", "where the user lives").
+            top_k: How many memories to return, 1-20.
         """
-        call = kwargs["tool_call"]
-        if call.name not in _TOOLS:
-            return next_handler()  # costs nothing per event of other tools
-        return self._run_call(agent, kwargs, call)
-
-    async def _run_call(
-        self, agent: AgentView, kwargs: ActingArgs, call: Any
-    ) -> AsyncIterator[AgentEvent]:
-        yield ToolResultStartEvent(reply_id=agent.reply_id, call_id=call.id, name=call.name)
+        scope = self._tool_scope(context.agent)
         try:
-            arguments = kwargs.get("arguments")
-            if arguments is None:  # in a sidecar only the call travels
-                arguments = _TOOLS[call.name].parse_arguments(call.arguments)
-            text = await self._tool(agent, call.name, arguments)
-            result_state: Literal["success", "error"] = "success"
-        except ToolArgumentError as exc:
-            text, result_state = f"Error: {exc}", "error"
+            hits = await self._call(
+                "search", self.backend().search(query, self._search_scope(scope), top_k=top_k)
+            )
         except MemoryUnavailableError as exc:
-            text, result_state = self._tool_failure(exc), "error"
-        yield ToolResultDeltaEvent(reply_id=agent.reply_id, call_id=call.id, text=text)
-        yield ToolResultEndEvent(reply_id=agent.reply_id, call_id=call.id, state=result_state)
+            raise self._tool_failure(exc) from None
+        if not hits:
+            return "No memories match."
+        return "\n".join(
+            f"{h.rank}. {h.memory.text} (remembered {h.memory.update_time:%Y-%m-%d})" for h in hits
+        )
 
-    def _tool_failure(self, exc: MemoryUnavailableError) -> str:
-        """The error result of a failed tool call (or raise, when failing closed)."""
-        if exc.metadata.get("code") == "INVALID_ARGUMENT":  # the model's input, not an outage
-            return f"Error: {exc.__cause__}"
-        if self.failure_mode == "fail_closed":
-            raise exc
-        log.warning("%s; the tool answers with an error", exc.message)
-        return f"Error: long-term memory is unavailable: {exc.message}"
+    async def _add_memory(self, context: ToolContext[AgentView], text: str) -> str:
+        """Remember a durable fact about the user for future conversations.
 
-    async def _tool(self, agent: AgentView, name: str, arguments: dict[str, Any]) -> str:
+        Args:
+            text: One short, self-contained sentence, e.g. "The user is allergic to peanuts."
+        """
         from hookmesh.memory import MemoryScope
 
-        scope = self.state(agent).get("scope")
-        if scope is None:
-            raise ToolArgumentError(
-                "long-term memory is off for this conversation: no user is known"
-            )
-        if name == "search_memory":
-            hits = await self._call(
-                "search",
-                self.backend().search(
-                    arguments["query"], self._search_scope(scope), top_k=arguments["top_k"]
-                ),
-            )
-            if not hits:
-                return "No memories match."
-            return "\n".join(
-                f"{h.rank}. {h.memory.text} (remembered {h.memory.update_time:%Y-%m-%d})"
-                for h in hits
-            )
+        scope = self._tool_scope(context.agent)
         target = MemoryScope(scope["user_id"], scope["agent_id"], scope["session_id"])
-        result = await self._call("write", self.backend().add(target, facts=[arguments["text"]]))
+        try:
+            result = await self._call("write", self.backend().add(target, facts=[text]))
+        except MemoryUnavailableError as exc:
+            raise self._tool_failure(exc) from None
         added = result.memories[0]
         if added.outcome == "merged":
             return f"Already remembered (memory {added.memory.id}); updated it."
         return f"Remembered (memory {added.memory.id})."
+
+    def _tool_scope(self, agent: AgentView) -> dict[str, Any]:
+        """The reply's scope (resolved by `on_reply`); an error result without a user."""
+        scope: dict[str, Any] | None = self.state(agent).get("scope")
+        if scope is None:
+            raise ToolError(
+                "Error: long-term memory is off for this conversation: no user is known"
+            )
+        return scope
+
+    def _tool_failure(self, exc: MemoryUnavailableError) -> Exception:
+        """How a failed call ends: an error result (the model's input was refused, or
+        fail_open), or the reply (fail_closed)."""
+        if exc.metadata.get("code") == "INVALID_ARGUMENT":  # the model's input, not an outage
+            return ToolError(f"Error: {exc.__cause__}")
+        if self.failure_mode == "fail_closed":
+            return AbortReply(exc)
+        log.warning("%s; the tool answers with an error", exc.message)
+        return ToolError(f"Error: long-term memory is unavailable: {exc.message}")

@@ -15,10 +15,10 @@ from a2a.types import a2a_pb2
 
 from hookmesh.agent import new_id
 from hookmesh.errors import HookmeshError
-from hookmesh.middleware import ActingArgs, ActingNext, AgentView, ModelCallArgs, ModelCallNext
+from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
-from hookmesh.middleware.builtin._support._tool_io import Lifecycle, output_events, output_text
+from hookmesh.middleware.builtin._support._tool_io import Lifecycle, output_text
 from hookmesh.middleware.builtin.remote_agent._a2a import (
     STATUS_EVENT,
     RemoteAgent,
@@ -28,17 +28,15 @@ from hookmesh.middleware.builtin.remote_agent._a2a import (
 )
 from hookmesh.models import ModelResponse
 from hookmesh.schema import (
-    AgentEvent,
     EventSource,
     TextBlock,
     ToolCall,
     ToolOutputBlock,
-    ToolResultStartEvent,
     make_assistant,
     nest,
     tool_results,
 )
-from hookmesh.tools import Tool, ToolArgumentError, external_tool
+from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, external_tool
 
 if TYPE_CHECKING:
     from hookmesh.models import ModelResult
@@ -81,12 +79,14 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
     reply goes on with the remote agent's final result. The ``__input`` tools are hidden from
     the model.
 
-    Hooks: `on_acting` (its tools), `on_model_call` (the pause and its answer; otherwise it
-    only hides the ``__input`` tools). State: the waiting remote task, in
+    Hooks: `on_model_call` (the pause and its answer; otherwise it only hides the
+    ``__input`` tools); each tool's run does the task step itself (with the run context), so
+    other tool calls never reach this middleware. State: the waiting remote task, in
     ``middle_context["remote_agent"][reply_id]``, so it survives the pause (also in another
-    process). Through a sidecar, nested events arrive when the call ends, and a remote
-    ``input-required`` does not pause the reply (the remote protocol does not mark a tool
-    external): the result tells the model what the remote agent asks.
+    process). Through a sidecar the tools run over ``CallTool`` and the nested events stream
+    as they happen, but a remote ``input-required`` does not pause the reply (the remote
+    protocol does not mark a tool external): the result tells the model what the remote
+    agent asks.
 
     Example:
         >>> mw = RemoteAgentMiddleware([{"name": "weather", "url": "http://127.0.0.1:7020"}])
@@ -98,8 +98,6 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
         failure_mode: ``fail_closed`` (default: `start` fails when a card cannot be read) or
             ``fail_open`` (that agent's tool is left out).
     """
-
-    subscriptions: Mapping[str, tuple[str, ...]] = {"on_acting": ()}
 
     def __init__(
         self,
@@ -161,11 +159,11 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
         return list(self._tools)
 
     def _tool(self, remote: RemoteAgent) -> Tool:
-        async def ask(message: str) -> list[ToolOutputBlock]:
-            outcome = TaskOutcome()
-            async for _ in remote.run([a2a_pb2.Part(text=message)], outcome):
-                pass
-            return _result(remote, outcome)[0]
+        async def ask(
+            context: ToolContext[AgentView], message: str, **unused_extra: Any
+        ) -> AsyncIterator[ToolPiece]:
+            async for piece in self._ask(context, remote, message):
+                yield piece
 
         return Tool(
             name=remote.config.name,
@@ -211,33 +209,19 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
             tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
         )
 
-    def on_acting(
-        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
-    ) -> AsyncIterator[AgentEvent]:
-        """Run a remote agent's task for calls of its tool; pass every other call through.
-
-        Boundary: wraps one tool's execution; a remote failure is an error result.
-        """
-        call: ToolCall = kwargs["tool_call"]
-        remote = self._by_name.get(call.name)
-        if remote is None:
-            return next_handler()  # costs nothing per event of other tools
-        return self._run_call(agent, kwargs, call, remote)
-
-    async def _run_call(
-        self, agent: AgentView, kwargs: ActingArgs, call: ToolCall, remote: Any
-    ) -> AsyncIterator[AgentEvent]:
-        reply_id = agent.reply_id
-        yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
+    async def _ask(
+        self, context: ToolContext[AgentView], remote: RemoteAgent, message: str
+    ) -> AsyncIterator[ToolPiece]:
+        """One task step of `remote` for this call: its progress as nested events, then its
+        result (an error result when it failed); a task waiting for the user is kept in the
+        reply's state, for `on_model_call` to pause on."""
+        agent, call = context.agent, context.call
         state = self.state(agent)
         resumed = state.get("continue", {}).pop(call.id, None)
         outcome = TaskOutcome()
         try:
-            message = _message(kwargs.get("arguments"), call)
             context_id = (
-                resumed["context_id"]
-                if resumed
-                else context_for(getattr(agent, "session_id", ""), call.name)
+                resumed["context_id"] if resumed else context_for(agent.session_id, call.name)
             )
             step = EventSource(call_id=call.id, tool_name=call.name, agent_name=_agent_name(remote))
             async for event in remote.run(
@@ -248,10 +232,8 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
             ):
                 if not step.run_id and outcome.task_id:
                     step = step.model_copy(update={"run_id": outcome.task_id})
-                yield nest(event, step, reply_id)
+                yield nest(event, step, agent.reply_id)
             output, ok = _result(remote, outcome)
-        except ToolArgumentError as exc:
-            output, ok = [TextBlock(text=f"Error: {exc}")], False
         except TimeoutError:
             text = (
                 f"Error: remote agent {call.name} did not finish within {remote.config.timeout} s"
@@ -268,8 +250,10 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
                 "question": output_text(output),
                 "data": data if isinstance(data, dict) else {"data": data},
             }
-        for event in output_events(reply_id, call.id, output, ok):
-            yield event
+        if not ok:
+            raise ToolError(output)
+        for block in output:
+            yield block
 
 
 def _can_pause(agent: AgentView, input_tool: str) -> bool:
@@ -282,18 +266,6 @@ def _can_pause(agent: AgentView, input_tool: str) -> bool:
 
 def _agent_name(remote: RemoteAgent) -> str:
     return remote.card.name if remote.card is not None else remote.config.name
-
-
-def _message(arguments: dict[str, Any] | None, call: ToolCall) -> str:
-    if arguments is None:  # in a sidecar only the call travels
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except ValueError:
-            raise ToolArgumentError("arguments are not valid JSON") from None
-    message = arguments.get("message") if isinstance(arguments, dict) else None
-    if not isinstance(message, str):
-        raise ToolArgumentError("give the agent a `message` (a string)")
-    return message
 
 
 def _result(remote: RemoteAgent, outcome: TaskOutcome) -> tuple[list[ToolOutputBlock], bool]:

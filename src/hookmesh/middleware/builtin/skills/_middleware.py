@@ -7,9 +7,8 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING
 
-from hookmesh.middleware import ActingArgs, ActingNext, AgentView
+from hookmesh.middleware import AgentView
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._confine import ConfinedRoot
@@ -25,17 +24,7 @@ from hookmesh.middleware.builtin.skills._catalog import (
 )
 from hookmesh.middleware.builtin.skills._fork import Fork, ForkOutcome, run_fork
 from hookmesh.models import ChatModel
-from hookmesh.schema import (
-    AgentEvent,
-    ToolCall,
-    ToolResultDeltaEvent,
-    ToolResultEndEvent,
-    ToolResultStartEvent,
-)
-from hookmesh.tools import Tool, ToolArgumentError, tool
-
-if TYPE_CHECKING:
-    pass
+from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
 
 log = logging.getLogger("hookmesh.middleware.skills")
 
@@ -77,11 +66,11 @@ class SkillsMiddleware(Middleware):
       count toward the reply's usage. A sub-agent cannot pause: calls that need a person's
       confirmation are denied in it.
 
-    Hooks: `on_system_prompt` (the list, rescanned each reply) and `on_acting` (forks;
-    inline loads and files run in the tool itself, through ``CallTool`` in a sidecar).
-    State: none. In a sidecar there is no agent model: pass `model`. Nested events from a
-    sidecar reach the client when the skill ends (the protocol forwards a hook's emits
-    with its answer), not as they happen.
+    Hooks: `on_system_prompt` (the list, rescanned each reply). The tool's run does the rest
+    (loads, files and forks; it takes the run context for the agent's kind, model and
+    conversation), through ``CallTool`` in a sidecar, so other tool calls never reach this
+    middleware. State: none. In a sidecar there is no agent model: pass `model`. Nested
+    events from a sidecar stream back as they happen.
 
     Example:
         >>> import tempfile
@@ -105,8 +94,6 @@ class SkillsMiddleware(Middleware):
         max_chars: Characters of a skill's instructions or file returned.
         failure_mode: ``fail_closed`` (default) or ``fail_open``.
     """
-
-    subscriptions: Mapping[str, tuple[str, ...]] = {"on_acting": ()}
 
     def __init__(
         self,
@@ -188,22 +175,24 @@ class SkillsMiddleware(Middleware):
 
     # --- the tool --------------------------------------------------------------------------
 
-    def _load(self, name: str, file: str) -> tuple[Skill, str]:
-        """The skill and what the tool returns without a sub-agent (blocking)."""
-        skill, body = find_skill(self.skills_root, name, self.max_chars)
+    def _text(self, skill: Skill, body: str, file: str) -> str:
+        """What the tool returns without a sub-agent: the file, or the instructions and the
+        list of the skill's other files (blocking)."""
         if file:
-            return skill, read_skill_file(skill, file, self.max_chars)
+            return read_skill_file(skill, file, self.max_chars)
         files = skill_files(skill)
         listing = (
-            f"\n\nFiles of this skill (load one with {self.tool_name}(name={name!r}, "
+            f"\n\nFiles of this skill (load one with {self.tool_name}(name={skill.name!r}, "
             f"file=...)): {', '.join(files)}"
             if files
             else ""
         )
-        return skill, f'<skill name="{name}">\n{body}\n</skill>{listing}'
+        return f'<skill name="{skill.name}">\n{body}\n</skill>{listing}'
 
     def _build_tool(self) -> Tool:
-        async def skill(name: str, task: str = "", file: str = "") -> str:
+        async def skill(
+            context: ToolContext[AgentView], name: str, task: str = "", file: str = ""
+        ) -> AsyncIterator[ToolPiece]:
             """Load a skill listed in the system prompt: its instructions, or one of its
             files; a sub-agent skill does `task` and returns the answer.
 
@@ -212,66 +201,32 @@ class SkillsMiddleware(Middleware):
                 task: For a sub-agent skill: the task, with everything it needs to know.
                 file: A file of the skill to read instead, as the skill lists it.
             """
-            loaded, text = await asyncio.to_thread(self._load, name, file)
-            if loaded.context != "inline" and not file:
-                raise SkillError(f"skill {name} runs as a sub-agent: call it through the agent")
-            return text
+            found, body = await asyncio.to_thread(
+                find_skill, self.skills_root, name, self.max_chars
+            )
+            if file or found.context == "inline":
+                yield await asyncio.to_thread(self._text, found, body, file)
+                return
+            async for piece in self._fork(context, found, body, task):
+                yield piece
 
         return tool(skill, name=self.tool_name, read_only=True)
 
-    async def on_acting(
-        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
-    ) -> AsyncIterator[AgentEvent]:
-        """Run a sub-agent skill here; pass every other call (inline skills, files, other
-        tools) to the tool.
-
-        Boundary: wraps one tool's execution. A skill that cannot be found or forked answers
-        with an error result; a failing sub-agent model does too (the reply goes on).
-        """
-        call = kwargs["tool_call"]
-        if call.name != self.tool_name:
-            async for event in next_handler():
-                yield event
-            return
-        arguments = kwargs.get("arguments")
-        if arguments is None:  # in a sidecar only the call travels
-            try:
-                arguments = self._tool.parse_arguments(call.arguments)
-            except ToolArgumentError:
-                arguments = {}
-        found: tuple[Skill, str] | None = None
-        if arguments and not arguments.get("file"):
-            try:
-                found = await asyncio.to_thread(
-                    find_skill, self.skills_root, arguments["name"], self.max_chars
-                )
-            except (SkillError, OSError):
-                found = None  # the tool answers with the error
-        if found is None or found[0].context == "inline":
-            async for event in next_handler():
-                yield event
-            return
-        async for event in self._fork(agent, call, *found, arguments.get("task", "")):
-            yield event
-
     async def _fork(
-        self, agent: AgentView, call: ToolCall, skill: Skill, instructions: str, task: str
-    ) -> AsyncIterator[AgentEvent]:
-        reply_id = agent.reply_id
-        yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
+        self, context: ToolContext[AgentView], skill: Skill, instructions: str, task: str
+    ) -> AsyncIterator[ToolPiece]:
+        """Run the skill's sub-agent on `task`: its events nested under the call, then its
+        final answer (an error result when it did not complete or could not start)."""
         try:
-            fork = self._plan(agent, skill, task)
+            fork = self._plan(context.agent, skill, task)
         except SkillError as exc:
-            yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=f"Error: {exc}")
-            yield ToolResultEndEvent(reply_id=reply_id, call_id=call.id, state="error")
-            return
+            raise ToolError(f"Error: {exc}") from None
         outcome = ForkOutcome()
-        async for event in run_fork(agent, call, fork, instructions, outcome):
+        async for event in run_fork(context.agent, context.call, fork, instructions, outcome):
             yield event
-        yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=outcome.text)
-        yield ToolResultEndEvent(
-            reply_id=reply_id, call_id=call.id, state="success" if outcome.ok else "error"
-        )
+        if not outcome.ok:
+            raise ToolError(outcome.text)
+        yield outcome.text
 
     def _plan(self, agent: AgentView, skill: Skill, task: str) -> Fork:
         if not task.strip():
@@ -285,7 +240,7 @@ class SkillsMiddleware(Middleware):
                     f"skill {skill.name} asks for model {skill.model!r}, which is not configured"
                 )
         else:
-            model = self.model or getattr(agent, "model", None)
+            model = self.model or agent.model
             if model is None:
                 raise SkillError("no model for sub-agents is configured here (pass model=)")
         missing = [t for t in skill.tools if t not in self.tools]

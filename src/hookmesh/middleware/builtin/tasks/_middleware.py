@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from hookmesh.agent import new_id
 from hookmesh.middleware import (
-    ActingArgs,
-    ActingNext,
     AgentView,
     ReasoningArgs,
     ReasoningNext,
@@ -25,19 +23,8 @@ from hookmesh.middleware.builtin._support._atomic import write_text_atomically
 from hookmesh.middleware.builtin._support._confine import safe_name
 from hookmesh.middleware.builtin.tasks import _book as tasks
 from hookmesh.middleware.builtin.tasks._book import Book, TaskError, TaskStatus
-from hookmesh.schema import (
-    AgentEvent,
-    Message,
-    ToolResultDeltaEvent,
-    ToolResultEndEvent,
-    ToolResultStartEvent,
-    is_hint,
-    make_hint,
-)
-from hookmesh.tools import Tool, ToolArgumentError, tool
-
-if TYPE_CHECKING:
-    pass
+from hookmesh.schema import AgentEvent, Message, is_hint, make_hint
+from hookmesh.tools import Tool, ToolContext, ToolError, tool
 
 TASKS_METADATA_KEY = "hookmesh.tasks"
 """Metadata key of the task-list hint message: the list itself, as JSON."""
@@ -46,73 +33,15 @@ HINT_HEADER = "Your task list (keep it current with task_update as you work):"
 _PERSISTED = frozenset({"completed", "exceed_max_iters"})
 
 
-def _unbound(name: str) -> RuntimeError:
-    return RuntimeError(f"{name} runs through TasksMiddleware.on_acting, which knows the session")
-
-
-@tool
-async def task_create(subject: str, description: str = "", blocked_by: list[str] = []) -> str:  # noqa: B006
-    """Add a task to your task list (it starts pending). Plan multi-step work with it.
-
-    Args:
-        subject: A short imperative title, e.g. "Write the parser tests".
-        description: What done means, and anything needed to do it.
-        blocked_by: Ids of tasks that must be completed first.
-    """
-    raise _unbound("task_create")
-
-
-@tool(read_only=True)
-async def task_get(task_id: str) -> str:
-    """Show one task with its description.
-
-    Args:
-        task_id: The task's id.
-    """
-    raise _unbound("task_get")
-
-
-@tool
-async def task_update(
-    task_id: str,
-    status: TaskStatus | None = None,
-    subject: str | None = None,
-    description: str | None = None,
-    add_blocked_by: list[str] = [],  # noqa: B006
-    remove_blocked_by: list[str] = [],  # noqa: B006
-) -> str:
-    """Change a task: mark it in_progress when you start it and completed when done, or
-    deleted when it is no longer needed; edit it, or change what blocks it.
-
-    Args:
-        task_id: The task's id.
-        status: pending, in_progress, completed or deleted.
-        subject: A new title.
-        description: A new description.
-        add_blocked_by: Ids of tasks that must be completed before this one.
-        remove_blocked_by: Ids that no longer block this one.
-    """
-    raise _unbound("task_update")
-
-
-@tool(read_only=True)
-async def task_list() -> str:
-    """Show every task with its status and what blocks it."""
-    raise _unbound("task_list")
-
-
-_BY_NAME: dict[str, Tool] = {t.name: t for t in (task_create, task_get, task_update, task_list)}
-
-
 class TasksMiddleware(Middleware):
     """A task list the agent plans and tracks its work with, kept per session.
 
-    Tools (run in `on_acting`): ``task_create``, ``task_get``, ``task_update`` and
-    ``task_list``. A task has an id, a subject, a description, a status (``pending``,
-    ``in_progress``, ``completed``; ``deleted`` removes it) and the ids of the tasks that
-    block it. ``task_update`` refuses, with an error result naming the chain, a blocked-by
-    link that would make a cycle, and starting or completing a task whose blockers are not
-    completed.
+    Tools (their runs reach the reply's list through the run context): ``task_create``,
+    ``task_get``, ``task_update`` and ``task_list``. A task has an id, a subject, a
+    description, a status (``pending``, ``in_progress``, ``completed``; ``deleted`` removes
+    it) and the ids of the tasks that block it. ``task_update`` refuses, with an error
+    result naming the chain, a blocked-by link that would make a cycle, and starting or
+    completing a task whose blockers are not completed.
 
     The list is shown to the model before every reasoning step as one hint message at the
     end of the context (`on_reasoning`), which replaces the previous one and, unlike other
@@ -125,8 +54,8 @@ class TasksMiddleware(Middleware):
     reply resumes with it.
 
     Not supported: one list shared by concurrent replies of one session (the last writer
-    wins); the task tools through ``CallTool`` alone (they need the session: they run in
-    `on_acting`, also in a sidecar). A reply that fails or is interrupted keeps, in session
+    wins); the task tools through ``CallTool`` without a reply (an older agent: there is no
+    list to change). A reply that fails or is interrupted keeps, in session
     storage, the list as of its last step. Remote: declares `needs_context`.
 
     Example:
@@ -144,7 +73,6 @@ class TasksMiddleware(Middleware):
     subscriptions: Mapping[str, tuple[str, ...]] = {
         "on_reply": ("reply_end",),
         "on_reasoning": (),
-        "on_acting": (),
     }
 
     def __init__(
@@ -163,12 +91,18 @@ class TasksMiddleware(Middleware):
         self.root = Path(root).resolve() if root is not None else None
         self.max_tasks = check.whole("max_tasks", max_tasks)
         self.failure_mode = check.failure(failure_mode)
+        self._tools = [
+            tool(self._task_create, name="task_create"),
+            tool(self._task_get, name="task_get", read_only=True),
+            tool(self._task_update, name="task_update"),
+            tool(self._task_list, name="task_list", read_only=True),
+        ]
 
     def middleware_key(self) -> str:
         return "tasks"
 
     def list_tools(self) -> list[Tool]:
-        return list(_BY_NAME.values())
+        return list(self._tools)
 
     # --- storage ---------------------------------------------------------------------------
 
@@ -232,53 +166,90 @@ class TasksMiddleware(Middleware):
         async for event in next_handler():
             yield event
 
-    async def on_acting(
-        self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
-    ) -> AsyncIterator[AgentEvent]:
-        """Run the task tools on this reply's list; pass every other call through."""
-        call = kwargs["tool_call"]
-        if call.name not in _BY_NAME:
-            async for event in next_handler():
-                yield event
-            return
-        reply_id = agent.reply_id
-        yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
+    # --- the tools ---------------------------------------------------------------------------
+
+    async def _task_create(
+        self,
+        context: ToolContext[AgentView],
+        subject: str,
+        description: str = "",
+        blocked_by: list[str] = [],  # noqa: B006
+    ) -> str:
+        """Add a task to your task list (it starts pending). Plan multi-step work with it.
+
+        Args:
+            subject: A short imperative title, e.g. "Write the parser tests".
+            description: What done means, and anything needed to do it.
+            blocked_by: Ids of tasks that must be completed first.
+        """
+
+        def create(book: Book) -> str:
+            task_id = tasks.create(book, subject, description, blocked_by, self.max_tasks)
+            return f"Created task {task_id}: {tasks.detail(book, task_id)}"
+
+        return await self._change(context.agent, create)
+
+    async def _task_get(self, context: ToolContext[AgentView], task_id: str) -> str:
+        """Show one task with its description.
+
+        Args:
+            task_id: The task's id.
+        """
+        return await self._change(context.agent, lambda book: tasks.detail(book, task_id))
+
+    async def _task_update(
+        self,
+        context: ToolContext[AgentView],
+        task_id: str,
+        status: TaskStatus | None = None,
+        subject: str | None = None,
+        description: str | None = None,
+        add_blocked_by: list[str] = [],  # noqa: B006
+        remove_blocked_by: list[str] = [],  # noqa: B006
+    ) -> str:
+        """Change a task: mark it in_progress when you start it and completed when done, or
+        deleted when it is no longer needed; edit it, or change what blocks it.
+
+        Args:
+            task_id: The task's id.
+            status: pending, in_progress, completed or deleted.
+            subject: A new title.
+            description: A new description.
+            add_blocked_by: Ids of tasks that must be completed before this one.
+            remove_blocked_by: Ids that no longer block this one.
+        """
+        return await self._change(
+            context.agent,
+            lambda book: tasks.update(
+                book,
+                task_id,
+                subject=subject,
+                description=description,
+                status=status,
+                add_blocked_by=add_blocked_by,
+                remove_blocked_by=remove_blocked_by,
+            ),
+        )
+
+    async def _task_list(self, context: ToolContext[AgentView]) -> str:
+        """Show every task with its status and what blocks it."""
+        return await self._change(context.agent, tasks.listing)
+
+    async def _change(self, agent: AgentView, run: Callable[[Book], str]) -> str:
+        """Run one task tool on a copy of this reply's list; keep (and save) the copy when it
+        changed. A refused change is an error result, and the list stays as it was."""
         state = self.state(agent)
+        if "book" not in state:  # a bare CallTool: no reply loaded a list
+            raise ToolError("Error: the task tools run only within a reply, which has the list")
+        book = json.loads(json.dumps(state["book"]))
         try:
-            arguments = kwargs.get("arguments")
-            if arguments is None:  # in a sidecar only the call travels
-                arguments = _BY_NAME[call.name].parse_arguments(call.arguments)
-            book = json.loads(json.dumps(state["book"]))
-            text = self._run(book, call.name, arguments)
-        except (TaskError, ToolArgumentError) as exc:
-            yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=f"Error: {exc}")
-            yield ToolResultEndEvent(reply_id=reply_id, call_id=call.id, state="error")
-            return
+            text = run(book)
+        except TaskError as exc:
+            raise ToolError(f"Error: {exc}") from None
         if book != state["book"]:
             state["book"] = book
             await self._save(agent, book)
-        yield ToolResultDeltaEvent(reply_id=reply_id, call_id=call.id, text=text)
-        yield ToolResultEndEvent(reply_id=reply_id, call_id=call.id)
-
-    def _run(self, book: Book, name: str, args: dict[str, Any]) -> str:
-        if name == "task_create":
-            task_id = tasks.create(
-                book, args["subject"], args["description"], args["blocked_by"], self.max_tasks
-            )
-            return f"Created task {task_id}: {tasks.detail(book, task_id)}"
-        if name == "task_get":
-            return tasks.detail(book, args["task_id"])
-        if name == "task_update":
-            return tasks.update(
-                book,
-                args["task_id"],
-                subject=args["subject"],
-                description=args["description"],
-                status=args["status"],
-                add_blocked_by=args["add_blocked_by"],
-                remove_blocked_by=args["remove_blocked_by"],
-            )
-        return tasks.listing(book)
+        return text
 
 
 def _shown(context: list[Message]) -> Message | None:
