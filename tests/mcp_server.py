@@ -57,6 +57,13 @@ def add_note(text: str) -> str:
 
 
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
+def request_key(ctx: Context) -> str:
+    """Say the idempotency key the request's _meta carries."""
+    meta = ctx.request_context.meta or {}
+    return f"key: {meta.get('hookmesh/idempotencyKey', '')}"
+
+
+@mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
 def picture() -> Image:
     """A one-pixel picture."""
     return Image(data=PNG, format="png")

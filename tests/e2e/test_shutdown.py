@@ -82,7 +82,12 @@ models:
         await store.close()
     assert saved is not None
     results = [r for m in saved.state.context for r in tool_results(m)]
-    assert [(r.name, r.state) for r in results] == [("wait_forever", "interrupted")]
+    # Durability step: the reply was left at its last saved step, the tool's start, for the
+    # next replica (or this one after a restart) to continue; nothing was answered for it.
+    assert results == []
+    pending = saved.state.pending
+    assert pending is not None and pending.awaiting == "running"
+    assert len(pending.started_calls) == 1
 
 
 async def test_losing_a_sidecar_leaves_a_clean_log(tmp_path: Path) -> None:

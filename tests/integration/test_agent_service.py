@@ -275,12 +275,13 @@ async def _collect(stream: Any) -> list[Any]:
     return [e async for e in stream]
 
 
-async def test_a_cancelled_call_interrupts_and_the_session_keeps_what_happened(
+async def test_with_exit_durability_a_cancelled_call_interrupts_and_the_session_keeps_it(
     start: Start,
 ) -> None:
     service = await start([{"tool_calls": [{"name": "gate", "arguments": {}}]}, "done"])
     async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
-        consumer = asyncio.create_task(_collect(client.reply("go", session_id="s3")))
+        reply = client.reply("go", session_id="s3", durability="exit")
+        consumer = asyncio.create_task(_collect(reply))
         async with asyncio.timeout(SHORT_TIMEOUT):
             await GateState.started.wait()
         consumer.cancel()
@@ -291,6 +292,49 @@ async def test_a_cancelled_call_interrupts_and_the_session_keeps_what_happened(
         assert session.status == "idle"
         assert text_of(session.context[0]) == "go"
         assert [r.state for m in session.context for r in tool_results(m)] == ["interrupted"]
+
+
+@pytest.mark.parametrize("durability", ["step", "event"])
+async def test_a_durable_reply_goes_on_after_its_caller_left_and_can_be_followed(
+    start: Start, durability: str
+) -> None:
+    service = await start([{"tool_calls": [{"name": "gate", "arguments": {}}]}, "done"])
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        seen: list[Any] = []
+
+        async def until_the_gate() -> None:
+            async for event in client.reply("go", session_id="s5", durability=durability):  # type: ignore[arg-type]
+                seen.append(event)
+
+        consumer = asyncio.create_task(until_the_gate())
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            await GateState.started.wait()
+        consumer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await consumer
+        running = await client.get_session("s5")
+        assert running.status == "running"
+        GateState.release.set()
+        rest = [e async for e in client.watch("s5", after_seq=0)]
+        assert rest[0].type == "reply_start"
+        assert rest[-1].finish_reason == "completed"  # type: ignore[union-attr]
+        assert text_of_events(rest) == "done"
+        assert [e.type for e in seen] == [e.type for e in rest[: len(seen)]]
+        session = await client.get_session("s5")
+        assert session.status == "idle" and session.reply_id == rest[0].reply_id
+        assert session.last_seq == len(rest)
+        assert [r.state for m in session.context for r in tool_results(m)] == ["success"]
+        tail = [e async for e in client.watch("s5", after_seq=len(rest) - 1)]
+        assert [e.type for e in tail] == ["reply_end"]
+
+
+async def test_watching_a_reply_that_never_was_is_not_found(start: Start) -> None:
+    service = await start()
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        with pytest.raises(AgentClientError) as missing:
+            [e async for e in client.watch("nobody")]
+        assert missing.value.code == grpc.StatusCode.NOT_FOUND
+        assert missing.value.reason == "REPLY_NOT_FOUND"
 
 
 async def test_a_paused_reply_resumes_after_a_restart(start: Start) -> None:
@@ -373,12 +417,17 @@ async def test_resume_edits_the_arguments_of_a_confirmed_call(start: Start) -> N
     assert asked.metadata == {EDITED_CALLS_METADATA_KEY: {call_id: '{"path": "/tmp/x"}'}}
 
 
-async def test_graceful_shutdown_interrupts_after_the_grace_and_persists(
-    start: Start, tmp_path: Path
+@pytest.mark.parametrize("durability", ["exit", "step"])
+async def test_graceful_shutdown_stops_a_reply_after_the_grace_and_persists_it(
+    start: Start, tmp_path: Path, durability: str
 ) -> None:
+    """With exit durability the reply is interrupted; with step it is left at its last saved
+    step, and the next start continues it: the gate had started and is not safe to run
+    twice, so the user is asked, the reason saying its outcome is unknown."""
     service = await start([{"tool_calls": [{"name": "gate", "arguments": {}}]}, "done"])
     client = AgentClient(target(service), timeout=SHORT_TIMEOUT)
-    consumer = asyncio.create_task(_collect(client.reply("go", session_id="s5")))
+    reply = client.reply("go", session_id="s5", durability=durability)  # type: ignore[arg-type]
+    consumer = asyncio.create_task(_collect(reply))
     async with asyncio.timeout(SHORT_TIMEOUT):
         await GateState.started.wait()
     async with grpc.aio.insecure_channel(target(service)) as channel:
@@ -396,8 +445,17 @@ async def test_graceful_shutdown_interrupts_after_the_grace_and_persists(
     await client.close()
     restarted = await start()
     async with AgentClient(target(restarted), timeout=SHORT_TIMEOUT) as again:
+        if durability == "exit":
+            session = await again.get_session("s5")
+            assert [r.state for m in session.context for r in tool_results(m)] == ["interrupted"]
+            return
+        rest = [e async for e in again.watch("s5")]
+        asked = [e for e in rest if e.type == "require_user_confirm"]
+        assert [c.name for c in asked[0].tool_calls] == ["gate"]  # type: ignore[union-attr]
+        assert "outcome of this call is unknown" in asked[0].reason  # type: ignore[union-attr]
         session = await again.get_session("s5")
-        assert [r.state for m in session.context for r in tool_results(m)] == ["interrupted"]
+        assert session.status == "awaiting_confirmation"
+        assert [r.state for m in session.context for r in tool_results(m)] == []
 
 
 async def test_list_and_delete_sessions(start: Start) -> None:

@@ -328,3 +328,18 @@ async def test_hookmesh_sidecar_starts_and_closes_it(kind: MessageKind) -> None:
         pids = marked_pids()
         assert pids
     assert not any(running(pid) for pid in pids)  # SIGTERM closed the MCP session
+
+
+async def test_each_call_sends_its_idempotency_key_in_meta(
+    server: dict[str, Any], kind: MessageKind
+) -> None:
+    """The server reads the call's key in the request's _meta: "<reply id>:<call id>"."""
+    from hookmesh.agent import Agent
+    from hookmesh.models import ScriptedChatModel, ScriptedTurn
+
+    async with McpToolsMiddleware([config(server)]) as mw:
+        turns = [ScriptedTurn(tool_calls=[("request_key", {})]), "done"]
+        agent = Agent(ScriptedChatModel(turns), kind=kind, middlewares=[mw])
+        events = [e async for e in agent.reply("key?")]
+    deltas = [e.text for e in events if e.type == "tool_result_delta"]  # type: ignore[union-attr]
+    assert deltas == [f"key: {agent.reply_id}:call_1"]

@@ -165,9 +165,11 @@ async def test_the_agent_service_answers_a_session_store_outage_unavailable_and_
             _unavailable(refused.value)
 
             # The outage starts while the reply runs: its events stream, then persisting the
-            # session at its end fails, and that ends the call.
+            # session at its end fails, and that ends the call (durability exit: saved only
+            # at the end, so the turn is lost; tests/integration/test_durable_replies.py has
+            # the step durability's outage, whose turn goes on).
             events: list[AgentEvent] = []
-            reply = client.reply("two", session_id="s1")
+            reply = client.reply("two", session_id="s1", durability="exit")
             async with asyncio.timeout(SHORT_TIMEOUT):
                 await GateState.started.wait()
                 async with _outage(session_backend, application):

@@ -21,6 +21,7 @@ from hookmesh.agent import (
 )
 from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import AgentEvent, MessageKind, text_of, tool_results
+from hookmesh.tools import ToolContext
 from tests.agent_helpers import collect
 
 pytestmark = pytest.mark.timeout(30)
@@ -134,7 +135,9 @@ async def test_a_reply_cut_after_any_safe_point_ends_as_it_would_have(
     assert state.pending is not None and state.pending.awaiting == "running"
     again = _agent(kind, effects, state)
     events = await collect(again.redrive())
-    assert "reply_start" not in [e.type for e in events]
+    # Only a continuation from the inputs' checkpoint begins again: it was saved before the
+    # cut-off reply's first event.
+    assert ("reply_start" in [e.type for e in events]) == (stop == 1)
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
     assert text_of(again.state.context[-1]) == "all done"
     assert again.state.pending is None
@@ -199,3 +202,44 @@ async def test_the_other_policies_for_an_unknown_outcome(
 async def test_redrive_needs_a_reply_cut_off_while_running(kind: MessageKind) -> None:
     with pytest.raises(AgentBusyError, match="no reply cut off while running"):
         _agent(kind, Effects()).redrive()
+
+
+async def test_a_call_keeps_its_idempotency_key_when_run_again_after_a_cut(
+    kind: MessageKind,
+) -> None:
+    """The key a context tool gets is the same on the cut-off run and the run again, and
+    differs between calls."""
+    keys: list[str] = []
+
+    @tool(idempotent=True)
+    def pay(context: ToolContext[Any], amount: int) -> str:
+        """Pay, exactly once per key.
+
+        Args:
+            amount: In cents.
+        """
+        keys.append(context.idempotency_key)
+        return "paid"
+
+    turns = [ScriptedTurn(tool_calls=[("pay", {"amount": 1})]), "done"]
+    agent = Agent(ScriptedChatModel(turns), kind=kind, tools=[pay])
+    saved = ""
+
+    async def checkpoint(point: StepPoint) -> None:
+        nonlocal saved
+        if point.kind == "tools":
+            saved = agent.checkpoint_state().model_dump_json()
+        if point.kind == "results":
+            raise ReplyHandedOver  # the run happened; its result was never saved
+
+    with pytest.raises(ReplyHandedOver):
+        await collect(agent.reply("pay", checkpoint=checkpoint))
+    again = Agent(
+        ScriptedChatModel(turns[1:]),
+        kind=kind,
+        tools=[pay],
+        state=AgentState.model_validate_json(saved),
+    )
+    assert (await collect(again.redrive()))[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert len(keys) == 2 and keys[0] == keys[1]
+    assert keys[0] == f"{again.reply_id}:call_1"

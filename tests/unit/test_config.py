@@ -69,6 +69,7 @@ def _keys(model: type[BaseModel]) -> set[str]:
         cfg.RemoteMiddlewareConfig,
         cfg.SidecarConfig,
         cfg.SessionsConfig,
+        cfg.DurabilityConfig,
     ],
 )
 def test_every_key_is_documented(model: Any) -> None:

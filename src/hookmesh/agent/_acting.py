@@ -42,7 +42,15 @@ from hookmesh.schema import (
     tool_results,
     unanswered_tool_calls,
 )
-from hookmesh.tools import AbortReply, Tool, ToolArgumentError, ToolContext, ToolError, Toolkit
+from hookmesh.tools import (
+    AbortReply,
+    Tool,
+    ToolArgumentError,
+    ToolContext,
+    ToolError,
+    Toolkit,
+    idempotency_key,
+)
 
 if TYPE_CHECKING:
     from hookmesh.middleware import AwaitCall, EventCall
@@ -105,7 +113,11 @@ class ActingSteps:
         call: ToolCall = kwargs["tool_call"]
         tool: Tool = kwargs["tool"]
         reply_id = self.reply_id
-        context = ToolContext(self, call) if tool.takes_context else None
+        context = (
+            ToolContext(self, call, idempotency_key(reply_id, call.id))
+            if tool.takes_context
+            else None
+        )
         yield ToolResultStartEvent(reply_id=reply_id, call_id=call.id, name=call.name)
         state: ToolResultState = "success"
         try:
@@ -224,6 +236,7 @@ class ActingSteps:
             confirm_calls=confirm,
             external_calls=external,
             direct_call_id=run.direct_call_id,
+            blocks=run.blocks,
         )
         run.paused = True
         for event in drain(run.outbox):  # e.g. why a permission middleware asks

@@ -193,6 +193,7 @@ class Agent(ActingSteps):
         tool_choice: str = "auto",
         max_iters: int | None = None,
         checkpoint: Checkpoint | None = None,
+        reply_id: str = "",
     ) -> AsyncIterator[AgentEvent]:
         """Answer `inputs` (text, or messages of either kind), streaming events.
 
@@ -206,6 +207,8 @@ class Agent(ActingSteps):
             max_iters: This reply's limit instead of the agent's.
             checkpoint: Awaited at each step boundary (`StepPoint`): save
                 `checkpoint_state()` there and another process can continue the reply.
+            reply_id: The reply's id (a fresh one when empty), for a caller that names it
+                before the first event.
         """
         self._check_idle()
         if self.state.pending is not None:
@@ -223,7 +226,12 @@ class Agent(ActingSteps):
             raise ValueError("max_iters must be at least 1")
         kwargs = {"inputs": messages, "resume": None}
         return self._drive(
-            new_id(), kwargs, tool_choice, max_iters or self.max_iters, checkpoint, max_iters
+            reply_id or new_id(),
+            kwargs,
+            tool_choice,
+            max_iters or self.max_iters,
+            checkpoint,
+            max_iters,
         )
 
     def resume(
@@ -250,7 +258,8 @@ class Agent(ActingSteps):
         """Continue a reply that was cut off while running, from its last checkpoint (the
         state holds it as a `PendingReply` with ``awaiting="running"``): calls without a
         result run again, or, when they had started and their tool is not safe to run
-        twice, follow `outcome_unknown`. The stream has no reply_start: it continues one.
+        twice, follow `outcome_unknown`. The stream continues the cut-off one: it has no
+        reply_start unless the checkpoint is the inputs' (saved before the first event).
 
         Raises:
             AgentBusyError: The state holds no reply cut off while running.
@@ -274,6 +283,7 @@ class Agent(ActingSteps):
             direct_call_id=run.direct_call_id,
             started_calls=sorted(run.started),
             max_iters=run.own_max_iters or 0,
+            blocks=run.blocks,
         )
         return AgentState(
             context=self.state.context,
@@ -344,6 +354,8 @@ class Agent(ActingSteps):
         run.max_iters = max_iters
         run.own_max_iters = own_max_iters
         run.checkpoint = checkpoint
+        if self.state.pending is not None:
+            run.blocks = self.state.pending.blocks
         self.reply_id = reply_id
         self.last_finish_reason = None
         stream = self._reply_chain(kwargs)
@@ -443,18 +455,22 @@ class Agent(ActingSteps):
         assert run is not None
         resume: Resume | None = kwargs.get("resume")
         pending = self.state.pending if resume is not None else None
-        if pending is None or pending.awaiting != "running":
+        if pending is None:
+            # NOTE(durability): the inputs are saved before the first event, so a client that
+            # saw the reply begin never loses its own message.
+            for msg in kwargs["inputs"]:
+                self._write(msg)
+            await self._commit("input")
+        if pending is None or pending.awaiting != "running" or pending.iteration < 0:
+            # A continuation from the inputs' checkpoint begins as the reply did: its events
+            # then carry the numbers the cut-off reply's had.
             yield ReplyStartEvent(
                 reply_id=run.reply_id, session_id=self.session_id, agent_name=self.name
             )
         try:
             run.system = self._static_system
             first = 0
-            if pending is None:
-                for msg in kwargs["inputs"]:
-                    self._write(msg)
-                await self._commit("input")
-            else:
+            if pending is not None:
                 first = pending.iteration + 1
                 run.iteration = pending.iteration
                 async for event in self._continue(pending, resume):  # type: ignore[arg-type]

@@ -37,6 +37,10 @@ class PendingReply(_Model):
     lacks, so their effect may have happened (see `OutcomePolicy`)."""
     max_iters: int = 0
     """In a checkpoint: the reply's own step limit (0: the agent's)."""
+    blocks: int = 0
+    """Content blocks the reply has opened so far: its continuation numbers new blocks on
+    from here, so block ids never repeat within a reply (and a step run again after a cut
+    gets the ids it had)."""
 
 
 class AgentState(_Model):

@@ -57,6 +57,20 @@ def chat(
             "middleware) to this WAV file."
         ),
     ] = None,
+    attach: Annotated[
+        str,
+        typer.Option(
+            help="Follow this session's running (or last) reply from its start, on "
+            "whichever replica runs it, instead of sending a message."
+        ),
+    ] = "",
+    durability: Annotated[
+        str,
+        typer.Option(
+            help="When the reply is saved: step, event or exit (docs/durability.md); empty "
+            "for the agent's setting."
+        ),
+    ] = "",
 ) -> None:
     """Talk to an agent service: text streams as it arrives, tools and middlewares compactly.
 
@@ -72,15 +86,26 @@ def chat(
         die("--max-iters must be between 0 and 1000")
     if speak is not None and not speak.parent.is_dir():
         die(f"--speak: folder {speak.parent} does not exist")
+    if durability not in ("", "step", "event", "exit"):
+        die("--durability must be step, event or exit")
+    if attach and message is not None:
+        die("--attach follows a reply: give no message with it")
     address = host_port(target, "--target")
     token = token_from_env(token_env)
     tls = client_tls(tls_ca)
-    options = {"max_iters": max_iters, "tool_choice": tool_choice, "model": model}
+    options = {
+        "max_iters": max_iters,
+        "tool_choice": tool_choice,
+        "model": model,
+        "durability": durability,
+    }
     printer = EventPrinter(as_json=as_json)
-    state = {"session": session}
+    state = {"session": attach or session}
 
     async def talk() -> int:
         async with AgentClient(address, timeout=timeout, token=token, tls=tls) as client:
+            if attach:
+                return await _turn(client, printer, None, state, options, speak)
             if message is not None:
                 return await _turn(client, printer, message, state, options, speak)
             status = EXIT_OK
@@ -91,7 +116,12 @@ def chat(
     try:
         code = run(talk())
     except KeyboardInterrupt:
-        hint = f"; continue with --session {state['session']}" if state["session"] else ""
+        hint = (
+            f"; the reply goes on: follow it with --attach {state['session']}, or continue "
+            f"with --session {state['session']}"
+            if state["session"]
+            else ""
+        )
         print(f"interrupted{hint}", file=sys.stderr)
         code = EXIT_INTERRUPTED
     raise typer.Exit(code)
@@ -100,12 +130,13 @@ def chat(
 async def _turn(
     client: AgentClient,
     printer: EventPrinter,
-    text: str,
+    text: str | None,
     state: dict[str, str],
     options: dict[str, Any],
     speak: Path | None,
 ) -> int:
-    """One message and its reply; the status chat.js would exit with."""
+    """One message and its reply (or, with no text, the session's latest reply followed);
+    the status chat.js would exit with."""
     from hookmesh.client import AgentClientError
     from hookmesh.tts import SpeechRecorder, WavWriter
 
@@ -113,7 +144,12 @@ async def _turn(
     end = None
     paused: list[Any] = []
     try:
-        async for event in client.reply(text, session_id=state["session"], **options):
+        events = (
+            client.watch(state["session"])
+            if text is None
+            else client.reply(text, session_id=state["session"], **options)
+        )
+        async for event in events:
             printer.show(event)
             if recorder is not None:
                 recorder.add(event)

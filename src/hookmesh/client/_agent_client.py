@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -57,6 +59,10 @@ class SessionInfo:
     pending_calls: list[ToolCall]
     create_time: datetime
     update_time: datetime
+    reply_id: str = ""
+    """The reply running, paused or last run ('' before the first)."""
+    last_seq: int = 0
+    """The last sequence number saved of that reply (`watch` from here)."""
 
 
 @dataclass
@@ -92,6 +98,8 @@ def _session(pb: _agent_pb2.Session) -> SessionInfo:
         ],
         create_time=pb.create_time.ToDatetime(),
         update_time=pb.update_time.ToDatetime(),
+        reply_id=pb.reply_id,
+        last_seq=pb.last_seq,
     )
 
 
@@ -103,6 +111,59 @@ def _client_tool(tool: Tool) -> _agent_pb2.ClientTool:
     )
 
 
+Durability = Literal["", "step", "event", "exit"]
+"""When the service saves a reply's progress; empty: its configured default."""
+_DURABILITY_TO_PB = {
+    "": _agent_pb2.DURABILITY_UNSPECIFIED,
+    "step": _agent_pb2.DURABILITY_STEP,
+    "event": _agent_pb2.DURABILITY_EVENT,
+    "exit": _agent_pb2.DURABILITY_EXIT,
+}
+REATTACH_REASONS = frozenset({"", "STREAM_RESET", "REPLY_HANDED_OVER"})
+"""The UNAVAILABLE failures after which a client re-attaches to its reply (no reason: the
+connection or the replica went away). A store outage is reported instead: re-attaching could
+only wait for the store."""
+_BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
+"""Seconds between re-attach attempts (the last one repeats until the deadline)."""
+
+
+class Reattach:
+    """Where a reply's stream stands, for re-attaching after it broke."""
+
+    __slots__ = ("reply_id", "seq", "session_id")
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.reply_id = ""
+        self.seq = 0
+
+    def take(self, response: Any) -> AgentEvent | None:
+        """The response's event, or None when it was seen before (a re-sent number)."""
+        if response.seq and response.seq <= self.seq:
+            return None
+        self.seq = response.seq or self.seq
+        event = event_from_proto(response.event)
+        if not self.reply_id and event.type == "reply_start" and not event.source_path:
+            self.reply_id = event.reply_id
+            self.session_id = event.session_id or self.session_id
+        elif not self.reply_id and event.reply_id and not event.source_path:
+            self.reply_id = event.reply_id
+        return event
+
+    def can_retry(self, error: AgentClientError) -> bool:
+        """Whether the failure is one to re-attach after (the reply is known)."""
+        return (
+            bool(self.reply_id and self.session_id)
+            and error.code == grpc.StatusCode.UNAVAILABLE
+            and error.reason in REATTACH_REASONS
+        )
+
+    def request(self) -> _agent_pb2.WatchReplyRequest:
+        return _agent_pb2.WatchReplyRequest(
+            session_id=self.session_id, reply_id=self.reply_id, after_seq=self.seq
+        )
+
+
 def _reply_request(
     messages: str | Message | Sequence[Message],
     session_id: str,
@@ -110,6 +171,7 @@ def _reply_request(
     tool_choice: str,
     model: str,
     client_tools: Sequence[Tool],
+    durability: Durability = "",
 ) -> _agent_pb2.ReplyRequest:
     if isinstance(messages, str):
         batch = [make_user_text("flat", messages)]
@@ -120,7 +182,12 @@ def _reply_request(
     return _agent_pb2.ReplyRequest(
         session_id=session_id,
         messages=[message_to_proto(m) for m in batch],
-        options=_agent_pb2.ReplyOptions(max_iters=max_iters, tool_choice=tool_choice, model=model),
+        options=_agent_pb2.ReplyOptions(
+            max_iters=max_iters,
+            tool_choice=tool_choice,
+            model=model,
+            durability=_DURABILITY_TO_PB[durability],
+        ),
         client_tools=[_client_tool(t) for t in client_tools],
     )
 
@@ -168,8 +235,11 @@ class AgentClient:
     """Asyncio client of an AgentService.
 
     Use as ``async with AgentClient("127.0.0.1:7000") as client:``. Every call has a deadline
-    (`timeout`, overridable per call); leaving a reply's iteration early cancels the call,
-    which interrupts the reply on the server.
+    (`timeout`, overridable per call). A reply's stream that breaks (the connection, the
+    replica running it, a proxy's reset) is re-attached by itself (`WatchReply`) until that
+    deadline, so the events come exactly once and in order. Leaving a reply's iteration
+    early ends the call; the reply goes on on the server (call `interrupt` to stop it),
+    unless its durability is ``exit``.
 
     Args:
         target: ``host:port`` of the service.
@@ -201,14 +271,47 @@ class AgentClient:
         """Close the channel (cancelling calls in flight)."""
         await self._channel.close()
 
-    async def _events(self, call: Any) -> AsyncIterator[AgentEvent]:
-        try:
-            async for response in call:
-                yield event_from_proto(response.event)
-        except grpc.aio.AioRpcError as exc:
-            raise AgentClientError.from_rpc_error(exc) from None
-        finally:
-            call.cancel()
+    def _streamed(
+        self,
+        start: Callable[[float], Any],
+        session_id: str,
+        timeout: float | None,
+        token: str | None,
+    ) -> AsyncIterator[AgentEvent]:
+        """A reply's events from the call `start` makes at once (given its deadline),
+        re-attached with WatchReply after a failure `Reattach.can_retry` allows, until the
+        deadline."""
+        limit = timeout or self.timeout
+        deadline = asyncio.get_running_loop().time() + limit
+        return self._events(start(limit), Reattach(session_id), deadline, token)
+
+    async def _events(
+        self, call: Any, where: Reattach, deadline: float, token: str | None
+    ) -> AsyncIterator[AgentEvent]:
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            try:
+                async for response in call:
+                    event = where.take(response)
+                    if event is not None:
+                        attempt = 0
+                        yield event
+                return
+            except grpc.aio.AioRpcError as exc:
+                error = AgentClientError.from_rpc_error(exc)
+            finally:
+                call.cancel()
+            left = deadline - loop.time()
+            if not where.can_retry(error) or left <= 0:
+                raise error
+            await asyncio.sleep(min(_BACKOFF[min(attempt, len(_BACKOFF) - 1)], left))
+            attempt += 1
+            call = self._stub.WatchReply(
+                where.request(),
+                timeout=max(deadline - loop.time(), 0.001),
+                metadata=self._call_metadata(token),
+            )
 
     def reply(
         self,
@@ -221,6 +324,7 @@ class AgentClient:
         client_tools: Sequence[Tool] = (),
         timeout: float | None = None,
         token: str | None = None,
+        durability: Durability = "",
     ) -> AsyncIterator[AgentEvent]:
         """Stream one reply's events. A str becomes one user message.
 
@@ -232,17 +336,46 @@ class AgentClient:
             model: A configured model to use instead of the default.
             client_tools: Tools the caller runs itself: a call to one pauses the reply with
                 require_external_execution (`resume` answers it).
-            timeout: This call's deadline instead of the client's.
+            timeout: This call's deadline instead of the client's (re-attaching included).
             token: This call's bearer token instead of the client's (a secret).
+            durability: ``step``, ``event`` or ``exit`` instead of the service's default.
 
         Raises:
-            AgentClientError: The service refused the request or the call failed.
+            AgentClientError: The service refused the request or the call failed (and could
+                not be re-attached before the deadline).
         """
-        request = _reply_request(messages, session_id, max_iters, tool_choice, model, client_tools)
-        call = self._stub.Reply(
-            request, timeout=timeout or self.timeout, metadata=self._call_metadata(token)
+        request = _reply_request(
+            messages, session_id, max_iters, tool_choice, model, client_tools, durability
         )
-        return self._events(call)
+        metadata = self._call_metadata(token)
+        return self._streamed(
+            lambda t: self._stub.Reply(request, timeout=t, metadata=metadata),
+            session_id,
+            timeout,
+            token,
+        )
+
+    def watch(
+        self,
+        session_id: str,
+        *,
+        reply_id: str = "",
+        after_seq: int = 0,
+        timeout: float | None = None,
+        token: str | None = None,
+    ) -> AsyncIterator[AgentEvent]:
+        """Follow a reply (the session's latest when `reply_id` is empty) from after
+        `after_seq`, on whichever replica runs it, until it ends; re-attached as `reply`."""
+        request = _agent_pb2.WatchReplyRequest(
+            session_id=session_id, reply_id=reply_id, after_seq=after_seq
+        )
+        metadata = self._call_metadata(token)
+        return self._streamed(
+            lambda t: self._stub.WatchReply(request, timeout=t, metadata=metadata),
+            session_id,
+            timeout,
+            token,
+        )
 
     async def text(self, messages: str | Message | Sequence[Message], **options: Any) -> str:
         """Run a reply and return its answer text."""
@@ -267,10 +400,13 @@ class AgentClient:
         INVALID_ARGUMENT (``INVALID_SCHEMA``) and leave the reply paused.
         """
         request = _resume_request(session_id, confirmations, external_results, client_tools)
-        call = self._stub.Resume(
-            request, timeout=timeout or self.timeout, metadata=self._call_metadata(token)
+        metadata = self._call_metadata(token)
+        return self._streamed(
+            lambda t: self._stub.Resume(request, timeout=t, metadata=metadata),
+            session_id,
+            timeout,
+            token,
         )
-        return self._events(call)
 
     def _call_metadata(self, token: str | None) -> tuple[tuple[str, str], ...]:
         return self._metadata if token is None else _metadata(token)
@@ -378,14 +514,38 @@ class SyncAgentClient:
         """Close the channel."""
         self._channel.close()
 
-    def _events(self, call: Any) -> Iterator[AgentEvent]:
-        try:
-            for response in call:
-                yield event_from_proto(response.event)
-        except grpc.RpcError as exc:
-            raise AgentClientError.from_rpc_error(exc) from None
-        finally:
-            call.cancel()
+    def _events(
+        self, start: Callable[[float], Any], session_id: str, timeout: float | None
+    ) -> Iterator[AgentEvent]:
+        """As `AgentClient._streamed`: the call starts at once."""
+        limit = timeout or self.timeout
+        deadline = time.monotonic() + limit
+        return self._iterate(start(limit), Reattach(session_id), deadline)
+
+    def _iterate(self, call: Any, where: Reattach, deadline: float) -> Iterator[AgentEvent]:
+        attempt = 0
+        while True:
+            try:
+                for response in call:
+                    event = where.take(response)
+                    if event is not None:
+                        attempt = 0
+                        yield event
+                return
+            except grpc.RpcError as exc:
+                error = AgentClientError.from_rpc_error(exc)
+            finally:
+                call.cancel()
+            left = deadline - time.monotonic()
+            if not where.can_retry(error) or left <= 0:
+                raise error
+            time.sleep(min(_BACKOFF[min(attempt, len(_BACKOFF) - 1)], left))
+            attempt += 1
+            call = self._stub.WatchReply(
+                where.request(),
+                timeout=max(deadline - time.monotonic(), 0.001),
+                metadata=self._metadata,
+            )
 
     def reply(
         self,
@@ -397,11 +557,34 @@ class SyncAgentClient:
         model: str = "",
         client_tools: Sequence[Tool] = (),
         timeout: float | None = None,
+        durability: Durability = "",
     ) -> Iterator[AgentEvent]:
-        """Stream one reply's events."""
-        request = _reply_request(messages, session_id, max_iters, tool_choice, model, client_tools)
+        """Stream one reply's events (re-attached as `AgentClient.reply` is)."""
+        request = _reply_request(
+            messages, session_id, max_iters, tool_choice, model, client_tools, durability
+        )
         return self._events(
-            self._stub.Reply(request, timeout=timeout or self.timeout, metadata=self._metadata)
+            lambda t: self._stub.Reply(request, timeout=t, metadata=self._metadata),
+            session_id,
+            timeout,
+        )
+
+    def watch(
+        self,
+        session_id: str,
+        *,
+        reply_id: str = "",
+        after_seq: int = 0,
+        timeout: float | None = None,
+    ) -> Iterator[AgentEvent]:
+        """Follow a reply, as `AgentClient.watch`."""
+        request = _agent_pb2.WatchReplyRequest(
+            session_id=session_id, reply_id=reply_id, after_seq=after_seq
+        )
+        return self._events(
+            lambda t: self._stub.WatchReply(request, timeout=t, metadata=self._metadata),
+            session_id,
+            timeout,
         )
 
     def text(self, messages: str | Message | Sequence[Message], **options: Any) -> str:
@@ -420,7 +603,9 @@ class SyncAgentClient:
         """Continue a paused reply."""
         request = _resume_request(session_id, confirmations, external_results, client_tools)
         return self._events(
-            self._stub.Resume(request, timeout=timeout or self.timeout, metadata=self._metadata)
+            lambda t: self._stub.Resume(request, timeout=t, metadata=self._metadata),
+            session_id,
+            timeout,
         )
 
     def _unary(self, method: Any, request: Any, timeout: float | None) -> Any:

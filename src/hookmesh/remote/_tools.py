@@ -31,7 +31,7 @@ from hookmesh.schema import (
     message_from_proto,
     message_to_proto,
 )
-from hookmesh.tools import AbortReply, Tool, ToolContext, ToolError, ToolPiece
+from hookmesh.tools import AbortReply, Tool, ToolContext, ToolError, ToolPiece, idempotency_key
 from hookmesh.v1 import content_pb2 as _content_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 
@@ -115,6 +115,7 @@ def _request(
         arguments=c.arguments_json(arguments),
         call_id=context.call.id,
         reply_id=agent.reply_id,
+        idempotency_key=context.idempotency_key,
         agent_name=agent.name,
         session_id=agent.session_id,
         user_id=agent.user_id,
@@ -165,7 +166,8 @@ async def serve_call(
     sync = None
     if agent is not None:
         call = ToolCall(id=request.call_id, name=request.name, arguments=request.arguments)
-        run_context = ToolContext(agent, call)
+        key = request.idempotency_key or idempotency_key(request.reply_id, call.id)
+        run_context = ToolContext(agent, call, key)
         if request.reply_id:
             sync = Sync(mw.state(agent), agent.state.context, "CallTool", mw.middleware_key())
     ending = _mw_pb2.CallToolResponse(end=_content_pb2.TOOL_RESULT_STATE_SUCCESS)

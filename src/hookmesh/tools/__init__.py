@@ -1,7 +1,7 @@
 """Tools: Python functions with type hints, exposed to the model as JSON-schema functions, and
 the context a tool's run may receive."""
 
-from hookmesh.tools._context import AbortReply, ToolContext, ToolError
+from hookmesh.tools._context import AbortReply, ToolContext, ToolError, idempotency_key
 from hookmesh.tools._tool import (
     MAX_ARGUMENT_DEPTH,
     Tool,
@@ -24,5 +24,6 @@ __all__ = [
     "ToolPiece",
     "Toolkit",
     "external_tool",
+    "idempotency_key",
     "tool",
 ]

@@ -4,9 +4,10 @@ the call), and the two ways a run ends other than by returning."""
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, get_origin
+from typing import Any, Generic, TypeVar, Union, get_args, get_origin
 
 from hookmesh.schema import ToolCall, ToolOutputBlock
 
@@ -34,10 +35,21 @@ class ToolContext(Generic[AgentT]):
         agent: The agent running the call (in a sidecar, its stand-in): its name, kind,
             reply, session and user ids, and its state (the context, ``middle_context``).
         call: The call being run, with the arguments that run (after any override).
+        idempotency_key: The call's key, stable across its runs.
     """
 
     agent: AgentT
     call: ToolCall
+    idempotency_key: str = ""
+    """A key for this call's effect, the same on every run of it: a retry, a run again after
+    the reply was continued by another replica (`idempotency_key`). Hand it to the system
+    the tool changes (a payment's idempotency key, a request id) so a repeated call has no
+    second effect; then mark the tool ``idempotent=True`` so a cut-off run may run again."""
+
+
+def idempotency_key(reply_id: str, call_id: str) -> str:
+    """The idempotency key of one tool call of one reply (`ToolContext.idempotency_key`)."""
+    return f"{reply_id}:{call_id}"
 
 
 class ToolError(Exception):
@@ -75,8 +87,12 @@ class AbortReply(Exception):
 
 
 def is_context(annotation: Any) -> bool:
-    """Whether `annotation` is `ToolContext` or one of its subscriptions."""
-    return annotation is ToolContext or get_origin(annotation) is ToolContext
+    """Whether `annotation` is `ToolContext`, one of its subscriptions, or either ``| None``
+    (a tool that may also run outside a reply)."""
+    if annotation is ToolContext or get_origin(annotation) is ToolContext:
+        return True
+    members = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else ()
+    return type(None) in members and any(is_context(m) for m in members if m is not type(None))
 
 
 def context_parameter(func: Callable[..., Any], tool_name: str) -> str | None:

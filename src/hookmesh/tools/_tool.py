@@ -95,10 +95,14 @@ class Tool:
     idempotent: bool = False
     _model: type[BaseModel] | None = field(default=None, repr=False)
     _context_arg: str | None = field(default=None, init=False, repr=False)
+    _context_optional: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.func is not None:
             self._context_arg = context_parameter(self.func, self.name)
+            if self._context_arg is not None:
+                param = inspect.signature(self.func).parameters[self._context_arg]
+                self._context_optional = param.default is None
 
     @property
     def takes_context(self) -> bool:
@@ -163,7 +167,7 @@ class Tool:
             raise RuntimeError(f"tool {self.name} is external: the caller runs it")
         func = self.func
         if self._context_arg is not None:
-            if context is None:
+            if context is None and not self._context_optional:
                 raise RuntimeError(f"tool {self.name} runs with a ToolContext: pass one")
             arguments = {**arguments, self._context_arg: context}
         if inspect.isasyncgenfunction(func):

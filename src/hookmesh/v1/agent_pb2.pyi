@@ -21,11 +21,22 @@ class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SESSION_STATUS_RUNNING: _ClassVar[SessionStatus]
     SESSION_STATUS_AWAITING_CONFIRMATION: _ClassVar[SessionStatus]
     SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION: _ClassVar[SessionStatus]
+
+class Durability(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DURABILITY_UNSPECIFIED: _ClassVar[Durability]
+    DURABILITY_STEP: _ClassVar[Durability]
+    DURABILITY_EVENT: _ClassVar[Durability]
+    DURABILITY_EXIT: _ClassVar[Durability]
 SESSION_STATUS_UNSPECIFIED: SessionStatus
 SESSION_STATUS_IDLE: SessionStatus
 SESSION_STATUS_RUNNING: SessionStatus
 SESSION_STATUS_AWAITING_CONFIRMATION: SessionStatus
 SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION: SessionStatus
+DURABILITY_UNSPECIFIED: Durability
+DURABILITY_STEP: Durability
+DURABILITY_EVENT: Durability
+DURABILITY_EXIT: Durability
 
 class ReplyRequest(_message.Message):
     __slots__ = ("session_id", "messages", "options", "client_tools")
@@ -50,20 +61,24 @@ class ClientTool(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ReplyOptions(_message.Message):
-    __slots__ = ("max_iters", "tool_choice", "model")
+    __slots__ = ("max_iters", "tool_choice", "model", "durability")
     MAX_ITERS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    DURABILITY_FIELD_NUMBER: _ClassVar[int]
     max_iters: int
     tool_choice: str
     model: str
-    def __init__(self, max_iters: _Optional[int] = ..., tool_choice: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+    durability: Durability
+    def __init__(self, max_iters: _Optional[int] = ..., tool_choice: _Optional[str] = ..., model: _Optional[str] = ..., durability: _Optional[_Union[Durability, str]] = ...) -> None: ...
 
 class ReplyResponse(_message.Message):
-    __slots__ = ("event",)
+    __slots__ = ("event", "seq")
     EVENT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     event: _event_pb2.AgentEvent
-    def __init__(self, event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ...) -> None: ...
+    seq: int
+    def __init__(self, event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class ResumeRequest(_message.Message):
     __slots__ = ("session_id", "confirmations", "external_results", "client_tools")
@@ -100,10 +115,30 @@ class ExternalToolResult(_message.Message):
     def __init__(self, call_id: _Optional[str] = ..., output: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., state: _Optional[_Union[_content_pb2.ToolResultState, str]] = ...) -> None: ...
 
 class ResumeResponse(_message.Message):
-    __slots__ = ("event",)
+    __slots__ = ("event", "seq")
     EVENT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     event: _event_pb2.AgentEvent
-    def __init__(self, event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ...) -> None: ...
+    seq: int
+    def __init__(self, event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class WatchReplyRequest(_message.Message):
+    __slots__ = ("session_id", "reply_id", "after_seq")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLY_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    reply_id: str
+    after_seq: int
+    def __init__(self, session_id: _Optional[str] = ..., reply_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class WatchReplyResponse(_message.Message):
+    __slots__ = ("event", "seq")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    event: _event_pb2.AgentEvent
+    seq: int
+    def __init__(self, event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class InterruptRequest(_message.Message):
     __slots__ = ("session_id",)
@@ -130,7 +165,7 @@ class GetSessionResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "agent_name", "status", "context", "pending_calls", "create_time", "update_time")
+    __slots__ = ("session_id", "agent_name", "status", "context", "pending_calls", "create_time", "update_time", "reply_id", "last_seq")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +173,8 @@ class Session(_message.Message):
     PENDING_CALLS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    REPLY_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     agent_name: str
     status: SessionStatus
@@ -145,7 +182,9 @@ class Session(_message.Message):
     pending_calls: _containers.RepeatedCompositeFieldContainer[_message_pb2.ToolCall]
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, session_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., pending_calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    reply_id: str
+    last_seq: int
+    def __init__(self, session_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., pending_calls: _Optional[_Iterable[_Union[_message_pb2.ToolCall, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reply_id: _Optional[str] = ..., last_seq: _Optional[int] = ...) -> None: ...
 
 class ListSessionsRequest(_message.Message):
     __slots__ = ("page_size", "page_token")

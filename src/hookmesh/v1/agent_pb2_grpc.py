@@ -41,9 +41,23 @@ class AgentServiceStub:
     session that is replying fails with FAILED_PRECONDITION, as does Reply on
     a paused session. Interrupt stops the running reply, which then ends
     with reply_end INTERRUPTED.
-    4. Cancelling a Reply call interrupts the reply; the session keeps
-    everything up to that point (open tool calls are answered as
-    interrupted).
+    4. Every event of a reply has a sequence number (`seq`, from 1, one
+    numbering per reply id across Reply and every Resume of it). With
+    durability STEP (the default) or EVENT a reply outlives its call: when
+    the stream breaks (the client went away, the replica running it died or
+    drains), the reply goes on, or another replica continues it from its
+    last saved step; WatchReply re-attaches on any replica and streams the
+    events after the last `seq` the client saw, each exactly once, then the
+    live ones, ending after reply_end. A step cut off mid-run is run again,
+    so a client that saw part of it sees the re-run's events from the next
+    `seq` on (with EVENT no event is shown before it is saved). With
+    durability EXIT (the behaviour before durable replies) cancelling the
+    call interrupts the reply; the session keeps everything up to that point
+    (open tool calls are answered as interrupted). In every mode Interrupt
+    stops a reply.
+    5. A replica that drains (SIGTERM) ends each reply's stream with
+    UNAVAILABLE, reason REPLY_HANDED_OVER, once its current step is saved;
+    WatchReply continues it on another replica.
     Errors carry a google.rpc.ErrorInfo with a stable reason.
     """
 
@@ -62,6 +76,11 @@ class AgentServiceStub:
                 '/hookmesh.v1.AgentService/Resume',
                 request_serializer=hookmesh_dot_v1_dot_agent__pb2.ResumeRequest.SerializeToString,
                 response_deserializer=hookmesh_dot_v1_dot_agent__pb2.ResumeResponse.FromString,
+                _registered_method=True)
+        self.WatchReply = channel.unary_stream(
+                '/hookmesh.v1.AgentService/WatchReply',
+                request_serializer=hookmesh_dot_v1_dot_agent__pb2.WatchReplyRequest.SerializeToString,
+                response_deserializer=hookmesh_dot_v1_dot_agent__pb2.WatchReplyResponse.FromString,
                 _registered_method=True)
         self.Interrupt = channel.unary_unary(
                 '/hookmesh.v1.AgentService/Interrupt',
@@ -106,9 +125,23 @@ class AgentServiceServicer:
     session that is replying fails with FAILED_PRECONDITION, as does Reply on
     a paused session. Interrupt stops the running reply, which then ends
     with reply_end INTERRUPTED.
-    4. Cancelling a Reply call interrupts the reply; the session keeps
-    everything up to that point (open tool calls are answered as
-    interrupted).
+    4. Every event of a reply has a sequence number (`seq`, from 1, one
+    numbering per reply id across Reply and every Resume of it). With
+    durability STEP (the default) or EVENT a reply outlives its call: when
+    the stream breaks (the client went away, the replica running it died or
+    drains), the reply goes on, or another replica continues it from its
+    last saved step; WatchReply re-attaches on any replica and streams the
+    events after the last `seq` the client saw, each exactly once, then the
+    live ones, ending after reply_end. A step cut off mid-run is run again,
+    so a client that saw part of it sees the re-run's events from the next
+    `seq` on (with EVENT no event is shown before it is saved). With
+    durability EXIT (the behaviour before durable replies) cancelling the
+    call interrupts the reply; the session keeps everything up to that point
+    (open tool calls are answered as interrupted). In every mode Interrupt
+    stops a reply.
+    5. A replica that drains (SIGTERM) ends each reply's stream with
+    UNAVAILABLE, reason REPLY_HANDED_OVER, once its current step is saved;
+    WatchReply continues it on another replica.
     Errors carry a google.rpc.ErrorInfo with a stable reason.
     """
 
@@ -121,6 +154,15 @@ class AgentServiceServicer:
 
     def Resume(self, request, context):
         """Continues a paused reply.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchReply(self, request, context):
+        """Re-attaches to a reply (running, or ended within the journal's
+        retention): its saved events after `after_seq`, then the live ones, until
+        reply_end. NOT_FOUND (REPLY_NOT_FOUND) when the session has no such reply.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -175,6 +217,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     request_deserializer=hookmesh_dot_v1_dot_agent__pb2.ResumeRequest.FromString,
                     response_serializer=hookmesh_dot_v1_dot_agent__pb2.ResumeResponse.SerializeToString,
             ),
+            'WatchReply': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchReply,
+                    request_deserializer=hookmesh_dot_v1_dot_agent__pb2.WatchReplyRequest.FromString,
+                    response_serializer=hookmesh_dot_v1_dot_agent__pb2.WatchReplyResponse.SerializeToString,
+            ),
             'Interrupt': grpc.unary_unary_rpc_method_handler(
                     servicer.Interrupt,
                     request_deserializer=hookmesh_dot_v1_dot_agent__pb2.InterruptRequest.FromString,
@@ -224,9 +271,23 @@ class AgentService:
     session that is replying fails with FAILED_PRECONDITION, as does Reply on
     a paused session. Interrupt stops the running reply, which then ends
     with reply_end INTERRUPTED.
-    4. Cancelling a Reply call interrupts the reply; the session keeps
-    everything up to that point (open tool calls are answered as
-    interrupted).
+    4. Every event of a reply has a sequence number (`seq`, from 1, one
+    numbering per reply id across Reply and every Resume of it). With
+    durability STEP (the default) or EVENT a reply outlives its call: when
+    the stream breaks (the client went away, the replica running it died or
+    drains), the reply goes on, or another replica continues it from its
+    last saved step; WatchReply re-attaches on any replica and streams the
+    events after the last `seq` the client saw, each exactly once, then the
+    live ones, ending after reply_end. A step cut off mid-run is run again,
+    so a client that saw part of it sees the re-run's events from the next
+    `seq` on (with EVENT no event is shown before it is saved). With
+    durability EXIT (the behaviour before durable replies) cancelling the
+    call interrupts the reply; the session keeps everything up to that point
+    (open tool calls are answered as interrupted). In every mode Interrupt
+    stops a reply.
+    5. A replica that drains (SIGTERM) ends each reply's stream with
+    UNAVAILABLE, reason REPLY_HANDED_OVER, once its current step is saved;
+    WatchReply continues it on another replica.
     Errors carry a google.rpc.ErrorInfo with a stable reason.
     """
 
@@ -274,6 +335,33 @@ class AgentService:
             '/hookmesh.v1.AgentService/Resume',
             hookmesh_dot_v1_dot_agent__pb2.ResumeRequest.SerializeToString,
             hookmesh_dot_v1_dot_agent__pb2.ResumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchReply(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/hookmesh.v1.AgentService/WatchReply',
+            hookmesh_dot_v1_dot_agent__pb2.WatchReplyRequest.SerializeToString,
+            hookmesh_dot_v1_dot_agent__pb2.WatchReplyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -467,7 +467,7 @@ class AfterAgentResponse(_message.Message):
     def __init__(self, mutation: _Optional[_Union[StateMutation, _Mapping]] = ...) -> None: ...
 
 class CallToolRequest(_message.Message):
-    __slots__ = ("name", "arguments", "call_id", "reply_id", "agent_name", "session_id", "user_id", "kind", "state", "context")
+    __slots__ = ("name", "arguments", "call_id", "reply_id", "agent_name", "session_id", "user_id", "kind", "state", "context", "idempotency_key")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -478,6 +478,7 @@ class CallToolRequest(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     name: str
     arguments: str
     call_id: str
@@ -488,7 +489,8 @@ class CallToolRequest(_message.Message):
     kind: MessageKind
     state: _struct_pb2.Struct
     context: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
-    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[str] = ..., call_id: _Optional[str] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[str] = ..., call_id: _Optional[str] = ..., reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
     __slots__ = ("text", "media", "end", "event", "mutate", "error")

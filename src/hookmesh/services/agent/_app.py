@@ -68,6 +68,7 @@ class AgentService:
         them; sessions are persisted as each reply ends. Resources close even when a reply
         does not end in time."""
         try:
+            self.servicer.desk.hand_over()
             await self.server.stop(grace)
             await self.servicer.drain(_DRAIN_TIMEOUT)
         except TimeoutError:
@@ -84,7 +85,10 @@ async def sweep_once(store: SessionStore, servicer: AgentServicer, config: Sessi
         else None
     )
     try:
-        gone = await store.sweep(older_than=older, keep=config.max_count, busy=servicer.busy())
+        journal = datetime.now(UTC) - timedelta(seconds=servicer.config.durability.journal_seconds)
+        gone = await store.sweep(
+            older_than=older, keep=config.max_count, busy=servicer.busy(), journal_before=journal
+        )
     except Exception as exc:
         log.warning("session sweep failed: %s", exc)
         return
@@ -149,10 +153,14 @@ async def start_agent_service(
             stack.push_async_callback(_cancel, renewer)
             relay = asyncio.create_task(servicer.claims.relay_interrupts())
             stack.push_async_callback(_cancel, relay)
-        if sessions.ttl_seconds is not None or sessions.max_count is not None:
-            await sweep_once(store, servicer, sessions)
-            sweeper = asyncio.create_task(sweep_sessions(store, servicer, sessions))
-            stack.push_async_callback(_cancel, sweeper)
+        await sweep_once(store, servicer, sessions)
+        sweeper = asyncio.create_task(sweep_sessions(store, servicer, sessions))
+        stack.push_async_callback(_cancel, sweeper)
+        # NOTE(durability): replies cut off before this start (a crash of this very process,
+        # on SQLite; a dead replica, on PostgreSQL) go on now, then whenever one is found.
+        await servicer.desk.adopt_orphans()
+        takeover = asyncio.create_task(servicer.desk.take_over())
+        stack.push_async_callback(_cancel, takeover)
         reloader = MiddlewareReloader(servicer, reload_from, sidecars or {})
         admin = AdminServicer(reloader, config.admin_principals)
         server = await start_server(

@@ -119,6 +119,23 @@ class SessionsConfig(_Strict):
     """PostgreSQL store: the schema holding the session tables (one per agent service)."""
 
 
+class DurabilityConfig(_Strict):
+    """How replies outlive their replica (docs/durability.md)."""
+
+    mode: Literal["step", "event", "exit"] = "step"
+    """When a reply's progress is saved: at each step boundary, at each event, or only at
+    its end (then a reply dies with its replica, and a caller going away interrupts it).
+    A request may choose another (`ReplyOptions.durability`)."""
+    outcome_unknown: Literal["ask", "tell_model", "fail"] = "ask"
+    """What a continued reply does with a call cut off mid-run whose tool is not safe to
+    run twice: ask the user again, tell the model the outcome is unknown, or fail."""
+    takeover_seconds: float = Field(2.0, gt=0)
+    """How often a replica looks for replies cut off elsewhere to continue (a replica also
+    continues one at once when a client re-attaches to it)."""
+    journal_seconds: float = Field(3600.0, gt=0)
+    """How long the events of a reply that ended stay, for clients that re-attach late."""
+
+
 class AgentServiceConfig(ServiceSettings):
     """Everything `hookmesh serve agent` reads (see docs/config.md)."""
 
@@ -142,6 +159,8 @@ class AgentServiceConfig(ServiceSettings):
     ``anonymous`` only on a loopback server that checks no credentials."""
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     """Session retention; sessions are kept forever by default."""
+    durability: DurabilityConfig = Field(default_factory=DurabilityConfig)
+    """When replies are saved and how a cut-off reply continues."""
     agent: AgentSettings = Field(default_factory=AgentSettings)
     """The agent."""
     models: dict[str, ModelConfig] = Field(default_factory=_default_models)

@@ -11,8 +11,11 @@ from datetime import datetime
 from typing import Any
 
 from hookmesh.services.agent._store import (
+    JOURNAL_EVENT,
+    JOURNAL_REPLY,
     UPSERT_SET,
     Dialect,
+    JournalStep,
     Lease,
     LeaseLostError,
     Params,
@@ -54,6 +57,27 @@ CREATE TABLE IF NOT EXISTS {ns}.session_leases (
     PRIMARY KEY (owner, session_id)
 );
 CREATE INDEX IF NOT EXISTS session_leases_by_holder ON {ns}.session_leases (holder);
+CREATE TABLE IF NOT EXISTS {ns}.replies (
+    owner       text NOT NULL,
+    session_id  text NOT NULL,
+    reply_id    text NOT NULL,
+    status      text NOT NULL,
+    last_seq    bigint NOT NULL,
+    step_seq    bigint NOT NULL,
+    durability  text NOT NULL,
+    request     bytea NOT NULL,
+    update_time timestamptz NOT NULL,
+    PRIMARY KEY (owner, session_id, reply_id)
+);
+CREATE INDEX IF NOT EXISTS replies_by_status ON {ns}.replies (status, update_time);
+CREATE TABLE IF NOT EXISTS {ns}.reply_events (
+    owner      text NOT NULL,
+    session_id text NOT NULL,
+    reply_id   text NOT NULL,
+    seq        bigint NOT NULL,
+    event      bytea NOT NULL,
+    PRIMARY KEY (owner, session_id, reply_id, seq)
+);
 """
 
 # A lease is free when it expired, or when its holder's advisory lock is not held: a holder
@@ -79,6 +103,13 @@ WHERE l.owner = %(owner)s AND l.session_id = %(sid)s AND l.holder <> %(holder)s
 _LIVE_LEASE = (
     "EXISTS (SELECT 1 FROM {ns}.session_leases l WHERE l.owner = s.owner"
     " AND l.session_id = s.session_id AND l.expire_time >= now())"
+)
+# A reply's session is held while its lease has not expired and its holder lives (keeps its
+# advisory lock): otherwise the reply, if still running, is an orphan another replica adopts.
+_HELD = (
+    "EXISTS (SELECT 1 FROM {ns}.session_leases l WHERE l.owner = r.owner"
+    " AND l.session_id = r.session_id AND l.expire_time >= now()"
+    " AND NOT pg_try_advisory_xact_lock(l.holder))"
 )
 # NOTE(sessions): the row lock keeps a taker waiting until this write commits.
 _FENCE = (
@@ -130,6 +161,9 @@ class PostgresSessionStore(SessionStore):
                 time="%s::timestamptz",
                 rest="OFFSET %s",
                 leased=_LIVE_LEASE.replace("{ns}", namespace),
+                replies=f"{namespace}.replies",
+                events=f"{namespace}.reply_events",
+                held=_HELD.replace("{ns}", namespace),
             )
         )
         self.namespace = namespace
@@ -145,6 +179,9 @@ class PostgresSessionStore(SessionStore):
         self._listen_conn: Any = None
         self._channel = f"hookmesh_interrupt_{namespace}"
         """The NOTIFY channel replicas of this namespace ask each other to interrupt on."""
+        self.commits_channel = f"hookmesh_commits_{namespace}"
+        """The NOTIFY channel each journal step is announced on (a watcher on another
+        replica reads the new events when its reply's step comes)."""
 
     @classmethod
     async def open(cls, url: str, **options: Any) -> PostgresSessionStore:
@@ -280,14 +317,21 @@ class PostgresSessionStore(SessionStore):
     # --- sessions --------------------------------------------------------------------------
 
     async def sweep(
-        self, *, older_than: datetime | None, keep: int | None, busy: set[tuple[str, str]]
+        self,
+        *,
+        older_than: datetime | None,
+        keep: int | None,
+        busy: set[tuple[str, str]],
+        journal_before: datetime | None = None,
     ) -> int:
         """`SessionStore.sweep`, then drop the expired leases (their holders hung or died)."""
-        gone = await super().sweep(older_than=older_than, keep=keep, busy=busy)
+        gone = await super().sweep(
+            older_than=older_than, keep=keep, busy=busy, journal_before=journal_before
+        )
         await self._rows(self._ns("DELETE FROM {ns}.session_leases WHERE expire_time < now()"))
         return gone
 
-    async def _write(self, row: SessionRow, lease: Lease | None) -> None:
+    async def _write(self, row: SessionRow, lease: Lease | None, step: JournalStep | None) -> None:
         async with self._connection() as conn, conn.transaction():
             if lease is not None:
                 owner, session_id = row[:2]
@@ -295,6 +339,15 @@ class PostgresSessionStore(SessionStore):
                 if await cursor.fetchone() is None:
                     raise LeaseLostError(f"session {session_id} was taken over by another replica")
             await conn.execute(self._ns(_UPSERT), row)
+            if step is not None:
+                reply, events = self.journal_params(row[0], row[1], step)
+                await conn.execute(self._sql(JOURNAL_REPLY, now="clock_timestamp()"), reply)
+                if events:
+                    async with conn.cursor() as cursor:
+                        await cursor.executemany(self._sql(JOURNAL_EVENT), events)
+                await conn.execute(
+                    "SELECT pg_notify(%s, %s)", (self.commits_channel, json.dumps(reply[:5]))
+                )
 
     async def close(self) -> None:
         """Close the pool, the holder connection (leases still held become free) and the

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,10 +23,8 @@ from hookmesh.agent import (
 from hookmesh.errors import FieldViolation, RequestError, SchemaError
 from hookmesh.models import TOOL_CHOICE_MODES, ChatModel
 from hookmesh.schema import (
-    AgentEvent,
     block_from_proto,
     check_messages,
-    event_to_proto,
     message_to_proto,
     messages_from_proto,
     tool_result_state_from_proto,
@@ -37,8 +34,9 @@ from hookmesh.services.agent._chain import MiddlewareChain
 from hookmesh.services.agent._claims import Key, SessionClaims
 from hookmesh.services.agent._client_tools import client_tools
 from hookmesh.services.agent._config import AgentServiceConfig
+from hookmesh.services.agent._desk import ReplyDesk
+from hookmesh.services.agent._flight import Durability, Flight
 from hookmesh.services.agent._store import (
-    LeaseLostError,
     SessionStore,
     SessionSummary,
     StoredSession,
@@ -56,19 +54,44 @@ _MAX_PAGE = 1000
 _DEFAULT_PAGE = 50
 _STATUS: dict[str | None, _agent_pb2.SessionStatus] = {
     None: _agent_pb2.SESSION_STATUS_IDLE,
+    "running": _agent_pb2.SESSION_STATUS_RUNNING,
     "confirmation": _agent_pb2.SESSION_STATUS_AWAITING_CONFIRMATION,
     "external": _agent_pb2.SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION,
 }
 
 
-def _taken_over(session_id: str) -> RequestError:
-    return RequestError(
-        grpc.StatusCode.ABORTED,
-        "SESSION_TAKEN_OVER",
-        f"session {session_id} was taken over by another replica while this reply ran past "
-        "its lease; this reply's turn was not saved",
+_DURABILITY: dict[int, Durability] = {
+    _agent_pb2.DURABILITY_STEP: "step",
+    _agent_pb2.DURABILITY_EVENT: "event",
+    _agent_pb2.DURABILITY_EXIT: "exit",
+}
+_DURABILITY_OF: dict[str, Durability] = {"step": "step", "event": "event", "exit": "exit"}
+
+
+def _check_idle(session_id: str, state: AgentState) -> None:
+    """Refuse a new reply on a session whose last one is paused or still in flight."""
+    pending = state.pending
+    if pending is None:
+        return
+    if pending.awaiting == "running":
+        raise RequestError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "REPLY_RUNNING",
+            f"session {session_id} has a reply in flight: follow it with WatchReply",
+            metadata={"sessionId": session_id, "replyId": pending.reply_id},
+        )
+    raise RequestError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "REPLY_PAUSED",
+        f"session {session_id} has a paused reply: call Resume first",
         metadata={"sessionId": session_id},
     )
+
+
+async def _close(stream: Any) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def _not_found(session_id: str) -> RequestError:
@@ -116,6 +139,9 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self.tools = list(tools)
         self.chain = chain
         self.claims = SessionClaims(store.leases)
+        self.desk = ReplyDesk(
+            store, self.claims, config.durability, lambda: self.chain, self._continued
+        )
 
     async def swap(self, chain: MiddlewareChain) -> MiddlewareChain:
         """Make `chain` the one new replies take; the old one closes after its last reply.
@@ -151,6 +177,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             session_id=session_id,
             user_id="" if owner == ANONYMOUS else owner,
             models=self.models,
+            outcome_unknown=self.config.durability.outcome_unknown,
         )
 
     def _check_size(self, request: Any, field: str) -> None:
@@ -209,74 +236,38 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         return self.claims.busy()
 
     async def drain(self, timeout: float) -> None:
-        """Wait (up to `timeout` s) until every reply has ended and been persisted."""
-        await self.claims.drain(timeout)
+        """Wait (up to `timeout` s) until every reply has landed (see `ReplyDesk.drain`)."""
+        await self.desk.drain(timeout)
 
-    async def _claim(self, key: Key) -> MiddlewareChain:
-        """Claim the session and take the current chain for its reply."""
-        await self.claims.claim(key)
-        chain = self.chain
-        chain.acquire()
-        return chain
+    def _durability(self, options: _agent_pb2.ReplyOptions) -> Durability:
+        return _DURABILITY.get(options.durability) or self.config.durability.mode
 
-    async def _release(self, key: Key, chain: MiddlewareChain) -> None:
-        """End the reply: its chain first (closed if retired), then the claim (`drain`
-        returns once every reply has fully ended)."""
-        try:
-            await chain.release()
-        finally:
-            await self.claims.release(key)
-
-    async def _stream(
+    def _continued(
         self,
         key: Key,
-        agent: Agent,
-        events: AsyncIterator[AgentEvent],
-        wrap: Callable[..., Any],
+        state: AgentState,
+        request: _agent_pb2.ReplyRequest,
+        chain: MiddlewareChain,
+    ) -> Agent:
+        """The agent of a reply continued here, from its saved request."""
+        model = request.options.model or self.config.agent.model
+        if model not in self.models:
+            model = self.config.agent.model
+        tools = self._client_tools(request.client_tools)
+        return self._agent(*key, state, model, tools, chain)
+
+    async def _watch(
+        self, flight: Flight, wrap: Callable[..., Any], after_seq: int = 0
     ) -> AsyncIterator[Any]:
-        """Stream a reply's events, then persist the session, whatever happens (a write the
-        lease no longer allows ends the call with ABORTED ``SESSION_TAKEN_OVER``)."""
-        self.claims.bind(key, agent)
-        lost = False
+        """Stream a flight's events; a caller going away stops an ``exit`` reply only."""
         try:
-            async for event in events:
-                yield wrap(event=event_to_proto(event))
+            async for seq, pb in self.desk.follow(flight, after_seq):
+                yield wrap(event=pb, seq=seq)
         finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
-            try:
-                await asyncio.shield(
-                    self.store.put(*key, agent.name, agent.state, lease=self.claims.lease(key))
-                )
-            except LeaseLostError:
-                log.warning("session %s was taken over: its last turn is not saved", key[1])
-                lost = True
-        if lost:
-            raise _taken_over(key[1])
+            if not flight.done.is_set() and flight.durability == "exit":
+                flight.agent.interrupt()
 
     # --- RPCs ------------------------------------------------------------------------------
-
-    async def _claimed(
-        self,
-        key: Key,
-        begin: Callable[[MiddlewareChain], Awaitable[tuple[Agent, AsyncIterator[AgentEvent]]]],
-        wrap: Callable[..., Any],
-    ) -> AsyncIterator[Any]:
-        """Claim the session, start its reply with `begin` on the current chain, stream it,
-        and release both whatever happens: a refusal by `begin` is raised only once the
-        claim is released, so a retry at once finds the session free."""
-        chain = await self._claim(key)
-        try:
-            agent, events = await begin(chain)
-        except BaseException:
-            await self._release(key, chain)
-            raise
-        try:
-            async for response in self._stream(key, agent, events, wrap):
-                yield response
-        finally:
-            await self._release(key, chain)
 
     async def Reply(
         self, request: _agent_pb2.ReplyRequest, context: grpc.aio.ServicerContext
@@ -296,25 +287,38 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         client_tools = self._client_tools(request.client_tools)
         model, choice, max_iters = self._options(request.options, client_tools)
         key = (current_user(), session_id or new_id())
-
-        async def begin(chain: MiddlewareChain) -> tuple[Agent, AsyncIterator[AgentEvent]]:
+        durability = self._durability(request.options)
+        saved = _agent_pb2.ReplyRequest(options=request.options, client_tools=request.client_tools)
+        chain = await self.desk.claim(key)
+        try:
             stored = await self.store.get(*key)
             if stored is None:
                 await self.store.put(
                     *key, self.config.agent.name, AgentState(), lease=self.claims.lease(key)
                 )
             state = stored.state if stored is not None else AgentState()
-            if state.pending is not None:
-                raise RequestError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    "REPLY_PAUSED",
-                    f"session {key[1]} has a paused reply: call Resume first",
-                    metadata={"sessionId": key[1]},
-                )
+            _check_idle(key[1], state)
             agent = self._agent(*key, state, model, client_tools, chain)
-            return agent, agent.reply(messages, tool_choice=choice, max_iters=max_iters)
-
-        async for response in self._claimed(key, begin, _agent_pb2.ReplyResponse):
+        except BaseException:
+            await self.desk.release(key, chain)
+            raise
+        reply_id = new_id()
+        flight = self.desk.launch(
+            key,
+            chain,
+            agent,
+            reply_id,
+            lambda f: agent.reply(
+                messages,
+                tool_choice=choice,
+                max_iters=max_iters,
+                checkpoint=f.checkpoint(),
+                reply_id=reply_id,
+            ),
+            durability=durability,
+            request=saved.SerializeToString(),
+        )
+        async for response in self._watch(flight, _agent_pb2.ReplyResponse):
             yield response
 
     async def Resume(
@@ -329,23 +333,53 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         resume = _resume(request)
         client_tools = self._client_tools(request.client_tools)
 
-        async def begin(chain: MiddlewareChain) -> tuple[Agent, AsyncIterator[AgentEvent]]:
+        chain = await self.desk.claim(key)
+        try:
             # Read again under the claim: another replica may have written it meanwhile.
             stored = await self.store.get(*key)
             if stored is None:
                 raise _not_found(session_id)
-            if stored.state.pending is None:
+            pending = stored.state.pending
+            if pending is None or pending.awaiting == "running":
                 raise RequestError(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     "NO_PAUSED_REPLY",
                     f"session {session_id} has no paused reply to resume",
                     metadata={"sessionId": session_id},
                 )
+            record = await self.store.reply(*key, pending.reply_id)
             agent = self._agent(*key, stored.state, self.config.agent.model, client_tools, chain)
-            return agent, agent.resume(resume)
-
-        async for response in self._claimed(key, begin, _agent_pb2.ResumeResponse):
+            events = agent.resume(resume)  # checks the answers before the claim is kept
+        except BaseException:
+            await self.desk.release(key, chain)
+            raise
+        await _close(events)
+        durability = _DURABILITY_OF.get(record.durability, "step") if record else "step"
+        saved = _agent_pb2.ReplyRequest(client_tools=request.client_tools)
+        if record is not None:
+            saved = _agent_pb2.ReplyRequest.FromString(record.request)
+            del saved.client_tools[:]
+            saved.client_tools.extend(request.client_tools)
+        flight = self.desk.launch(
+            key,
+            chain,
+            agent,
+            pending.reply_id,
+            lambda f: agent.resume(resume, checkpoint=f.checkpoint()),
+            durability=durability,
+            request=saved.SerializeToString(),
+            after_seq=record.last_seq if record is not None else 0,
+        )
+        async for response in self._watch(flight, _agent_pb2.ResumeResponse):
             yield response
+
+    async def WatchReply(
+        self, request: _agent_pb2.WatchReplyRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[_agent_pb2.WatchReplyResponse]:
+        _check_id(request.session_id)
+        key = (current_user(), request.session_id)
+        async for seq, pb in self.desk.watch(key, request.reply_id, request.after_seq):
+            yield _agent_pb2.WatchReplyResponse(event=pb, seq=seq)
 
     async def Interrupt(
         self, request: _agent_pb2.InterruptRequest, context: grpc.aio.ServicerContext
@@ -402,9 +436,14 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             )
         if stored is None:
             raise _not_found(session_id)
-        return _agent_pb2.GetSessionResponse(
-            session=self._session(stored, list(stored.state.context))
-        )
+        session = self._session(stored, list(stored.state.context))
+        flight = self.desk.flight(key)
+        record = await self.store.reply(*key) if flight is None else None
+        if flight is not None:
+            session.reply_id, session.last_seq = flight.reply_id, flight.seq
+        elif record is not None:
+            session.reply_id, session.last_seq = record.reply_id, record.last_seq
+        return _agent_pb2.GetSessionResponse(session=session)
 
     async def ListSessions(
         self, request: _agent_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext

@@ -11,8 +11,11 @@ from typing import Any
 
 from hookmesh._files import private_file
 from hookmesh.services.agent._store import (
+    JOURNAL_EVENT,
+    JOURNAL_REPLY,
     UPSERT_SET,
     Dialect,
+    JournalStep,
     Lease,
     Params,
     Rows,
@@ -35,6 +38,27 @@ CREATE TABLE IF NOT EXISTS agent_sessions (
 CREATE INDEX IF NOT EXISTS agent_sessions_by_update
     ON agent_sessions (owner, update_time DESC, session_id DESC);
 CREATE INDEX IF NOT EXISTS agent_sessions_by_age ON agent_sessions (update_time);
+CREATE TABLE IF NOT EXISTS agent_replies (
+    owner        TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    reply_id     TEXT NOT NULL,
+    status       TEXT NOT NULL,
+    last_seq     INTEGER NOT NULL,
+    step_seq     INTEGER NOT NULL,
+    durability   TEXT NOT NULL,
+    request      BLOB NOT NULL,
+    update_time  TEXT NOT NULL,
+    PRIMARY KEY (owner, session_id, reply_id)
+);
+CREATE INDEX IF NOT EXISTS agent_replies_by_status ON agent_replies (status, update_time);
+CREATE TABLE IF NOT EXISTS agent_reply_events (
+    owner        TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    reply_id     TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    event        BLOB NOT NULL,
+    PRIMARY KEY (owner, session_id, reply_id, seq)
+);
 """
 _LEGACY = """
 INSERT OR IGNORE INTO agent_sessions
@@ -52,7 +76,14 @@ _UPSERT = (
 # NOTE(sessions): times are ISO 8601 text in UTC from `datetime.isoformat`, one format, so
 # SQLite's text comparison orders them; one process owns the file, so nobody holds leases.
 _DIALECT = Dialect(
-    table="agent_sessions", mark="?", time="?", rest="LIMIT -1 OFFSET ?", leased="false"
+    table="agent_sessions",
+    mark="?",
+    time="?",
+    rest="LIMIT -1 OFFSET ?",
+    leased="false",
+    replies="agent_replies",
+    events="agent_reply_events",
+    held="false",
 )
 
 
@@ -95,6 +126,24 @@ class SqliteSessionStore(SessionStore):
         async with self._lock:
             await asyncio.to_thread(self._db.executemany, sql, params)
 
-    async def _write(self, row: SessionRow, unused_lease: Lease | None) -> None:
+    async def _write(
+        self, row: SessionRow, unused_lease: Lease | None, step: JournalStep | None
+    ) -> None:
         now = datetime.now(UTC).isoformat()
-        await self._execute(_UPSERT, (*row, now, now))
+        if step is None:
+            await self._execute(_UPSERT, (*row, now, now))
+            return
+        reply, events = self.journal_params(row[0], row[1], step)
+        reply_sql, event_sql = self._sql(JOURNAL_REPLY, now="?"), self._sql(JOURNAL_EVENT)
+
+        def commit() -> None:
+            # NOTE(sessions): one transaction, so the state and the journal never disagree.
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.execute(_UPSERT, (*row, now, now))
+                self._db.execute(reply_sql, (*reply, now))
+                if events:
+                    self._db.executemany(event_sql, events)
+
+        async with self._lock:
+            await asyncio.to_thread(commit)

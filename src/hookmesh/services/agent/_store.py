@@ -1,8 +1,13 @@
 """The session store: what every backend shares, written once (rows to sessions and back,
-listing pages, retention, the leases' shape); SQLite and PostgreSQL supply the rest.
+listing pages, retention, the leases' shape, the reply journal); SQLite and PostgreSQL
+supply the rest.
 
 Sessions belong to a principal: the key is (owner, session id), so one principal's ids say
 nothing about another's. Listing reads only the summary columns, never the state JSON.
+
+The reply journal is two tables beside the sessions: one row per reply (its status, last
+sequence number, request and durability) and its events by sequence number. A journal step
+is written in the same transaction as the session's state, so the two never disagree.
 """
 
 from __future__ import annotations
@@ -35,12 +40,56 @@ _LIST = (
 )
 _AFTER = " AND (update_time, session_id) < ({time}, {mark})"
 _DELETE = "DELETE FROM {table} WHERE owner = {mark} AND session_id = {mark} RETURNING 1"
+_DELETE_JOURNAL = (
+    "DELETE FROM {events} WHERE owner = {mark} AND session_id = {mark}",
+    "DELETE FROM {replies} WHERE owner = {mark} AND session_id = {mark}",
+)
+_REPLY = (
+    "SELECT reply_id, status, last_seq, step_seq, durability, request, update_time"
+    " FROM {replies}"
+    " WHERE owner = {mark} AND session_id = {mark}"
+)
+_BY_ID = " AND reply_id = {mark}"
+_LATEST = " ORDER BY update_time DESC, reply_id DESC LIMIT 1"
+_EVENTS = (
+    "SELECT seq, event FROM {events} WHERE owner = {mark} AND session_id = {mark}"
+    " AND reply_id = {mark} AND seq > {mark} ORDER BY seq LIMIT {mark}"
+)
+_ORPHANS = (
+    "SELECT owner, session_id, reply_id, status, last_seq, step_seq, durability, request,"
+    " update_time FROM {replies} r WHERE status = 'running' AND NOT {held}"
+    " ORDER BY update_time LIMIT {mark}"
+)
+_ENDED_BEFORE = (
+    "SELECT owner, session_id, reply_id FROM {replies}"
+    " WHERE status <> 'running' AND update_time < {time}"
+)
+_DELETE_REPLY = (
+    "DELETE FROM {events} WHERE owner = {mark} AND session_id = {mark} AND reply_id = {mark}",
+    "DELETE FROM {replies} WHERE owner = {mark} AND session_id = {mark} AND reply_id = {mark}",
+)
 _STALE = "SELECT owner, session_id FROM {table} s WHERE update_time < {time} AND NOT {leased}"
 _BEYOND = (
     "SELECT owner, session_id FROM (SELECT owner, session_id FROM {table}"
     " ORDER BY update_time DESC, session_id DESC {rest}) s WHERE NOT {leased}"
 )
 _DELETE_EACH = "DELETE FROM {table} WHERE owner = {mark} AND session_id = {mark}"
+JOURNAL_REPLY = (
+    "INSERT INTO {replies} (owner, session_id, reply_id, status, last_seq, step_seq, durability,"
+    " request, update_time) VALUES ({mark}, {mark}, {mark}, {mark}, {mark}, {mark}, {mark},"
+    " {mark}, {now}) ON CONFLICT (owner, session_id, reply_id) DO UPDATE SET"
+    " status = excluded.status, last_seq = excluded.last_seq, step_seq = excluded.step_seq,"
+    " durability = excluded.durability, request = excluded.request,"
+    " update_time = excluded.update_time"
+)
+"""A step's upsert of its reply's journal row (`now`: the backend's current time)."""
+JOURNAL_EVENT = (
+    "INSERT INTO {events} (owner, session_id, reply_id, seq, event)"
+    " VALUES ({mark}, {mark}, {mark}, {mark}, {mark})"
+    " ON CONFLICT (owner, session_id, reply_id, seq) DO UPDATE SET event = excluded.event"
+)
+"""A step's insert of one new event (a step run again after a cut replaces what the cut run
+saved under the same number)."""
 UPSERT_SET = (
     "agent_name = excluded.agent_name, awaiting = excluded.awaiting,"
     " pending_json = excluded.pending_json, state_json = excluded.state_json"
@@ -55,6 +104,48 @@ Rows = list[tuple[Any, ...]]
 SessionRow = tuple[str, str, str, str, str, str]
 """What a write stores: owner, session id, agent name, ``awaiting``, ``pending_json`` and
 ``state_json``, in that column order."""
+
+ReplyStatus = str
+"""``running`` (in flight, or cut off: an orphan when no replica holds its session),
+``paused`` (awaiting confirmation or results) or ``ended``."""
+
+
+@dataclass(frozen=True)
+class ReplyRecord:
+    """A reply as the journal knows it."""
+
+    owner: str
+    session_id: str
+    reply_id: str
+    status: ReplyStatus
+    last_seq: int
+    """The sequence number of its last saved event (0 before any)."""
+    step_seq: int
+    """The sequence number of the last event before its last saved step: a reply continued
+    elsewhere numbers its events on from here (the events of a step cut off are run again,
+    under the same numbers)."""
+    durability: str
+    """``step``, ``event`` or ``exit``."""
+    request: bytes
+    """What the reply needs to continue elsewhere: the ReplyRequest's options and client
+    tools (no messages), as protobuf bytes."""
+    update_time: datetime
+
+
+@dataclass(frozen=True)
+class JournalStep:
+    """What one write adds to a reply's journal, beside the session's state."""
+
+    reply_id: str
+    status: ReplyStatus
+    last_seq: int
+    """The reply's last sequence number after this step."""
+    step_seq: int
+    """The last sequence number of the reply's last step (`ReplyRecord.step_seq`)."""
+    durability: str
+    request: bytes
+    events: Sequence[tuple[int, bytes]] = ()
+    """Events not saved before: (sequence number, AgentEvent protobuf bytes)."""
 
 
 @dataclass
@@ -91,6 +182,21 @@ def summary_fields(state: AgentState) -> tuple[str, str]:
 def pending_from_json(text: str) -> list[ToolCall]:
     """The pending calls of a ``pending_json`` column."""
     return [ToolCall.model_validate(c) for c in json.loads(text)]
+
+
+def _record(owner: str, session_id: str, row: Sequence[Any]) -> ReplyRecord:
+    reply_id, status, last_seq, step_seq, durability, request, updated = row
+    return ReplyRecord(
+        owner,
+        session_id,
+        reply_id,
+        status,
+        int(last_seq),
+        int(step_seq),
+        durability,
+        bytes(request),
+        _time(updated),
+    )
 
 
 def _time(value: datetime | str) -> datetime:
@@ -157,6 +263,13 @@ class Dialect:
     leased: str
     """A condition true for a session row ``s`` whose lease some replica holds (retention
     spares it): ``false`` where the in-process claims are the only ones."""
+    replies: str
+    """The journal's replies table."""
+    events: str
+    """The journal's events table."""
+    held: str
+    """A condition true for a reply row ``r`` whose session a live replica holds (its reply
+    is no orphan): ``false`` where one process owns the store."""
 
 
 class SessionStore(abc.ABC):
@@ -207,8 +320,10 @@ class SessionStore(abc.ABC):
         state: AgentState,
         *,
         lease: Lease | None = None,
+        step: JournalStep | None = None,
     ) -> None:
-        """Create or replace the session's state; with a `lease`, only while it holds.
+        """Create or replace the session's state; with a `lease`, only while it holds; with
+        a `step`, the reply's journal row and new events in the same transaction.
 
         Raises:
             LeaseLostError: `lease` was taken over by another holder.
@@ -216,7 +331,26 @@ class SessionStore(abc.ABC):
         awaiting, pending = summary_fields(state)
         row = (owner, session_id, agent_name, awaiting, pending, state.model_dump_json())
         with store_outages(_STORE, log):
-            await self._write(row, lease)
+            await self._write(row, lease, step)
+
+    async def reply(self, owner: str, session_id: str, reply_id: str = "") -> ReplyRecord | None:
+        """The session's reply `reply_id` in the journal (its latest when empty), or None."""
+        sql = self._sql(_REPLY) + (self._sql(_BY_ID) if reply_id else _LATEST)
+        rows = await self._rows(sql, (owner, session_id, *((reply_id,) if reply_id else ())))
+        return _record(owner, session_id, rows[0]) if rows else None
+
+    async def events(
+        self, owner: str, session_id: str, reply_id: str, after_seq: int, limit: int = 1000
+    ) -> list[tuple[int, bytes]]:
+        """Up to `limit` saved events of the reply after `after_seq`, in order."""
+        rows = await self._rows(self._sql(_EVENTS), (owner, session_id, reply_id, after_seq, limit))
+        return [(int(seq), bytes(event)) for seq, event in rows]
+
+    async def orphans(self, limit: int = 100) -> list[ReplyRecord]:
+        """Replies left running whose session no live replica holds (their replica died,
+        hung past its lease, or handed them over), oldest first."""
+        rows = await self._rows(self._sql(_ORPHANS), (limit,))
+        return [_record(o, s, r) for o, s, *r in rows]
 
     async def list(
         self, owner: str, limit: int, after: tuple[str, str] | None
@@ -233,15 +367,23 @@ class SessionStore(abc.ABC):
         ]
 
     async def delete(self, owner: str, session_id: str) -> bool:
-        """Delete; False when it did not exist."""
+        """Delete, with its journal; False when it did not exist."""
+        for sql in _DELETE_JOURNAL:
+            await self._rows(self._sql(sql), (owner, session_id))
         return bool(await self._rows(self._sql(_DELETE), (owner, session_id)))
 
     async def sweep(
-        self, *, older_than: datetime | None, keep: int | None, busy: set[tuple[str, str]]
+        self,
+        *,
+        older_than: datetime | None,
+        keep: int | None,
+        busy: set[tuple[str, str]],
+        journal_before: datetime | None = None,
     ) -> int:
         """Delete sessions last updated before `older_than`, then the oldest beyond `keep`
         (over all owners), except the `busy` (owner, id) pairs and the sessions leased by
-        any replica; returns how many went."""
+        any replica, each with its journal; then the journals of replies that ended (or
+        paused) before `journal_before`. Returns how many sessions went."""
         victims: Rows = []
         if older_than is not None:
             victims += await self._rows(self._sql(_STALE), (older_than.isoformat(),))
@@ -250,7 +392,14 @@ class SessionStore(abc.ABC):
         doomed = sorted({(o, s) for o, s in victims} - busy)
         if doomed:
             with store_outages(_STORE, log):
-                await self._execute_many(self._sql(_DELETE_EACH), doomed)
+                for sql in (*_DELETE_JOURNAL, _DELETE_EACH):
+                    await self._execute_many(self._sql(sql), doomed)
+        if journal_before is not None:
+            old = await self._rows(self._sql(_ENDED_BEFORE), (journal_before.isoformat(),))
+            if old:
+                with store_outages(_STORE, log):
+                    for sql in _DELETE_REPLY:
+                        await self._execute_many(self._sql(sql), old)
         return len(doomed)
 
     @abc.abstractmethod
@@ -277,6 +426,27 @@ class SessionStore(abc.ABC):
         """Run one statement once per parameter row."""
 
     @abc.abstractmethod
-    async def _write(self, row: SessionRow, lease: Lease | None) -> None:
+    async def _write(self, row: SessionRow, lease: Lease | None, step: JournalStep | None) -> None:
         """Insert the session or replace its `UPSERT_SET` columns, times by the backend's
-        clock; with a `lease`, only while it holds (else `LeaseLostError`)."""
+        clock; with a `lease`, only while it holds (else `LeaseLostError`); with a `step`,
+        in the same transaction, upsert the reply's row (`journal_reply`) and insert its new
+        events (`JOURNAL_EVENT`)."""
+
+    def journal_params(
+        self, owner: str, session_id: str, step: JournalStep
+    ) -> tuple[tuple[Any, ...], Rows]:
+        """The parameters of a step's reply upsert and of each event insert."""
+        reply = (
+            owner,
+            session_id,
+            step.reply_id,
+            step.status,
+            step.last_seq,
+            step.step_seq,
+            step.durability,
+            step.request,
+        )
+        events: Rows = [
+            (owner, session_id, step.reply_id, seq, event) for seq, event in step.events
+        ]
+        return reply, events

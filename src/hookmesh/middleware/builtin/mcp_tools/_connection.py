@@ -81,6 +81,10 @@ class McpServerConfig(BaseModel):
         return (self.allow is None or tool in self.allow) and tool not in self.deny
 
 
+IDEMPOTENCY_META = "hookmesh/idempotencyKey"
+"""The ``_meta`` key of a tool call's idempotency key (`ToolContext.idempotency_key`)."""
+
+
 class McpUnavailableError(RuntimeError):
     """The server is not connected (it is down, or reconnecting)."""
 
@@ -138,8 +142,11 @@ class McpConnection:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        """Call tool `name` within the server's timeout.
+    async def call(
+        self, name: str, arguments: dict[str, Any], idempotency_key: str = ""
+    ) -> mcp_types.CallToolResult:
+        """Call tool `name` within the server's timeout; `idempotency_key` goes in the
+        request's ``_meta`` as ``hookmesh/idempotencyKey`` (a server may deduplicate by it).
 
         Raises:
             McpUnavailableError: The server is not connected, or the session broke.
@@ -151,7 +158,8 @@ class McpConnection:
             raise McpUnavailableError(f"MCP server {self.config.name} is unavailable: {self.error}")
         try:
             async with asyncio.timeout(self.config.timeout):
-                return await client.call_tool(name, arguments)
+                meta = {IDEMPOTENCY_META: idempotency_key} if idempotency_key else None
+                return await client.call_tool(name, arguments, meta=meta)  # type: ignore[arg-type]
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 self._lose()

@@ -23,7 +23,7 @@ from hookmesh.middleware.builtin.mcp_tools._connection import (
 )
 from hookmesh.middleware.builtin.mcp_tools._content import result_blocks
 from hookmesh.schema import AgentEvent, CustomEvent, TextBlock, ToolOutputBlock
-from hookmesh.tools import Tool, ToolError, ToolPiece
+from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece
 
 log = logging.getLogger("hookmesh.middleware.mcp_tools")
 
@@ -187,8 +187,11 @@ class McpToolsMiddleware(Lifecycle, Middleware):
         destructive = not read_only and hints.destructive_hint is not False
         needs_confirmation = confirm == "always" or (confirm == "destructive" and destructive)
 
-        async def run(**arguments: Any) -> AsyncIterator[ToolPiece]:
-            blocks, ok = await self._call(route, arguments)
+        async def run(
+            context: ToolContext[AgentView] | None = None, **arguments: Any
+        ) -> AsyncIterator[ToolPiece]:
+            key = context.idempotency_key if context is not None else ""
+            blocks, ok = await self._call(route, arguments, key)
             if not ok:
                 raise McpToolError(blocks)
             for block in blocks:
@@ -205,13 +208,14 @@ class McpToolsMiddleware(Lifecycle, Middleware):
         )
 
     async def _call(
-        self, route: _Route, arguments: dict[str, Any]
+        self, route: _Route, arguments: dict[str, Any], key: str
     ) -> tuple[list[ToolOutputBlock], bool]:
         """The tool's output and whether it succeeded; a failure to call it is an error
-        result the model can read, never an exception."""
+        result the model can read, never an exception. `key`: the call's idempotency key,
+        sent in the request's ``_meta``."""
         server = route.connection.config.name
         try:
-            result = await route.connection.call(route.name, arguments)
+            result = await route.connection.call(route.name, arguments, key)
             return result_blocks(result)
         except McpUnavailableError as exc:
             text = str(exc)

@@ -167,6 +167,7 @@ class RemoteAgent:
         *,
         context_id: str = "",
         task_id: str = "",
+        message_id: str = "",
     ) -> AsyncIterator[AgentEvent]:
         """Send one message (continuing `task_id` when set) and follow the task to its end or
         pause, yielding the remote reply's events (its own, un-nested) as they come; fills
@@ -179,7 +180,7 @@ class RemoteAgent:
         assert self._client is not None
         message = a2a_pb2.Message(
             role=a2a_pb2.Role.ROLE_USER,
-            message_id=os.urandom(16).hex(),
+            message_id=message_id or os.urandom(16).hex(),
             parts=parts,
             context_id=context_id,
             task_id=task_id,

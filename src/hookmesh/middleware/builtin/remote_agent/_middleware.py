@@ -229,6 +229,9 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
                 outcome,
                 context_id=context_id,
                 task_id=resumed["task_id"] if resumed else "",
+                # NOTE(durability): the same message id on every run of this call, so the
+                # remote agent can tell a repeat from a new request.
+                message_id=context.idempotency_key if not resumed else "",
             ):
                 if not step.run_id and outcome.task_id:
                     step = step.model_copy(update={"run_id": outcome.task_id})
