@@ -1,6 +1,8 @@
-"""The whole suite on one machine: `hookmesh up` and the demo (`hookmesh demo`)."""
+"""The whole suite on one machine: `hookmesh up` (one agent, or replicas behind Envoy) and the
+demo (`hookmesh demo`)."""
 
 from hookmesh.suite._parts import GATEWAYS, SuiteError, service_settings
+from hookmesh.suite._replicas import Replicas, start_replicas
 from hookmesh.suite._up import (
     A2A_ADDRESS,
     AGENT_ADDRESS,
@@ -35,11 +37,13 @@ __all__ = [
     "SUITE_TOKENS_ENV",
     "SUITE_TOKEN_ENV",
     "TTS_ADDRESS",
+    "Replicas",
     "Suite",
     "SuiteError",
     "default_suite_config",
     "describe_model",
     "secure_suite",
     "service_settings",
+    "start_replicas",
     "start_suite",
 ]

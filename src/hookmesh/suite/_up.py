@@ -113,7 +113,9 @@ def secure_suite(config: AgentServiceConfig, auth: dict[str, Any]) -> AgentServi
     users = load_tokens(
         AuthConfig(token_env=auth.get("token_env"), token_file=auth.get("token_file"))
     )
-    own = secrets.token_urlsafe(32)
+    # NOTE(suite): kept once made, so securing the running suite's config again (a reload of
+    # `up --replicas`) keeps the token its running parts accept.
+    own = os.environ.get(SUITE_TOKEN_ENV) or secrets.token_urlsafe(32)
     os.environ[SUITE_TOKEN_ENV] = own
     entries = [f"{principal}:{token}" for token, principal in users.items()]
     os.environ[SUITE_TOKENS_ENV] = ",".join([*entries, f"{SUITE_PRINCIPAL}:{own}"])
