@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 DEADLINE = 120.0
 """Seconds a container may take to be healthy, and a docker command to answer."""
+SLOW = 180.0
+"""Seconds a hookmesh command against the containers may take: ingesting docs/ embeds it all,
+on a machine whose cores the containers share."""
 TAG = os.environ.get("HOOKMESH_IMAGE_TAG", "latest")
 HOOKMESH = f"hookmesh:{TAG}"
 ENVOY = f"hookmesh-envoy:{TAG}"

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.e2e.commands import ROOT, run
-from tests.e2e.containers import HOOKMESH, Container, free_port, running
+from tests.e2e.containers import HOOKMESH, SLOW, Container, free_port, running
 from tests.e2e.test_first_hour import NOISE, first_hour_commands
 
 pytestmark = pytest.mark.timeout(400)
@@ -87,7 +87,7 @@ async def test_the_image_runs_the_suite_and_the_first_hour(tmp_path: Path) -> No
             if command[1] == "status":  # the containers' health answered it
                 continue
             target = f"127.0.0.1:{ports[SERVICE_OF[command[1]]]}"
-            code, out, err = await run(*command[1:], "--target", target, cwd=tmp_path)
+            code, out, err = await run(*command[1:], "--target", target, cwd=tmp_path, timeout=SLOW)
             assert code == 0, f"{' '.join(command)} exited {code}: {err}"
             outputs[" ".join(command[1:3]) if command[1] in ("kb", "memory", "sessions")
                     else command[1]] = out  # fmt: skip

@@ -55,7 +55,7 @@ def _read(path: Path) -> str:
         return ""
 
 
-def render(
+def render_envoy_config(
     routes: Mapping[str, Sequence[str]],
     config: Path,
     listen: Mapping[str, str] | None = None,
@@ -126,7 +126,9 @@ class EnvoyProxy:
         """
         self._dir = Path(tempfile.mkdtemp(prefix="hookmesh-envoy-"))
         config = self._dir / "envoy.yaml"
-        config.write_text(yaml.safe_dump(render(self.routes, self.config, self.listen)))
+        config.write_text(
+            yaml.safe_dump(render_envoy_config(self.routes, self.config, self.listen))
+        )
         admin_file = self._dir / "admin.txt"
         with (self._dir / "envoy.log").open("wb") as log:
             self._process = await asyncio.create_subprocess_exec(
