@@ -158,40 +158,60 @@ async def _serve_replicas(
 @app.command()
 def status(
     config: ConfigOption = None,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(help="Check this gRPC server (host:port; repeatable) instead of the suite."),
+    ] = None,
+    wait: Annotated[
+        float, typer.Option(help="Seconds to keep asking until every one serves (0: once).")
+    ] = 0.0,
     tls_ca: TlsCaOption = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each service.")] = (
         _HEALTH_TIMEOUT
     ),
 ) -> None:
-    """Check the health of every service of the suite (the default ports, or --config's);
-    exit 1 when one is not serving."""
+    """Check the health of every service of the suite (the default ports, or --config's), or
+    of the --target servers; exit 1 when one is not serving."""
     from hookmesh.services.agent import load_config
     from hookmesh.suite import GATEWAYS, default_suite_config, service_settings
 
-    try:
-        settings = default_suite_config() if config is None else load_config(config)
-    except ValueError as exc:
-        die(str(exc))
-    targets = {"agent": settings.listen}
-    for sidecar in settings.sidecars:
-        targets[f"sidecar {sidecar.name}"] = sidecar.listen
-    try:
-        for name, overrides in settings.services.items():
-            targets[name] = service_settings(name, overrides).listen
-    except ValueError as exc:
-        die(str(exc))
+    if target:
+        targets = {f"server {i}": host_port(t, "--target") for i, t in enumerate(target, 1)}
+    else:
+        try:
+            settings = default_suite_config() if config is None else load_config(config)
+        except ValueError as exc:
+            die(str(exc))
+        targets = {"agent": settings.listen}
+        for sidecar in settings.sidecars:
+            targets[f"sidecar {sidecar.name}"] = sidecar.listen
+        try:
+            for name, overrides in settings.services.items():
+                targets[name] = service_settings(name, overrides).listen
+        except ValueError as exc:
+            die(str(exc))
     tls = client_tls(tls_ca)
 
-    async def check() -> int:
-        results = await asyncio.gather(
+    async def ask() -> list[str]:
+        return await asyncio.gather(
             *(
                 _page_health(t, timeout) if name in GATEWAYS else _health(t, timeout, tls)
                 for name, t in targets.items()
             )
         )
-        for (name, target), state in zip(targets.items(), results, strict=True):
-            print(f"{name:18s} {target:22s} {state}")
-        return 0 if all(r == "serving" for r in results) else 1
+
+    async def check() -> int:
+        deadline = asyncio.get_running_loop().time() + wait
+        # NOTE(cli): health has no "tell me when" call, so --wait asks again until the deadline.
+        while True:
+            results = await ask()
+            serving = all(r == "serving" for r in results)
+            if serving or asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(0.5)
+        for (name, address), state in zip(targets.items(), results, strict=True):
+            print(f"{name:18s} {address:22s} {state}")
+        return 0 if serving else 1
 
     raise typer.Exit(run(check()))
 
