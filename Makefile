@@ -49,13 +49,15 @@ chromium:
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$SUDO apt-get update -qq && \
 		$$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
 
-# Debian's Docker engine, debootstrap (the images' base) and docker-compose, and a running
-# engine with no bridge: containers use the host's network (scripts/start-docker.sh).
+# Debian's Docker engine, debootstrap (the images' base), docker-compose and iproute2 (the
+# deploy doc's test runs it in a network namespace of its own), and a running engine with no
+# bridge: containers use the host's network (scripts/start-docker.sh).
 docker:
 	@command -v dockerd >/dev/null && command -v debootstrap >/dev/null && \
-		command -v docker-compose >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends \
-		docker.io debootstrap docker-compose; }
+		command -v docker-compose >/dev/null && command -v ip >/dev/null || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$SUDO apt-get update -qq && \
+		$$SUDO apt-get install -y -qq --no-install-recommends docker.io debootstrap \
+		docker-compose iproute2; }
 	@scripts/start-docker.sh
 
 # hookmesh's images (services/*/Dockerfile): hookmesh, hookmesh-envoy, hookmesh-postgres,
