@@ -88,7 +88,7 @@ async def test_up_replicas_behind_envoy_survive_a_killed_replica(tmp_path: Path)
         suite.process.send_signal(signal.SIGHUP)
         async with asyncio.timeout(DEADLINE):
             reloaded = (await suite.process.stdout.readline()).decode()
-        assert reloaded == "reloading the middlewares of 1 replicas\n"  # the live one
+        assert reloaded == "reloading middlewares: 1 of 2 replicas\n"  # the live one
     finally:
         code, log = await suite.stop()
     assert code == 0, log

@@ -145,7 +145,7 @@ async def _serve_replicas(
             except (SuiteError, ValueError) as exc:  # a bad config: the replicas keep theirs
                 print(f"error: reload: {exc}", file=sys.stderr)
                 return
-            print(f"reloading the middlewares of {signalled} replicas", flush=True)
+            print(f"reloading middlewares: {signalled} of {count} replicas", flush=True)
 
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
         hup = f"kill -HUP {os.getpid()} reloads every replica"
