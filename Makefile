@@ -10,7 +10,10 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 PROTOS := $(wildcard protos/hookmesh/v1/*.proto)
 GEN_DIR := src
 
-.PHONY: all demo test lint proto proto-check bench llm node espeak chromium clean
+.PHONY: all demo test lint proto proto-check bench llm node espeak chromium docker image clean
+# The images' base: made here from Debian's packages (no image registry needed); any Debian
+# bookworm with Python 3.11 works, e.g. `make image IMAGE_BASE=python:3.11-slim-bookworm`.
+IMAGE_BASE ?= hookmesh-base:bookworm
 
 all: test
 
@@ -46,6 +49,24 @@ chromium:
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$SUDO apt-get update -qq && \
 		$$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
 
+# Debian's Docker engine, debootstrap (the images' base), docker-compose and iproute2 (the
+# deploy doc's test runs it in a network namespace of its own), and a running engine with no
+# bridge: containers use the host's network (scripts/start-docker.sh).
+docker:
+	@command -v dockerd >/dev/null && command -v debootstrap >/dev/null && \
+		command -v docker-compose >/dev/null && command -v ip >/dev/null || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$SUDO apt-get update -qq && \
+		$$SUDO apt-get install -y -qq --no-install-recommends docker.io debootstrap \
+		docker-compose iproute2; }
+	@scripts/start-docker.sh
+
+# hookmesh's images (services/*/Dockerfile): hookmesh, hookmesh-envoy, hookmesh-postgres,
+# tagged $$HOOKMESH_IMAGE_TAG (default latest); each prints its size and build time.
+image: docker
+	@$(if $(filter hookmesh-base:%,$(IMAGE_BASE)),scripts/make-base-image.sh $(IMAGE_BASE))
+	@for what in hookmesh envoy postgres; do BASE=$(IMAGE_BASE) scripts/build-image.sh $$what \
+		|| exit 1; done
+
 # Regenerate src/hookmesh/v1 from protos/ (messages, .pyi stubs and gRPC stubs).
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iprotos --python_out=$(GEN_DIR) --pyi_out=$(GEN_DIR) \
@@ -66,7 +87,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) espeak chromium proto-check lint
+test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) espeak chromium image proto-check lint
 	$(BIN)/pytest -q
 
 # `make demo DEMO_FLAGS=--serve` keeps the suite up and prints the chat page's URL.

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,6 +41,14 @@ def up(
     data_dir: Annotated[
         Path, typer.Option(help="Where the default suite keeps its data (without --config).")
     ] = Path("hookmesh-data"),
+    replicas: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Run the agent as N processes sharing sessions in a temporary PostgreSQL, "
+            "behind Envoy on the agent's address (docs/deploy.md); 0: one, in this process.",
+        ),
+    ] = 0,
     app_dir: AppDirOption = Path("."),
     token_env: AcceptTokensEnv = None,
     token_file: AcceptTokensFile = None,
@@ -48,40 +60,29 @@ def up(
     the agent, the AG-UI and A2A gateways and the MCP server. Ctrl-C stops everything.
 
     With --token-env or --token-file every server requires a bearer token (the suite's
-    parts get one of their own); TLS flags apply to the agent service."""
+    parts get one of their own); TLS flags apply to the agent service. With --replicas,
+    SIGHUP reloads every replica's middlewares from the config."""
     from hookmesh.services import wait_for_signal
-    from hookmesh.services.agent import load_config
-    from hookmesh.suite import (
-        SuiteError,
-        default_suite_config,
-        describe_model,
-        secure_suite,
-        start_suite,
-    )
+    from hookmesh.suite import SuiteError, describe_model, start_suite
 
     import_from(app_dir)
     auth = auth_flags(token_env, token_file, tls_cert, tls_key, client_ca)
+    if replicas and "tls" in auth:
+        die("--replicas takes no TLS flags: Envoy is the front door (docs/deploy.md)")
     overrides = {"listen": host_port(listen)} if listen else {}
     try:
-        if config is None:
-            settings = default_suite_config(data_dir)
-            if overrides:
-                settings = settings.model_copy(update=overrides)
-        else:
-            settings = load_config(config, **overrides)
-        if auth:
-            settings = secure_suite(settings, auth)
+        settings = _suite_settings(config, data_dir, overrides, auth)
     except ValueError as exc:
         die(str(exc))
 
     async def serve() -> int:
         try:
+            if replicas:
+                reread = partial(_suite_settings, config, data_dir, overrides, auth)
+                return await _serve_replicas(settings, replicas, app_dir.resolve(), reread)
             async with start_suite(settings, app_dir=app_dir.resolve()) as suite:
                 print(f"agent      {suite.agent_address}   model: {describe_model(settings)}")
-                for name, address in suite.sidecars.items():
-                    print(f"sidecar    {address}   {name}")
-                for name, address in suite.services.items():
-                    print(f"{name:10s} {address}")
+                _print_parts(suite.sidecars, suite.services)
                 print("Ctrl-C stops everything.", flush=True)
                 await wait_for_signal()
                 print("stopping…", flush=True)
@@ -93,43 +94,124 @@ def up(
     raise typer.Exit(run(serve()))
 
 
+def _suite_settings(
+    config: Path | None, data_dir: Path, overrides: dict[str, str], auth: dict[str, Any]
+) -> Any:
+    """The suite's config from --config (or the default suite), the flags and the
+    environment.
+
+    Raises:
+        ValueError: A bad file, variable or token file; the message says which.
+    """
+    from hookmesh.services.agent import load_config
+    from hookmesh.suite import default_suite_config, secure_suite
+
+    if config is None:
+        settings = default_suite_config(data_dir)
+        if overrides:
+            settings = settings.model_copy(update=overrides)
+    else:
+        settings = load_config(config, **overrides)
+    return secure_suite(settings, auth) if auth else settings
+
+
+def _print_parts(sidecars: dict[str, str], services: dict[str, str]) -> None:
+    for name, address in sidecars.items():
+        print(f"sidecar    {address}   {name}")
+    for name, address in services.items():
+        print(f"{name:10s} {address}")
+
+
+async def _serve_replicas(
+    settings: Any, count: int, app_dir: Path, reread: Callable[[], Any]
+) -> int:
+    """`up --replicas`: print where everything is, reload every replica on SIGHUP (the
+    config read again), stop on SIGTERM or SIGINT."""
+    from hookmesh.services import wait_for_signal
+    from hookmesh.suite import SuiteError, describe_model, start_replicas
+
+    async with start_replicas(settings, count, app_dir=app_dir) as mesh:
+        print(f"agent      {mesh.agent_address}   envoy in front of {count} replicas   "
+              f"model: {describe_model(settings)}")  # fmt: skip
+        for number, replica in enumerate(mesh.replicas, 1):
+            print(f"{f'replica-{number}':10s} {replica.address}   pid {replica.pid}")
+        print(f"postgres   {mesh.postgres_url}   temporary: removed when up stops")
+        print(f"envoy      http://{mesh.envoy_admin}   admin")
+        _print_parts(mesh.sidecars, mesh.services)
+
+        def reload() -> None:
+            try:
+                signalled = mesh.reload(reread())
+            except (SuiteError, ValueError) as exc:  # a bad config: the replicas keep theirs
+                print(f"error: reload: {exc}", file=sys.stderr)
+                return
+            print(f"reloading middlewares: {signalled} of {count} replicas", flush=True)
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
+        hup = f"kill -HUP {os.getpid()} reloads every replica"
+        print(f"Ctrl-C stops everything; {hup}.", flush=True)
+        await wait_for_signal()
+        print("stopping…", flush=True)
+    return 0
+
+
 @app.command()
 def status(
     config: ConfigOption = None,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(help="Check this gRPC server (host:port; repeatable) instead of the suite."),
+    ] = None,
+    wait: Annotated[
+        float, typer.Option(help="Seconds to keep asking until every one serves (0: once).")
+    ] = 0.0,
     tls_ca: TlsCaOption = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each service.")] = (
         _HEALTH_TIMEOUT
     ),
 ) -> None:
-    """Check the health of every service of the suite (the default ports, or --config's);
-    exit 1 when one is not serving."""
+    """Check the health of every service of the suite (the default ports, or --config's), or
+    of the --target servers; exit 1 when one is not serving."""
     from hookmesh.services.agent import load_config
     from hookmesh.suite import GATEWAYS, default_suite_config, service_settings
 
-    try:
-        settings = default_suite_config() if config is None else load_config(config)
-    except ValueError as exc:
-        die(str(exc))
-    targets = {"agent": settings.listen}
-    for sidecar in settings.sidecars:
-        targets[f"sidecar {sidecar.name}"] = sidecar.listen
-    try:
-        for name, overrides in settings.services.items():
-            targets[name] = service_settings(name, overrides).listen
-    except ValueError as exc:
-        die(str(exc))
+    if target:
+        targets = {f"server {i}": host_port(t, "--target") for i, t in enumerate(target, 1)}
+    else:
+        try:
+            settings = default_suite_config() if config is None else load_config(config)
+        except ValueError as exc:
+            die(str(exc))
+        targets = {"agent": settings.listen}
+        for sidecar in settings.sidecars:
+            targets[f"sidecar {sidecar.name}"] = sidecar.listen
+        try:
+            for name, overrides in settings.services.items():
+                targets[name] = service_settings(name, overrides).listen
+        except ValueError as exc:
+            die(str(exc))
     tls = client_tls(tls_ca)
 
-    async def check() -> int:
-        results = await asyncio.gather(
+    async def ask() -> list[str]:
+        return await asyncio.gather(
             *(
                 _page_health(t, timeout) if name in GATEWAYS else _health(t, timeout, tls)
                 for name, t in targets.items()
             )
         )
-        for (name, target), state in zip(targets.items(), results, strict=True):
-            print(f"{name:18s} {target:22s} {state}")
-        return 0 if all(r == "serving" for r in results) else 1
+
+    async def check() -> int:
+        deadline = asyncio.get_running_loop().time() + wait
+        # NOTE(cli): health has no "tell me when" call, so --wait asks again until the deadline.
+        while True:
+            results = await ask()
+            serving = all(r == "serving" for r in results)
+            if serving or asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(0.5)
+        for (name, address), state in zip(targets.items(), results, strict=True):
+            print(f"{name:18s} {address:22s} {state}")
+        return 0 if serving else 1
 
     raise typer.Exit(run(check()))
 

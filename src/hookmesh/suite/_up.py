@@ -3,27 +3,24 @@ this process, each sidecar in its own process, then the agent service."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from hookmesh._processes import stop_process
-from hookmesh.server import AuthConfig, bound_address, check_free, load_tokens
-from hookmesh.services.agent import (
-    AgentService,
-    AgentServiceConfig,
-    SidecarConfig,
-    start_agent_service,
+from hookmesh.server import AuthConfig, bound_address, load_tokens
+from hookmesh.services.agent import AgentService, AgentServiceConfig, start_agent_service
+from hookmesh.suite._parts import (
+    SuiteError,
+    all_service_settings,
+    check_addresses,
+    resolve_services,
+    start_backends,
+    start_gateways,
 )
-
-_START_TIMEOUT = 30.0
-_STOP_TIMEOUT = 10.0
 
 AGENT_ADDRESS = "127.0.0.1:7000"
 SIDECAR_ADDRESS = "127.0.0.1:7001"
@@ -34,8 +31,6 @@ AGUI_ADDRESS = "127.0.0.1:7010"
 A2A_ADDRESS = "127.0.0.1:7020"
 MCP_ADDRESS = "127.0.0.1:7030"
 """Where `hookmesh up` puts each server, and where every CLI command looks by default."""
-GATEWAYS = ("agui", "a2a", "mcp")
-"""Services that front others over HTTP: started after the agent, stopped before it."""
 DATA_DIR = "hookmesh-data"
 """Where the default suite keeps its SQLite files (relative to the working directory)."""
 
@@ -48,10 +43,6 @@ SUITE_TOKENS_ENV = "HOOKMESH_SUITE_TOKENS"
 """Holds every token the suite's servers accept: the users' and the suite's own."""
 
 
-class SuiteError(Exception):
-    """A part of the suite could not start; the message names it and says why."""
-
-
 @dataclass
 class Suite:
     """What `start_suite` runs and where."""
@@ -60,13 +51,6 @@ class Suite:
     agent_address: str
     sidecars: dict[str, str] = field(default_factory=dict)
     services: dict[str, str] = field(default_factory=dict)
-
-
-class _Stoppable(Protocol):
-    @property
-    def port(self) -> int: ...
-
-    async def stop(self, grace: float | None) -> None: ...
 
 
 def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
@@ -129,7 +113,9 @@ def secure_suite(config: AgentServiceConfig, auth: dict[str, Any]) -> AgentServi
     users = load_tokens(
         AuthConfig(token_env=auth.get("token_env"), token_file=auth.get("token_file"))
     )
-    own = secrets.token_urlsafe(32)
+    # NOTE(suite): kept once made, so securing the running suite's config again (a reload of
+    # `up --replicas`) keeps the token its running parts accept.
+    own = os.environ.get(SUITE_TOKEN_ENV) or secrets.token_urlsafe(32)
     os.environ[SUITE_TOKEN_ENV] = own
     entries = [f"{principal}:{token}" for token, principal in users.items()]
     os.environ[SUITE_TOKENS_ENV] = ",".join([*entries, f"{SUITE_PRINCIPAL}:{own}"])
@@ -174,137 +160,6 @@ def describe_model(config: AgentServiceConfig) -> str:
     return f"{model.model} at {model.base_url}"
 
 
-def service_settings(name: str, overrides: dict[str, Any]) -> Any:
-    """The settings `hookmesh up` runs service `name` with: its `services.<name>` block over
-    the service's own defaults and environment (MCP always over HTTP)."""
-    if name == "agui":
-        from hookmesh.services.agui import load_agui_config
-
-        return load_agui_config(None, **overrides)
-    if name == "a2a":
-        from hookmesh.services.a2a import load_a2a_config
-
-        return load_a2a_config(None, **overrides)
-    if name == "mcp":
-        from hookmesh.services.mcp import load_mcp_settings
-
-        return load_mcp_settings(None, **{**overrides, "transport": "http"})
-    if name == "retrieval":
-        from hookmesh.services.retrieval import load_retrieval_config
-
-        return load_retrieval_config(None, **overrides)
-    if name == "memory":
-        from hookmesh.services.memory import load_memory_config
-
-        return load_memory_config(None, **overrides)
-    from hookmesh.services.tts import load_tts_config
-
-    return load_tts_config(None, **overrides)
-
-
-async def _start_service(name: str, settings: Any) -> _Stoppable:
-    """Start a domain service in this process."""
-    if name == "retrieval":
-        from hookmesh.services.retrieval import start_retrieval_service
-
-        return await start_retrieval_service(settings)
-    if name == "memory":
-        from hookmesh.services.memory import start_memory_service
-
-        return await start_memory_service(settings)
-    from hookmesh.services.tts import start_tts_service
-
-    return await start_tts_service(settings)
-
-
-async def _start_gateway(
-    name: str, settings: Any, agent_address: str, services: dict[str, str]
-) -> tuple[_Stoppable, str]:
-    """A gateway in front of the agent (AG-UI, A2A) or the services (MCP) just started, and
-    the URL it prints; the addresses it talks to are the ones the suite bound."""
-    try:
-        if name == "agui":
-            from hookmesh.services.agui import start_agui_gateway
-
-            server: _Stoppable = await start_agui_gateway(
-                settings.model_copy(update={"agent": agent_address})
-            )
-            path = "/"
-        elif name == "a2a":
-            from hookmesh.services.a2a import start_a2a_server
-
-            server = await start_a2a_server(settings.model_copy(update={"agent": agent_address}))
-            path = "/.well-known/agent-card.json"
-        else:
-            from hookmesh.services.mcp import start_mcp_http_server
-
-            behind = {part: services.get(part) for part in ("retrieval", "memory", "tts")}
-            server = await start_mcp_http_server(settings.model_copy(update=behind))
-            path = "/mcp"
-    except Exception as exc:
-        raise SuiteError(f"{name} gateway: {exc}") from exc
-    return server, f"http://{bound_address(settings.listen, server.port)}{path}"
-
-
-def _resolve(config: AgentServiceConfig, services: dict[str, str]) -> AgentServiceConfig:
-    """Replace ``"service:NAME"`` middleware params by the started services' addresses."""
-    entries = []
-    for entry in config.middlewares:
-        params = getattr(entry, "params", None)
-        if params:
-            resolved = {}
-            for key, value in params.items():
-                if isinstance(value, str) and value.startswith("service:"):
-                    name = value.removeprefix("service:")
-                    if name not in services:
-                        raise SuiteError(
-                            f"middleware param {key}={value!r}: no service {name!r} runs "
-                            f"(configured: {', '.join(services) or 'none'})"
-                        )
-                    value = services[name]
-                resolved[key] = value
-            entry = entry.model_copy(update={"params": resolved})
-        entries.append(entry)
-    return config.model_copy(update={"middlewares": entries})
-
-
-async def _start_sidecar(
-    sidecar: SidecarConfig, app_dir: Path | None
-) -> tuple[asyncio.subprocess.Process, str]:
-    name, middleware, listen = sidecar.name, sidecar.middleware, sidecar.listen
-    extra = ["--app-dir", str(app_dir)] if app_dir is not None else []
-    if sidecar.token_env:
-        extra += ["--token-env", sidecar.token_env]
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "hookmesh.cli",
-        "sidecar",
-        "--middleware",
-        middleware,
-        "--listen",
-        listen,
-        *extra,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stdout is not None and process.stderr is not None
-    try:
-        async with asyncio.timeout(_START_TIMEOUT):
-            line = (await process.stdout.readline()).decode().strip()
-    except TimeoutError:
-        line = ""
-    if not line.startswith("listening on "):
-        if process.returncode is None:
-            process.kill()
-        await process.wait()
-        why = (await process.stderr.read()).decode().strip().splitlines()
-        detail = why[-1].removeprefix("error: ") if why else line or "no output"
-        raise SuiteError(f"sidecar {name} ({middleware}) did not start: {detail}")
-    return process, line.removeprefix("listening on ")
-
-
 @asynccontextmanager
 async def start_suite(
     config: AgentServiceConfig, *, address: str | None = None, app_dir: Path | None = None
@@ -326,59 +181,17 @@ async def start_suite(
             exits); the message names the part.
     """
     agent_address = address or config.listen
-    settings: dict[str, Any] = {}
-    for name, overrides in config.services.items():
-        try:
-            settings[name] = service_settings(name, overrides)
-        except ValueError as exc:
-            raise SuiteError(f"services.{name}: {exc}") from None
-    try:
-        for listen in (
-            agent_address,
-            *(s.listen for s in settings.values()),
-            *(s.grpc_listen for s in settings.values() if getattr(s, "grpc_listen", None)),
-            *(s.listen for s in config.sidecars),
-        ):
-            check_free(listen)
-    except OSError as exc:
-        raise SuiteError(str(exc)) from None
-    processes: list[asyncio.subprocess.Process] = []
-    sidecars: dict[str, str] = {}
-    running: list[_Stoppable] = []
-    services: dict[str, str] = {}
-    try:
-        for service_name, wanted in settings.items():
-            if service_name in GATEWAYS:
-                continue
-            try:
-                service = await _start_service(service_name, wanted)
-            except Exception as exc:
-                raise SuiteError(f"{service_name} service: {exc}") from exc
-            running.append(service)
-            services[service_name] = bound_address(wanted.listen, service.port)
-        for sidecar in config.sidecars:
-            process, sidecar_address = await _start_sidecar(sidecar, app_dir)
-            processes.append(process)
-            sidecars[sidecar.name] = sidecar_address
-        resolved = _resolve(config, services)
+    settings = all_service_settings(config)
+    check_addresses(config, settings, [agent_address])
+    async with start_backends(config, settings, app_dir) as (services, sidecars):
+        resolved = resolve_services(config, services)
         try:
             agent = await start_agent_service(resolved, address=address, sidecars=sidecars)
         except Exception as exc:
             raise SuiteError(f"agent service: {exc}") from exc
         address = bound_address(agent_address, agent.port)
-        gateways: list[_Stoppable] = []
         try:
-            for front in GATEWAYS:
-                if front in settings:
-                    gateway, url = await _start_gateway(front, settings[front], address, services)
-                    gateways.append(gateway)
-                    services[front] = url
-            yield Suite(agent, address, sidecars, services)
+            async with start_gateways(settings, address, services, config.grace_seconds) as fronts:
+                yield Suite(agent, address, sidecars, {**services, **fronts})
         finally:
-            for gateway in reversed(gateways):  # first: open streams end, interrupting replies
-                await gateway.stop(config.grace_seconds)
             await agent.stop(config.grace_seconds)
-    finally:
-        await asyncio.gather(*(stop_process(p, _STOP_TIMEOUT) for p in processes))
-        for service in reversed(running):
-            await service.stop(config.grace_seconds)

@@ -3,10 +3,12 @@ deploy/envoy/hookmesh.yaml) for tests and benchmarks, with loopback replicas in 
 DNS names.
 
 `EnvoyProxy(routes, config)` keeps the shipped listeners and clusters named in `routes` (listener
-name → replica addresses) and drops the others; listeners and the admin interface bind
-127.0.0.1 on OS-picked ports. It runs in its own session (Envoy must not die with a shell),
-one worker thread (round robin is then strictly alternating) and no hot restart, so several
-can run at once.
+name → replica addresses) and drops the others; listeners bind 127.0.0.1 on OS-picked ports
+unless `listen` names an address (`hookmesh up --replicas` puts the agent's on its usual
+port), the admin interface always on an OS-picked one. It runs in its own session (Envoy must
+not die with a shell), one worker thread (round robin is then strictly alternating) and no
+hot restart, so several can run at once; its log is a file, so a long run never fills a
+pipe.
 """
 
 from __future__ import annotations
@@ -53,14 +55,20 @@ def _read(path: Path) -> str:
         return ""
 
 
-def render(routes: Mapping[str, Sequence[str]], config: Path) -> dict[str, Any]:
-    """The shipped config with only the listeners in `routes`, each on 127.0.0.1:0 and its
-    cluster's endpoints replaced by the given ``host:port`` replicas."""
+def render_envoy_config(
+    routes: Mapping[str, Sequence[str]],
+    config: Path,
+    listen: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The shipped config with only the listeners in `routes`, each on its `listen` address
+    (default 127.0.0.1:0) and its cluster's endpoints replaced by the given ``host:port``
+    replicas."""
     loaded = yaml.safe_load(config.read_text())
     loaded["admin"]["address"] = _socket("127.0.0.1:0")
     resources = loaded["static_resources"]
+    addresses = listen or {}
     resources["listeners"] = [
-        {**listener, "address": _socket("127.0.0.1:0")}
+        {**listener, "address": _socket(addresses.get(listener["name"], "127.0.0.1:0"))}
         for listener in resources["listeners"]
         if listener["name"] in routes
     ]
@@ -89,11 +97,18 @@ class EnvoyProxy:
     Args:
         routes: Listener (= cluster) name → the replicas' ``host:port`` addresses.
         config: The Envoy config file to run (its admin block, listeners and clusters).
+        listen: Listener name → the ``host:port`` it binds (default 127.0.0.1:0).
     """
 
-    def __init__(self, routes: Mapping[str, Sequence[str]], config: Path) -> None:
+    def __init__(
+        self,
+        routes: Mapping[str, Sequence[str]],
+        config: Path,
+        listen: Mapping[str, str] | None = None,
+    ) -> None:
         self.routes = {name: list(addresses) for name, addresses in routes.items()}
         self.config = config
+        self.listen = dict(listen or {})
         self.admin = ""
         self._ports: dict[str, int] = {}
         self._dir: Path | None = None
@@ -111,14 +126,16 @@ class EnvoyProxy:
         """
         self._dir = Path(tempfile.mkdtemp(prefix="hookmesh-envoy-"))
         config = self._dir / "envoy.yaml"
-        config.write_text(yaml.safe_dump(render(self.routes, self.config)))
+        config.write_text(
+            yaml.safe_dump(render_envoy_config(self.routes, self.config, self.listen))
+        )
         admin_file = self._dir / "admin.txt"
-        self._process = await asyncio.create_subprocess_exec(
-            envoy_binary(), "-c", str(config), "--admin-address-path", str(admin_file),
-            "--concurrency", "1", "--disable-hot-restart", "-l", "warning",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )  # fmt: skip
+        with (self._dir / "envoy.log").open("wb") as log:
+            self._process = await asyncio.create_subprocess_exec(
+                envoy_binary(), "-c", str(config), "--admin-address-path", str(admin_file),
+                "--concurrency", "1", "--disable-hot-restart", "-l", "warning",
+                stdout=asyncio.subprocess.DEVNULL, stderr=log, start_new_session=True,
+            )  # fmt: skip
         try:
             async with asyncio.timeout(START_TIMEOUT):
                 await self._wait_ready(admin_file)
@@ -134,7 +151,7 @@ class EnvoyProxy:
         async with httpx.AsyncClient(timeout=2.0) as http:
             while True:
                 if self._process.returncode is not None:
-                    raise RuntimeError(f"envoy exited: {await self._stderr()}")
+                    raise RuntimeError(f"envoy exited: {self._log()}")
                 self.admin = _read(admin_file)
                 if self.admin:
                     try:
@@ -152,9 +169,10 @@ class EnvoyProxy:
         hosts = await self.hosts(http)
         return all(h["healthy"] for per in hosts.values() for h in per.values())
 
-    async def _stderr(self) -> str:
-        assert self._process is not None and self._process.stderr is not None
-        return (await self._process.stderr.read()).decode(errors="replace")[-2000:]
+    def _log(self) -> str:
+        """The end of Envoy's log."""
+        assert self._dir is not None
+        return (self._dir / "envoy.log").read_text(errors="replace")[-2000:]
 
     async def hosts(self, http: httpx.AsyncClient | None = None) -> dict[str, dict[str, Any]]:
         """Per cluster, per replica address: Envoy's own counters (``rq_total``,

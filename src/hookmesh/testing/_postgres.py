@@ -28,6 +28,9 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
+import psycopg
+from psycopg import sql
+
 STARTUP_TIMEOUT = 60.0
 _READY = "database system is ready to accept connections"
 _RUN_AS = "nobody"
@@ -99,6 +102,16 @@ class EmbeddedPostgres:
     def url(self) -> str:
         """``postgresql://postgres@127.0.0.1:PORT/postgres`` (trust auth)."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def create_database(self, name: str) -> str:
+        """A login role `name` and a database `name` it owns, as an application uses them
+        (not a superuser); returns the role's URL, ``postgresql://NAME@127.0.0.1:PORT/NAME``
+        (trust auth: no password)."""
+        role = sql.Identifier(name)
+        with psycopg.connect(self.url, autocommit=True) as db:
+            db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(role))
+            db.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(role, role))
+        return f"postgresql://{name}@127.0.0.1:{self.port}/{name}"
 
     def start(self) -> str:
         """initdb and start the server; returns its URL.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,14 +44,25 @@ class ServerProcess:
 
 @asynccontextmanager
 async def hookmesh_process(
-    *args: str, ready: str, env: dict[str, str] | None = None
+    *args: str,
+    ready: str,
+    env: dict[str, str] | None = None,
+    unset: Collection[str] = (),
+    log: bool = False,
 ) -> AsyncIterator[ServerProcess]:
     """Run `hookmesh ARGS` until the block ends (SIGTERM, then SIGKILL); its first line
-    must be `<ready>HOST:PORT`."""
+    must be `<ready>HOST:PORT`.
+
+    Args:
+        env: Variables set for it, over this process's environment.
+        unset: Variables of this process's environment it does not get.
+        log: Let its log (stderr) through to this process's stderr instead of dropping it.
+    """
+    inherited = {k: v for k, v in os.environ.items() if k not in unset}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "hookmesh.cli", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        stdout=asyncio.subprocess.PIPE, stderr=None if log else asyncio.subprocess.DEVNULL,
+        env={**inherited, "PYTHONUNBUFFERED": "1", **(env or {})},
     )  # fmt: skip
     server = ServerProcess(process, "")
     try:
@@ -66,13 +77,18 @@ async def hookmesh_process(
 
 @asynccontextmanager
 async def agent_process(
-    config: Path, env: dict[str, str] | None = None, app_dir: Path | None = None
+    config: Path,
+    env: dict[str, str] | None = None,
+    app_dir: Path | None = None,
+    unset: Collection[str] = (),
+    log: bool = False,
 ) -> AsyncIterator[ServerProcess]:
     """Run `hookmesh serve agent --config <config>` on 127.0.0.1:0 until the block ends
-    (`app_dir`: where its tools and middlewares import from)."""
+    (`app_dir`: where its tools and middlewares import from; `env`, `unset` and `log` as for
+    `hookmesh_process`)."""
     extra = ("--app-dir", str(app_dir)) if app_dir is not None else ()
     async with hookmesh_process(
         "serve", "agent", "--config", str(config), "--listen", "127.0.0.1:0", *extra,
-        ready="agent service listening on ", env=env,
+        ready="agent service listening on ", env=env, unset=unset, log=log,
     ) as agent:  # fmt: skip
         yield agent
