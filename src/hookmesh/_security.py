@@ -21,7 +21,7 @@ CLIENT_KEEPALIVE: tuple[tuple[str, Any], ...] = (
 on long-lived streams."""
 SERVER_KEEPALIVE: tuple[tuple[str, Any], ...] = (
     ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 20_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 20_000),
     ("grpc.http2.max_ping_strikes", 2),
 )
 """Servers accept the clients' pings: a server that expects fewer answers them with GOAWAY

@@ -15,22 +15,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from tests.e2e.test_first_hour import NOISE
-
 DEADLINE = 120.0
 """Seconds a container may take to be healthy, and a docker command to answer."""
 SLOW = 180.0
 """Seconds a hookmesh command against the containers may take: ingesting docs/ embeds it all,
 on a machine whose cores the containers share."""
-LONG_RUN_NOISE = tuple(n for n in NOISE if n != "too_many_pings")
-"""`NOISE` for servers that run longer than 90 s.
-
-NOTE(tests): src/hookmesh/_security.py gives servers the option
-``grpc.http2.min_recv_ping_interval_without_data_ms``, a name gRPC does not know (it is
-``grpc.http2.min_ping_interval_without_data_ms``), so a server keeps gRPC's default of 5 min
-and answers a client's 30 s keepalive pings with GOAWAY ``too_many_pings`` at the third one,
-about 90 s into an idle connection; the client reconnects. Reported to be fixed there (outside
-this change); drop this exception with that fix."""
 TAG = os.environ.get("HOOKMESH_IMAGE_TAG", "latest")
 HOOKMESH = f"hookmesh:{TAG}"
 ENVOY = f"hookmesh-envoy:{TAG}"

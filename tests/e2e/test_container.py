@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from tests.e2e.commands import ROOT, run
-from tests.e2e.containers import HOOKMESH, LONG_RUN_NOISE, SLOW, Container, free_port, running
-from tests.e2e.test_first_hour import first_hour_commands
+from tests.e2e.containers import HOOKMESH, SLOW, Container, free_port, running
+from tests.e2e.test_first_hour import NOISE, first_hour_commands
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -100,7 +100,7 @@ async def test_the_image_runs_the_suite_and_the_first_hour(tmp_path: Path) -> No
         logs = {name: await c.logs() for name, c in containers.items()}
     assert codes == dict.fromkeys(containers, 0), logs  # SIGTERM: a clean stop
     for name, log in logs.items():
-        assert not [n for n in LONG_RUN_NOISE if n in log], f"{name}:\n{log}"
+        assert not [n for n in NOISE if n in log], f"{name}:\n{log}"
 
     assert "end: completed" in outputs["chat"]
     session = re.search(r"session (\w+)", outputs["chat"])
