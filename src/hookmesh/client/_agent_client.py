@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -128,13 +129,28 @@ _BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 class Reattach:
-    """Where a reply's stream stands, for re-attaching after it broke."""
+    """Where a reply's stream stands, and what to do when it breaks: follow the reply
+    (WatchReply), or send a Reply that never started again (its ids are the caller's, so a
+    reply is never started twice).
 
-    __slots__ = ("reply_id", "seq", "session_id")
+    Args:
+        session_id: The session (the caller's, or learnt from reply_start).
+        reply_id: The reply, when the caller chose it.
+        resend: Sends the Reply again (given the time left): set for a Reply whose ids the
+            client chose.
+    """
 
-    def __init__(self, session_id: str) -> None:
+    __slots__ = ("reply_id", "resend", "seq", "session_id")
+
+    def __init__(
+        self,
+        session_id: str,
+        reply_id: str = "",
+        resend: Callable[[float], Any] | None = None,
+    ) -> None:
         self.session_id = session_id
-        self.reply_id = ""
+        self.reply_id = reply_id
+        self.resend = resend
         self.seq = 0
 
     def take(self, response: Any) -> AgentEvent | None:
@@ -150,13 +166,18 @@ class Reattach:
             self.reply_id = event.reply_id
         return event
 
-    def can_retry(self, error: AgentClientError) -> bool:
-        """Whether the failure is one to re-attach after (the reply is known)."""
-        return (
-            bool(self.reply_id and self.session_id)
-            and error.code == grpc.StatusCode.UNAVAILABLE
-            and error.reason in REATTACH_REASONS
-        )
+    def after(self, error: AgentClientError) -> Literal["watch", "resend", "raise"]:
+        """What to do after `error`: follow the reply, send it again, or give up."""
+        if not (self.reply_id and self.session_id):
+            return "raise"
+        if error.code == grpc.StatusCode.UNAVAILABLE and error.reason in REATTACH_REASONS:
+            return "watch"
+        if self.resend is not None and not self.seq:
+            if error.reason == "REPLY_NOT_FOUND":
+                return "resend"  # the broken call never started the reply
+            if error.reason == "REPLY_EXISTS":
+                return "watch"  # the resent call found it started after all
+        return "raise"
 
     def request(self) -> _agent_pb2.WatchReplyRequest:
         return _agent_pb2.WatchReplyRequest(
@@ -221,6 +242,11 @@ def _resume_request(
     )
 
 
+def _new_id() -> str:
+    """A fresh session or reply id (the caller's: see `Reattach`)."""
+    return os.urandom(16).hex()
+
+
 def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),) if token else ()
 
@@ -274,16 +300,15 @@ class AgentClient:
     def _streamed(
         self,
         start: Callable[[float], Any],
-        session_id: str,
+        where: Reattach,
         timeout: float | None,
         token: str | None,
     ) -> AsyncIterator[AgentEvent]:
         """A reply's events from the call `start` makes at once (given its deadline),
-        re-attached with WatchReply after a failure `Reattach.can_retry` allows, until the
-        deadline."""
+        followed on after a break as `Reattach.after` says, until the deadline."""
         limit = timeout or self.timeout
         deadline = asyncio.get_running_loop().time() + limit
-        return self._events(start(limit), Reattach(session_id), deadline, token)
+        return self._events(start(limit), where, deadline, token)
 
     async def _events(
         self, call: Any, where: Reattach, deadline: float, token: str | None
@@ -302,9 +327,12 @@ class AgentClient:
                 error = AgentClientError.from_rpc_error(exc)
             finally:
                 call.cancel()
-            left = deadline - loop.time()
-            if not where.can_retry(error) or left <= 0:
+            step, left = where.after(error), deadline - loop.time()
+            if step == "raise" or left <= 0:
                 raise error
+            if step == "resend" and where.resend is not None:
+                call = where.resend(left)
+                continue
             await asyncio.sleep(min(_BACKOFF[min(attempt, len(_BACKOFF) - 1)], left))
             attempt += 1
             call = self._stub.WatchReply(
@@ -345,14 +373,22 @@ class AgentClient:
                 not be re-attached before the deadline).
         """
         request = _reply_request(
-            messages, session_id, max_iters, tool_choice, model, client_tools, durability
+            messages,
+            session_id or _new_id(),
+            max_iters,
+            tool_choice,
+            model,
+            client_tools,
+            durability,
         )
+        request.reply_id = _new_id()
         metadata = self._call_metadata(token)
+
+        def send(left: float) -> Any:
+            return self._stub.Reply(request, timeout=left, metadata=metadata)
+
         return self._streamed(
-            lambda t: self._stub.Reply(request, timeout=t, metadata=metadata),
-            session_id,
-            timeout,
-            token,
+            send, Reattach(request.session_id, request.reply_id, send), timeout, token
         )
 
     def watch(
@@ -372,7 +408,7 @@ class AgentClient:
         metadata = self._call_metadata(token)
         return self._streamed(
             lambda t: self._stub.WatchReply(request, timeout=t, metadata=metadata),
-            session_id,
+            Reattach(session_id, reply_id),
             timeout,
             token,
         )
@@ -403,7 +439,7 @@ class AgentClient:
         metadata = self._call_metadata(token)
         return self._streamed(
             lambda t: self._stub.Resume(request, timeout=t, metadata=metadata),
-            session_id,
+            Reattach(session_id, ""),
             timeout,
             token,
         )
@@ -515,12 +551,12 @@ class SyncAgentClient:
         self._channel.close()
 
     def _events(
-        self, start: Callable[[float], Any], session_id: str, timeout: float | None
+        self, start: Callable[[float], Any], where: Reattach, timeout: float | None
     ) -> Iterator[AgentEvent]:
         """As `AgentClient._streamed`: the call starts at once."""
         limit = timeout or self.timeout
         deadline = time.monotonic() + limit
-        return self._iterate(start(limit), Reattach(session_id), deadline)
+        return self._iterate(start(limit), where, deadline)
 
     def _iterate(self, call: Any, where: Reattach, deadline: float) -> Iterator[AgentEvent]:
         attempt = 0
@@ -536,9 +572,12 @@ class SyncAgentClient:
                 error = AgentClientError.from_rpc_error(exc)
             finally:
                 call.cancel()
-            left = deadline - time.monotonic()
-            if not where.can_retry(error) or left <= 0:
+            step, left = where.after(error), deadline - time.monotonic()
+            if step == "raise" or left <= 0:
                 raise error
+            if step == "resend" and where.resend is not None:
+                call = where.resend(left)
+                continue
             time.sleep(min(_BACKOFF[min(attempt, len(_BACKOFF) - 1)], left))
             attempt += 1
             call = self._stub.WatchReply(
@@ -561,13 +600,20 @@ class SyncAgentClient:
     ) -> Iterator[AgentEvent]:
         """Stream one reply's events (re-attached as `AgentClient.reply` is)."""
         request = _reply_request(
-            messages, session_id, max_iters, tool_choice, model, client_tools, durability
+            messages,
+            session_id or _new_id(),
+            max_iters,
+            tool_choice,
+            model,
+            client_tools,
+            durability,
         )
-        return self._events(
-            lambda t: self._stub.Reply(request, timeout=t, metadata=self._metadata),
-            session_id,
-            timeout,
-        )
+        request.reply_id = _new_id()
+
+        def send(left: float) -> Any:
+            return self._stub.Reply(request, timeout=left, metadata=self._metadata)
+
+        return self._events(send, Reattach(request.session_id, request.reply_id, send), timeout)
 
     def watch(
         self,
@@ -583,7 +629,7 @@ class SyncAgentClient:
         )
         return self._events(
             lambda t: self._stub.WatchReply(request, timeout=t, metadata=self._metadata),
-            session_id,
+            Reattach(session_id, reply_id),
             timeout,
         )
 
@@ -604,7 +650,7 @@ class SyncAgentClient:
         request = _resume_request(session_id, confirmations, external_results, client_tools)
         return self._events(
             lambda t: self._stub.Resume(request, timeout=t, metadata=self._metadata),
-            session_id,
+            Reattach(session_id),
             timeout,
         )
 

@@ -32,6 +32,10 @@ class ScriptedModelConfig(_Strict):
     """Characters per streamed chunk."""
     repeat: bool = True
     """Start the script again when it runs out."""
+    per_reply: bool = False
+    """Choose each turn by the prompt: the first answers a user's message, the next the
+    first tool results, and so on, so concurrent replies each play the script from its
+    start (with ids that depend only on the prompt)."""
 
 
 class OpenAIModelConfig(_Strict):
@@ -81,7 +85,11 @@ def build_model(config: ScriptedModelConfig | OpenAIModelConfig) -> ChatModel:
                     )
                 )
         return ScriptedChatModel(
-            turns, stream=config.stream, chunk_size=config.chunk_size, repeat=config.repeat
+            turns,
+            stream=config.stream,
+            chunk_size=config.chunk_size,
+            repeat=config.repeat,
+            per_reply=config.per_reply,
         )
     return OpenAIChatModel(
         config.base_url,

@@ -17,7 +17,18 @@ from hookmesh.models._base import (
     ToolCallDelta,
     ToolChoice,
 )
-from hookmesh.schema import Message, MessageKind, ToolCall, Usage, estimate_tokens, make_assistant
+from hookmesh.schema import (
+    Message,
+    MessageKind,
+    ToolCall,
+    Usage,
+    estimate_tokens,
+    is_assistant,
+    is_hint,
+    is_tool_result,
+    is_user,
+    make_assistant,
+)
 
 NO_TOOLS_TEXT = "I will answer without calling tools."
 """Said by a scripted turn whose tool calls were suppressed by tool_choice="none"."""
@@ -46,6 +57,12 @@ Script = Callable[[Sequence[Message], Sequence[dict[str, Any]], ToolChoice], Scr
 class ScriptedChatModel(ChatModel):
     """Plays `turns` in order (cycling when `repeat`), honouring tool_choice.
 
+    With `per_reply`, the turn is chosen by the prompt instead: the first turn answers a
+    user's message, the next answers the first tool results, and so on (the count of
+    assistant messages since the last user input), and call and response ids come from
+    that position; so concurrent replies each play the script from its start, and the same
+    prompt gets the same answer in any process (a step run again after a cut, elsewhere).
+
     With ``tool_choice="none"`` a turn's tool calls are dropped (and the text defaults to
     `NO_TOOLS_TEXT`); with a specific tool name only calls of that tool are kept. Streaming
     splits text into `chunk_size`-character chunks, with `delay` seconds between chunks.
@@ -62,6 +79,7 @@ class ScriptedChatModel(ChatModel):
         delay: float = 0.0,
         repeat: bool = False,
         model_name: str = "scripted",
+        per_reply: bool = False,
     ) -> None:
         self._script: Script | None = turns if callable(turns) else None
         self._turns = (
@@ -72,6 +90,7 @@ class ScriptedChatModel(ChatModel):
         self.delay = delay
         self.repeat = repeat
         self.model_name = model_name
+        self.per_reply = per_reply
         self.calls: int = 0
         """How many times the model was called."""
         self.last_tool_choice: ToolChoice | None = None
@@ -83,7 +102,7 @@ class ScriptedChatModel(ChatModel):
     ) -> ScriptedTurn:
         if self._script is not None:
             return self._script(messages, tools, tool_choice)
-        index = self.calls - 1
+        index = _position(messages) if self.per_reply else self.calls - 1
         if index >= len(self._turns):
             if not self.repeat or not self._turns:
                 raise ModelError(
@@ -92,16 +111,17 @@ class ScriptedChatModel(ChatModel):
             index %= len(self._turns)
         return self._turns[index]
 
-    def _calls(self, turn: ScriptedTurn, tool_choice: ToolChoice) -> list[ToolCall]:
+    def _calls(self, turn: ScriptedTurn, tool_choice: ToolChoice, position: int) -> list[ToolCall]:
         calls = []
-        for name, args in turn.tool_calls:
+        for j, (name, args) in enumerate(turn.tool_calls):
             if tool_choice == "none" or (
                 tool_choice not in ("auto", "required") and name != tool_choice
             ):
                 continue
             self._ids += 1
+            call_id = f"call_{position}_{j}" if self.per_reply else f"call_{self._ids}"
             arguments = args if isinstance(args, str) else json.dumps(args)
-            calls.append(ToolCall(id=f"call_{self._ids}", name=name, arguments=arguments))
+            calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
         return calls
 
     async def __call__(
@@ -117,7 +137,8 @@ class ScriptedChatModel(ChatModel):
         turn = self._next_turn(messages, tools, tool_choice)
         if turn.error:
             raise ModelError(turn.error)
-        calls = self._calls(turn, tool_choice)
+        position = _position(messages) if self.per_reply else self.calls
+        calls = self._calls(turn, tool_choice, position)
         text = turn.text or (NO_TOOLS_TEXT if turn.tool_calls and not calls else "")
         usage = turn.usage or Usage(
             input_tokens=estimate_tokens(messages),
@@ -125,14 +146,20 @@ class ScriptedChatModel(ChatModel):
         )
         stop = "tool_calls" if calls else "stop"
         if self.stream:
-            return self._chunks(turn.reasoning, text, calls, usage, stop)
+            return self._chunks(turn.reasoning, text, calls, usage, stop, f"resp_{position}")
         message = make_assistant(kind, text, calls, reasoning=turn.reasoning, name=self.model_name)
         return ModelResponse(
-            message=message, usage=usage, stop_reason=stop, response_id=f"resp_{self.calls}"
+            message=message, usage=usage, stop_reason=stop, response_id=f"resp_{position}"
         )
 
     async def _chunks(
-        self, reasoning: str, text: str, calls: list[ToolCall], usage: Usage, stop: str
+        self,
+        reasoning: str,
+        text: str,
+        calls: list[ToolCall],
+        usage: Usage,
+        stop: str,
+        response_id: str,
     ) -> AsyncIterator[ModelChunk]:
         n = self.chunk_size
         for i in range(0, len(reasoning), n):
@@ -146,8 +173,19 @@ class ScriptedChatModel(ChatModel):
             yield ModelChunk(tool_call=ToolCallDelta(call.id, call.name, call.arguments[:n]))
             for i in range(n, len(call.arguments), n):
                 yield ModelChunk(tool_call=ToolCallDelta(call.id, "", call.arguments[i : i + n]))
-        yield ModelChunk(usage=usage, stop_reason=stop, response_id=f"resp_{self.calls}")
+        yield ModelChunk(usage=usage, stop_reason=stop, response_id=response_id)
 
     async def _pause(self) -> None:
         if self.delay:
             await asyncio.sleep(self.delay)
+
+
+def _position(messages: Sequence[Message]) -> int:
+    """How many model answers the prompt holds since its last user input."""
+    count = 0
+    for msg in reversed(messages):
+        if is_assistant(msg):
+            count += 1
+        elif is_user(msg) and not is_tool_result(msg) and not is_hint(msg):
+            break
+    return count

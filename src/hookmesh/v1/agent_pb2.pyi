@@ -39,16 +39,18 @@ DURABILITY_EVENT: Durability
 DURABILITY_EXIT: Durability
 
 class ReplyRequest(_message.Message):
-    __slots__ = ("session_id", "messages", "options", "client_tools")
+    __slots__ = ("session_id", "messages", "options", "client_tools", "reply_id")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    REPLY_ID_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     options: ReplyOptions
     client_tools: _containers.RepeatedCompositeFieldContainer[ClientTool]
-    def __init__(self, session_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., options: _Optional[_Union[ReplyOptions, _Mapping]] = ..., client_tools: _Optional[_Iterable[_Union[ClientTool, _Mapping]]] = ...) -> None: ...
+    reply_id: str
+    def __init__(self, session_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., options: _Optional[_Union[ReplyOptions, _Mapping]] = ..., client_tools: _Optional[_Iterable[_Union[ClientTool, _Mapping]]] = ..., reply_id: _Optional[str] = ...) -> None: ...
 
 class ClientTool(_message.Message):
     __slots__ = ("name", "description", "parameters")

@@ -103,14 +103,15 @@ def _not_found(session_id: str) -> RequestError:
     )
 
 
-def _check_id(session_id: str, *, required: bool = True) -> None:
-    """Refuse a malformed session id before it is echoed anywhere (errors stay small)."""
+def _check_id(session_id: str, *, required: bool = True, field: str = "session_id") -> None:
+    """Refuse a malformed session (or reply) id before it is echoed anywhere (errors stay
+    small)."""
     if not session_id:
         if required:
-            raise SchemaError.single("session_id", "name the session")
+            raise SchemaError.single(field, "name the session")
         return
     if not _SESSION_ID.match(session_id):
-        raise SchemaError.single("session_id", "use 1-128 characters of A-Z a-z 0-9 . _ : -")
+        raise SchemaError.single(field, "use 1-128 characters of A-Z a-z 0-9 . _ : -")
 
 
 class AgentServicer(_agent_grpc.AgentServiceServicer):
@@ -275,6 +276,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         session_id = request.session_id
         self._check_size(request, "messages")
         _check_id(session_id, required=False)
+        _check_id(request.reply_id, required=False, field="reply_id")
         if not request.messages:
             raise SchemaError.single("messages", "send at least one message")
         if len(request.messages) > self.config.max_messages:
@@ -298,11 +300,18 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                 )
             state = stored.state if stored is not None else AgentState()
             _check_idle(key[1], state)
+            reply_id = request.reply_id or new_id()
+            if request.reply_id and await self.store.reply(*key, reply_id) is not None:
+                raise RequestError(
+                    grpc.StatusCode.ALREADY_EXISTS,
+                    "REPLY_EXISTS",
+                    f"session {key[1]} already has reply {reply_id}: follow it with WatchReply",
+                    metadata={"sessionId": key[1], "replyId": reply_id},
+                )
             agent = self._agent(*key, state, model, client_tools, chain)
         except BaseException:
             await self.desk.release(key, chain)
             raise
-        reply_id = new_id()
         flight = self.desk.launch(
             key,
             chain,
