@@ -285,7 +285,9 @@ class Agent(ActingSteps):
             max_iters=run.own_max_iters or 0,
             blocks=run.blocks,
         )
-        return AgentState(
+        # NOTE(durability): built without validation: the context is this agent's own, already
+        # valid, and validating it at every step would cost a pass over the whole conversation.
+        return AgentState.model_construct(
             context=self.state.context,
             middle_context=self.state.middle_context,
             pending=position,

@@ -301,7 +301,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             state = stored.state if stored is not None else AgentState()
             _check_idle(key[1], state)
             reply_id = request.reply_id or new_id()
-            if request.reply_id and await self.store.reply(*key, reply_id) is not None:
+            known = stored is not None and request.reply_id  # a new session has no replies
+            if known and await self.store.reply(*key, reply_id) is not None:
                 raise RequestError(
                     grpc.StatusCode.ALREADY_EXISTS,
                     "REPLY_EXISTS",

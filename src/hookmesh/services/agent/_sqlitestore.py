@@ -113,6 +113,8 @@ class SqliteSessionStore(SessionStore):
         if legacy:
             self._db.executescript(f"BEGIN; {_LEGACY} COMMIT;")
         self._lock = asyncio.Lock()
+        self._queued: list[tuple[SessionRow, JournalStep | None, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
         async with self._lock:
@@ -129,21 +131,43 @@ class SqliteSessionStore(SessionStore):
     async def _write(
         self, row: SessionRow, unused_lease: Lease | None, step: JournalStep | None
     ) -> None:
+        """Queue the write for the writer, which commits what is queued together.
+
+        NOTE(sessions): a group commit: while one transaction is being written, the writes
+        of other replies queue up and go in the next one, so concurrent replies share their
+        commits (one transaction, one fsync of the WAL) instead of waiting for each other's.
+        """
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queued.append((row, step, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued())
+        await done
+
+    async def _write_queued(self) -> None:
+        while self._queued:
+            batch, self._queued = self._queued, []
+            try:
+                async with self._lock:
+                    await asyncio.to_thread(self._commit, [(r, s) for r, s, _ in batch])
+            except Exception as exc:
+                for _, _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            for _, _, done in batch:
+                if not done.done():
+                    done.set_result(None)
+
+    def _commit(self, writes: list[tuple[SessionRow, JournalStep | None]]) -> None:
+        """Write sessions and their journal steps in one transaction (a worker thread's)."""
         now = datetime.now(UTC).isoformat()
-        if step is None:
-            await self._execute(_UPSERT, (*row, now, now))
-            return
-        reply, events = self.journal_params(row[0], row[1], step)
         reply_sql, event_sql = self._sql(JOURNAL_REPLY, now="?"), self._sql(JOURNAL_EVENT)
-
-        def commit() -> None:
-            # NOTE(sessions): one transaction, so the state and the journal never disagree.
-            with self._db:
-                self._db.execute("BEGIN")
+        with self._db:
+            self._db.execute("BEGIN")
+            for row, step in writes:
                 self._db.execute(_UPSERT, (*row, now, now))
-                self._db.execute(reply_sql, (*reply, now))
-                if events:
-                    self._db.executemany(event_sql, events)
-
-        async with self._lock:
-            await asyncio.to_thread(commit)
+                if step is not None:
+                    reply, events = self.journal_params(row[0], row[1], step)
+                    self._db.execute(reply_sql, (*reply, now))
+                    if events:
+                        self._db.executemany(event_sql, events)
