@@ -62,6 +62,14 @@ def _normal(events: list[AgentEvent]) -> list[dict[str, Any]]:
     return out
 
 
+def _first_difference(got: list[dict[str, Any]], expected: list[dict[str, Any]]) -> str:
+    """Where two runs' events part, for the failure message."""
+    for i, (a, b) in enumerate(zip(got, expected, strict=False)):
+        if a != b:
+            return f"event {i}: {a} != {b}"
+    return f"{len(got)} events, expected {len(expected)}"
+
+
 async def _reply(address: str, session_id: str, text: str) -> list[AgentEvent]:
     async with AgentClient(address, timeout=REPLY_TIMEOUT) as client:
         return [e async for e in client.reply(text, session_id=session_id)]
@@ -182,7 +190,8 @@ async def test_replicas_killed_at_random_under_load_fail_no_reply(
             results = await asyncio.gather(*(one(i) for i in range(total)))
             assert await killer == kills
     expected = _normal(reference)
-    assert [i for i, events in enumerate(results) if _normal(events) != expected] == []
+    differ = [i for i, events in enumerate(results) if _normal(events) != expected]
+    assert differ == [], _first_difference(_normal(results[differ[0]]), expected)
     _, took = effects(effects_file)
     assert len(took) == total + 1 and set(took.values()) == {1}  # each call once, in effect
     assert all(e.type != "text_block_delta" or e.delta in ANSWER for e in results[0])

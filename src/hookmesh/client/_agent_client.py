@@ -172,6 +172,8 @@ class Reattach:
             return "raise"
         if error.code == grpc.StatusCode.UNAVAILABLE and error.reason in REATTACH_REASONS:
             return "watch"
+        if error.code == grpc.StatusCode.CANCELLED and not error.reason:
+            return "watch"  # the server went away mid-call (not this client: it would not be here)
         if self.resend is not None and not self.seq:
             if error.reason == "REPLY_NOT_FOUND":
                 return "resend"  # the broken call never started the reply

@@ -68,7 +68,13 @@ class AgentService:
         them; sessions are persisted as each reply ends. Resources close even when a reply
         does not end in time."""
         try:
+            # NOTE(durability): health says NOT_SERVING and every durable reply is handed over
+            # at its next saved step before the server stops, so their callers get
+            # REPLY_HANDED_OVER (and re-attach elsewhere) rather than a cancelled call.
+            await self.server.health.enter_graceful_shutdown()
             self.servicer.desk.hand_over()
+            with contextlib.suppress(TimeoutError):
+                await self.servicer.drain(grace if grace is not None else _DRAIN_TIMEOUT)
             await self.server.stop(grace)
             await self.servicer.drain(_DRAIN_TIMEOUT)
         except TimeoutError:

@@ -181,6 +181,8 @@ class ReplyDesk:
                 if last >= record.last_seq:
                     return
                 continue
+            if self.draining:
+                raise handed_over(key[1])  # this replica stops: follow it elsewhere
             if key not in self.claims and await self.adopt(record) is not None:
                 continue
             await asyncio.sleep(_FOLLOW_SECONDS)

@@ -269,6 +269,9 @@ class PostgresSessionStore(SessionStore):
         if self._lock_conn is None or self._lock_conn.closed:
             log.warning("the session store's holder connection broke: reconnecting")
             await self._hold()
+        # NOTE(sessions): only the leases held before the renewal is sent are judged: one
+        # granted while it runs may commit after its snapshot and would look lost.
+        held = dict(self._held)
         rows = await self._rows(
             self._ns(
                 "UPDATE {ns}.session_leases SET expire_time = now() + make_interval(secs => %s)"
@@ -277,9 +280,10 @@ class PostgresSessionStore(SessionStore):
             (self.lease_seconds, self.holder),
         )
         kept = {(o, s, int(t)) for o, s, t in rows}
-        lost = [Lease(o, s, t) for (o, s), t in self._held.items() if (o, s, t) not in kept]
+        lost = [Lease(o, s, t) for (o, s), t in held.items() if (o, s, t) not in kept]
         for lease in lost:
-            self._held.pop((lease.owner, lease.session_id), None)
+            if self._held.get((lease.owner, lease.session_id)) == lease.token:
+                del self._held[lease.owner, lease.session_id]
         return lost
 
     async def release(self, lease: Lease) -> None:
