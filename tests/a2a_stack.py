@@ -22,6 +22,8 @@ class A2AStack:
 
     agent: AgentService
     server: A2AServer
+    store: str
+    """The A2A server's task store."""
 
     @property
     def url(self) -> str:
@@ -31,11 +33,14 @@ class A2AStack:
 
 @asynccontextmanager
 async def a2a_stack(
-    data_dir: Path, agent: dict[str, Any] | None = None, model: Any = script
+    data_dir: Path,
+    agent: dict[str, Any] | None = None,
+    model: Any = script,
+    store: str = "",
 ) -> AsyncIterator[A2AStack]:
     """Start the agent service (SQLite in `data_dir`, `model` as its scripted model) and an
-    A2A server with gRPC in front of it; `agent` overrides the agent service's config. Both
-    stop at the end."""
+    A2A server with gRPC in front of it (its tasks in `store`, by default SQLite in
+    `data_dir`); `agent` overrides the agent service's config. Both stop at the end."""
     settings: dict[str, Any] = {
         "store": f"sqlite:///{data_dir}/agent.db",
         "tools": [
@@ -50,10 +55,11 @@ async def a2a_stack(
     service = await start_agent_service(load_config(None, **settings), address="127.0.0.1:0")
     service.servicer.models["default"] = ScriptedChatModel(model, stream=True, chunk_size=6)
     try:
-        config = load_a2a_config(None, agent=f"127.0.0.1:{service.port}")
+        store = store or f"sqlite:///{data_dir}/a2a.db"
+        config = load_a2a_config(None, agent=f"127.0.0.1:{service.port}", store=store)
         running = await start_a2a_server(config, address="127.0.0.1:0", grpc_address="127.0.0.1:0")
         try:
-            yield A2AStack(service, running)
+            yield A2AStack(service, running, store)
         finally:
             await running.stop(0.5)
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -187,6 +187,39 @@ class Reattach:
         )
 
 
+class ReplyStream(AsyncIterator[AgentEvent]):
+    """A reply's events (an async iterator), and where they stand: the reply's id and the
+    sequence number of the last event, so a caller that stops can `watch` from there later
+    (another process included)."""
+
+    __slots__ = ("_events", "_where")
+
+    def __init__(self, events: AsyncGenerator[AgentEvent, None], where: Reattach) -> None:
+        self._events = events
+        self._where = where
+
+    @property
+    def reply_id(self) -> str:
+        """The reply's id (empty before its first event when the service chose it)."""
+        return self._where.reply_id
+
+    @property
+    def seq(self) -> int:
+        """The last event's sequence number (0 before the first, or from a service that does
+        not number events)."""
+        return self._where.seq
+
+    def __aiter__(self) -> ReplyStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop reading (cancels the call)."""
+        await self._events.aclose()
+
+
 def _reply_request(
     messages: str | Message | Sequence[Message],
     session_id: str,
@@ -305,16 +338,16 @@ class AgentClient:
         where: Reattach,
         timeout: float | None,
         token: str | None,
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> ReplyStream:
         """A reply's events from the call `start` makes at once (given its deadline),
         followed on after a break as `Reattach.after` says, until the deadline."""
         limit = timeout or self.timeout
         deadline = asyncio.get_running_loop().time() + limit
-        return self._events(start(limit), where, deadline, token)
+        return ReplyStream(self._events(start(limit), where, deadline, token), where)
 
     async def _events(
         self, call: Any, where: Reattach, deadline: float, token: str | None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         loop = asyncio.get_running_loop()
         attempt = 0
         while True:
@@ -355,7 +388,8 @@ class AgentClient:
         timeout: float | None = None,
         token: str | None = None,
         durability: Durability = "",
-    ) -> AsyncIterator[AgentEvent]:
+        reply_id: str = "",
+    ) -> ReplyStream:
         """Stream one reply's events. A str becomes one user message.
 
         Args:
@@ -369,6 +403,8 @@ class AgentClient:
             timeout: This call's deadline instead of the client's (re-attaching included).
             token: This call's bearer token instead of the client's (a secret).
             durability: ``step``, ``event`` or ``exit`` instead of the service's default.
+            reply_id: The reply's id (a fresh one when empty), for a caller that names it
+                before the reply begins.
 
         Raises:
             AgentClientError: The service refused the request or the call failed (and could
@@ -383,7 +419,7 @@ class AgentClient:
             client_tools,
             durability,
         )
-        request.reply_id = _new_id()
+        request.reply_id = reply_id or _new_id()
         metadata = self._call_metadata(token)
 
         def send(left: float) -> Any:
@@ -401,7 +437,7 @@ class AgentClient:
         after_seq: int = 0,
         timeout: float | None = None,
         token: str | None = None,
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> ReplyStream:
         """Follow a reply (the session's latest when `reply_id` is empty) from after
         `after_seq`, on whichever replica runs it, until it ends; re-attached as `reply`."""
         request = _agent_pb2.WatchReplyRequest(
@@ -428,7 +464,7 @@ class AgentClient:
         client_tools: Sequence[Tool] = (),
         timeout: float | None = None,
         token: str | None = None,
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> ReplyStream:
         """Continue a paused reply, streaming its events (`client_tools`, `timeout` and
         `token` as in `reply`).
 

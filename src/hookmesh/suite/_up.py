@@ -91,7 +91,7 @@ def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
             "tts": {"listen": TTS_ADDRESS},
             "memory": {"listen": MEMORY_ADDRESS, "store": f"sqlite:///{data / 'memory.db'}"},
             "agui": {"listen": AGUI_ADDRESS},
-            "a2a": {"listen": A2A_ADDRESS},
+            "a2a": {"listen": A2A_ADDRESS, "store": f"sqlite:///{data / 'a2a.db'}"},
             "mcp": {"listen": MCP_ADDRESS},
         },
     )

@@ -20,7 +20,6 @@ from a2a.server.routes import (
     create_jsonrpc_routes,
     create_rest_routes,
 )
-from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -32,6 +31,8 @@ from hookmesh.server import HttpServer, RunningServer, Service, start_server
 from hookmesh.services.a2a._card import JSONRPC_PATH, REST_PATH, CardSource, base_card
 from hookmesh.services.a2a._config import A2AServerConfig
 from hookmesh.services.a2a._executor import HookmeshAgentExecutor, caller_token
+from hookmesh.services.a2a._follow import DurableRequestHandler
+from hookmesh.services.a2a._tasks import OpenTaskStore, open_task_store
 
 A2A_SERVICE_NAME = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 
@@ -70,12 +71,13 @@ class _GrpcCallContext(DefaultGrpcServerCallContextBuilder):
 @dataclass
 class A2AServer:
     """A running A2A server: HTTP (card, JSON-RPC, HTTP+JSON), optional gRPC, the agent
-    client."""
+    client, the task store."""
 
     http: HttpServer
     app: Starlette
     grpc_server: RunningServer | None
     client: AgentClient
+    tasks: OpenTaskStore
 
     @property
     def port(self) -> int:
@@ -89,7 +91,7 @@ class A2AServer:
 
     async def stop(self, grace: float | None) -> None:
         """Report 503 on /healthz, stop both servers (open streams get `grace` seconds), close
-        the agent channel."""
+        the agent channel and the task store."""
         self.app.state.stopping = True
         try:
             if self.grpc_server is not None:
@@ -97,6 +99,7 @@ class A2AServer:
             await self.http.stop(grace)
         finally:
             await self.client.close()
+            await self.tasks.close()
 
 
 async def start_a2a_server(
@@ -110,18 +113,17 @@ async def start_a2a_server(
         grpc_address: Overrides `config.grpc_listen`.
 
     Raises:
-        OSError: An address cannot be bound.
-        ValueError: An address is not ``host:port``.
+        OSError: An address cannot be bound, or the task store cannot be opened.
+        ValueError: An address is not ``host:port``, or the store's URL is of no known kind.
     """
+    tasks = await open_task_store(config.store)
     client = AgentClient(config.agent, timeout=config.run_timeout)
     grpc_running: RunningServer | None = None
     http: HttpServer | None = None
     try:
         executor = HookmeshAgentExecutor(client, config.run_timeout)
         placeholder = base_card(config, "http://127.0.0.1", None)
-        handler = DefaultRequestHandler(
-            agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=placeholder
-        )
+        handler = DurableRequestHandler(executor, tasks.store, agent_card=placeholder)
         app = Starlette()
         http = HttpServer(app, address or config.listen)
         host = (address or config.listen).rpartition(":")[0]
@@ -150,8 +152,9 @@ async def start_a2a_server(
         if grpc_running is not None:
             await grpc_running.stop(None)
         await client.close()
+        await tasks.close()
         raise
-    return A2AServer(http, app, grpc_running, client)
+    return A2AServer(http, app, grpc_running, client, tasks)
 
 
 def _mount(app: Starlette, handler: DefaultRequestHandler, source: CardSource) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from hookmesh.server import ServiceSettings, load_settings
@@ -22,6 +22,10 @@ class A2AServerConfig(ServiceSettings):
     """Also serve A2A's gRPC transport here (``host:port``); off when unset."""
     agent: str = "127.0.0.1:7000"
     """``host:port`` of the agent service the tasks go to."""
+    store: str = "sqlite:///hookmesh-data/a2a.db"
+    """Where tasks are kept: ``sqlite:///path`` (one process), ``postgresql://...`` (shared by
+    replicas: any of them answers for a task) or ``memory`` (lost on restart). A secret when
+    it holds a password: never logged."""
     public_url: str = ""
     """Base URL the agent card advertises (behind a proxy); default ``http://<listen>``."""
     require_token: bool = False
@@ -37,6 +41,15 @@ class A2AServerConfig(ServiceSettings):
     """How long the agent's description is reused for the card before it is read again."""
     grace_seconds: float = Field(5.0, ge=0)
     """On shutdown, running streams get this long before they are cancelled."""
+
+    @field_validator("store")
+    @classmethod
+    def _known_store(cls, value: str) -> str:
+        if value != "memory" and not value.startswith(
+            ("sqlite:///", "postgresql://", "postgres://")
+        ):
+            raise ValueError("is memory, sqlite:///path or postgresql://...")
+        return value
 
 
 def load_a2a_config(path: str | Path | None = None, **overrides: Any) -> A2AServerConfig:

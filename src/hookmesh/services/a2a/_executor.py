@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -24,10 +23,9 @@ from hookmesh.a2a import (
     parts_from_blocks,
     pause_parts,
 )
-from hookmesh.agent import Confirmation, ExternalResult
-from hookmesh.client import AgentClient, AgentClientError
+from hookmesh.agent import Confirmation, ExternalResult, new_id
+from hookmesh.client import AgentClient, AgentClientError, ReplyStream
 from hookmesh.schema import (
-    AgentEvent,
     AgenticMessage,
     ReplyEndEvent,
     ToolCall,
@@ -38,6 +36,11 @@ from hookmesh.schema import (
 log = logging.getLogger("hookmesh.a2a")
 
 _LOOKUP_TIMEOUT = 30.0
+REPLY_METADATA_KEY = "hookmeshReplyId"
+"""Task metadata naming the agent reply of the task's first step."""
+SEQ_METADATA_KEY = "hookmeshSeq"
+"""Status update metadata: the sequence number of the hookmesh event it carries (a replica
+that follows the task on resumes from there)."""
 _SKIPPED = frozenset({"data_block_delta", "reply_end"})
 """Events not forwarded as progress (audio bytes; the end becomes the task's state)."""
 _AWAITING: dict[str, Awaiting] = {
@@ -68,6 +71,11 @@ def _message(updater: TaskUpdater, text: str, data: Any = None) -> a2a_pb2.Messa
     return updater.new_agent_message(parts)
 
 
+async def _failed(updater: TaskUpdater, exc: AgentClientError) -> None:
+    reason = exc.reason or exc.code.name
+    await updater.failed(_message(updater, exc.message, {"reason": reason}))
+
+
 class HookmeshAgentExecutor(AgentExecutor):
     """The A2A side of one agent service.
 
@@ -94,15 +102,18 @@ class HookmeshAgentExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, task_id, session)
         token = caller_token(context.call_context)
         task = context.current_task
+        reply_id = new_id()
         if task is None:
-            await event_queue.enqueue_event(
-                a2a_pb2.Task(
-                    id=task_id,
-                    context_id=session,
-                    status=a2a_pb2.TaskStatus(state=a2a_pb2.TaskState.TASK_STATE_SUBMITTED),
-                    history=[message],
-                )
+            first = a2a_pb2.Task(
+                id=task_id,
+                context_id=session,
+                status=a2a_pb2.TaskStatus(state=a2a_pb2.TaskState.TASK_STATE_SUBMITTED),
+                history=[message],
             )
+            # NOTE(durability): the reply's id in the task, so a replica that did not run it
+            # can follow it (tasks/subscribe) when this one is gone.
+            first.metadata[REPLY_METADATA_KEY] = reply_id
+            await event_queue.enqueue_event(first)
         try:
             if (
                 task is not None
@@ -114,13 +125,25 @@ class HookmeshAgentExecutor(AgentExecutor):
             else:
                 user = AgenticMessage(role="user", blocks=blocks_from_parts(message.parts))
                 stream = self.client.reply(
-                    [user], session_id=session, timeout=self.run_timeout, token=token
+                    [user],
+                    session_id=session,
+                    timeout=self.run_timeout,
+                    token=token,
+                    reply_id=reply_id,
                 )
             await updater.start_work()
-            await self._follow(stream, updater, session, token)
+            await self.follow(stream, updater, session, token)
         except AgentClientError as exc:
-            reason = exc.reason or exc.code.name
-            await updater.failed(_message(updater, exc.message, {"reason": reason}))
+            await _failed(updater, exc)
+
+    async def follow_or_fail(
+        self, stream: ReplyStream, updater: TaskUpdater, session: str, token: str | None
+    ) -> None:
+        """`follow`, the task failed when the agent service refuses or the call fails."""
+        try:
+            await self.follow(stream, updater, session, token)
+        except AgentClientError as exc:
+            await _failed(updater, exc)
 
     async def _resume(
         self,
@@ -128,7 +151,7 @@ class HookmeshAgentExecutor(AgentExecutor):
         message: a2a_pb2.Message,
         token: str | None,
         updater: TaskUpdater,
-    ) -> AsyncIterator[AgentEvent] | None:
+    ) -> ReplyStream | None:
         info = await self.client.get_session(session, timeout=_LOOKUP_TIMEOUT, token=token)
         awaiting = _AWAITING.get(info.status)
         if awaiting is None:
@@ -154,13 +177,11 @@ class HookmeshAgentExecutor(AgentExecutor):
             token=token,
         )
 
-    async def _follow(
-        self,
-        stream: AsyncIterator[AgentEvent],
-        updater: TaskUpdater,
-        session: str,
-        token: str | None,
+    async def follow(
+        self, stream: ReplyStream, updater: TaskUpdater, session: str, token: str | None
     ) -> None:
+        """Turn the reply's events into the task's updates until the reply ends, then set
+        the task's state from its end."""
         end: ReplyEndEvent | None = None
         paused: list[ToolCall] = []
         try:
@@ -173,17 +194,23 @@ class HookmeshAgentExecutor(AgentExecutor):
                 if event.type not in _SKIPPED or not own:
                     await updater.update_status(
                         a2a_pb2.TaskState.TASK_STATE_WORKING,
-                        metadata={EVENT_METADATA_KEY: event.model_dump(mode="json")},
+                        metadata={
+                            EVENT_METADATA_KEY: event.model_dump(mode="json"),
+                            SEQ_METADATA_KEY: stream.seq,
+                        },
                     )
         finally:
             with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
+                await stream.aclose()
         if end is None:
             await updater.failed(_message(updater, "the agent's stream ended early"))
         elif end.finish_reason == "completed":
-            await self._complete(updater, session, token)
+            await self._complete(updater, session, token, end.reply_id)
         elif end.finish_reason in _AWAITING:
             awaiting = _AWAITING[end.finish_reason]
+            if not paused:  # paused before this stream began (a follower's): ask the session
+                info = await self.client.get_session(session, timeout=_LOOKUP_TIMEOUT, token=token)
+                paused = list(info.pending_calls)
             await updater.requires_input(updater.new_agent_message(pause_parts(awaiting, paused)))
         elif end.finish_reason == "interrupted":
             await updater.cancel()
@@ -193,20 +220,33 @@ class HookmeshAgentExecutor(AgentExecutor):
             reason = error.reason if error is not None else end.finish_reason.upper()
             await updater.failed(_message(updater, text, {"reason": reason}))
 
-    async def _complete(self, updater: TaskUpdater, session: str, token: str | None) -> None:
+    async def _complete(
+        self, updater: TaskUpdater, session: str, token: str | None, reply_id: str
+    ) -> None:
         info = await self.client.get_session(session, timeout=_LOOKUP_TIMEOUT, token=token)
         final = next((m for m in reversed(info.context) if is_assistant(m)), None)
         blocks = to_agentic([final])[0].blocks if final is not None else []
         parts = parts_from_blocks(blocks) or [a2a_pb2.Part(text="")]
-        await updater.add_artifact(parts, name="answer", last_chunk=True)
+        # NOTE(durability): named by the reply, so a second replica following the same reply
+        # writes the same artifact, not another one.
+        await updater.add_artifact(
+            parts, artifact_id=f"answer-{reply_id}", name="answer", last_chunk=True
+        )
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Interrupt the session's running reply (the task's own stream is cancelled too), or
         answer a paused one (its calls denied, or interrupted) so the context can go on; then
         mark the task canceled."""
-        session, token = context.context_id or "", caller_token(context.call_context)
-        task = context.current_task
+        session = context.context_id or ""
+        await self.stop_step(session, caller_token(context.call_context), context.current_task)
+        updater = TaskUpdater(event_queue, context.task_id or "", session)
+        await updater.cancel()
+
+    async def stop_step(self, session: str, token: str | None, task: a2a_pb2.Task | None) -> None:
+        """End the task's step on the agent service, whichever replica runs it: interrupt the
+        running reply, or answer a paused one as canceled (best effort: a step already over
+        is left alone)."""
         with contextlib.suppress(AgentClientError):
             if (
                 task is not None
@@ -215,8 +255,6 @@ class HookmeshAgentExecutor(AgentExecutor):
                 await self._answer_canceled(session, token)
             else:
                 await self.client.interrupt(session, timeout=_LOOKUP_TIMEOUT, token=token)
-        updater = TaskUpdater(event_queue, context.task_id or "", session)
-        await updater.cancel()
 
     async def _answer_canceled(self, session: str, token: str | None) -> None:
         info = await self.client.get_session(session, timeout=_LOOKUP_TIMEOUT, token=token)
