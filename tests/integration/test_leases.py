@@ -1,0 +1,172 @@
+"""Session leases beyond their happy path, on real PostgreSQL: a stale holder's release after a
+takeover, retention by count and by age against leased sessions, and a reply that runs
+longer than its lease (renewed, so the other replica stays out throughout).
+
+test_session_store.py has the lease basics (busy, expiry, a dead holder, fencing)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import grpc
+import pytest
+
+from hookmesh.agent import AgentState
+from hookmesh.client import AgentClient, AgentClientError
+from hookmesh.services.agent import PostgresSessionStore, load_config, start_agent_service
+from tests.agent_helpers import SHORT_TIMEOUT
+from tests.mesh_app import PARK, Gate
+from tests.session_backends import SessionBackend
+
+pytestmark = pytest.mark.timeout(60)
+
+Replicas = tuple[PostgresSessionStore, PostgresSessionStore, PostgresSessionStore]
+
+
+@pytest.fixture
+async def replicas(postgres_backend: SessionBackend) -> AsyncIterator[Replicas]:
+    """Three stores on one schema, as three agent replicas have (30 s leases: only the test
+    expires them)."""
+    stores = [await postgres_backend.open() for _ in range(3)]
+    assert all(isinstance(s, PostgresSessionStore) for s in stores)
+    try:
+        yield stores[0], stores[1], stores[2]  # type: ignore[return-value]
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def test_a_stale_holders_release_leaves_the_new_lease_in_place(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    first, second, third = replicas
+    stale = await first.acquire("alice", "s")
+    assert stale is not None
+    await postgres_backend.expire_leases()  # the first holder hung past its lease
+    fresh = await second.acquire("alice", "s")
+    assert fresh is not None
+    await first.release(stale)  # it wakes up and gives up what it no longer holds
+    assert await third.acquire("alice", "s") is None  # the new holder still keeps it
+    assert await second.renew() == []
+    await second.put("alice", "s", "agent", AgentState(), lease=fresh)  # and may still write
+
+
+async def test_retention_by_count_spares_a_session_another_replica_holds(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    first, second, _ = replicas
+    for sid in ("running", "old", "new"):
+        await first.put("alice", sid, "agent", AgentState())
+    for days, sid in ((30, "running"), (20, "old")):
+        await postgres_backend.age(sid, days)
+    assert await first.acquire("alice", "running") is not None
+    assert await second.sweep(older_than=None, keep=1, busy=set()) == 1
+    left = {s.session_id for s in await second.list("alice", 10, None)}
+    assert left == {"running", "new"}  # "old" was beyond the count; "running" is leased
+
+
+async def test_retention_deletes_a_session_whose_lease_expired(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """An expired lease protects nothing: its holder hung or died."""
+    first, second, _ = replicas
+    await first.put("alice", "abandoned", "agent", AgentState())
+    await postgres_backend.age("abandoned", 30)
+    assert await first.acquire("alice", "abandoned") is not None
+    await postgres_backend.expire_leases()
+    cutoff = datetime.now(UTC) - timedelta(days=7)
+    assert await second.sweep(older_than=cutoff, keep=None, busy=set()) == 1
+    assert await second.get("alice", "abandoned") is None
+
+
+async def test_a_renewal_keeps_every_lease_the_store_holds(replicas: Replicas) -> None:
+    first, second, _ = replicas
+    leases = [await first.acquire("alice", sid) for sid in ("a", "b")]
+    assert None not in leases
+    assert await first.renew() == []
+    assert await second.renew() == []  # holds nothing, loses nothing
+    for sid in ("a", "b"):
+        assert await second.acquire("alice", sid) is None
+
+
+# --- a reply that outlives its lease ---------------------------------------------------------
+
+
+@pytest.fixture
+async def gate(tmp_path: Path) -> AsyncIterator[Gate]:
+    async with Gate(tmp_path / "gate.sock") as opened:
+        yield opened
+
+
+async def _wait_past(backend: SessionBackend, when: datetime) -> None:
+    """Wait on the database's clock (the one leases expire by) until `when` has passed."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(backend.url, autocommit=True) as conn:
+        await conn.execute(
+            "SELECT pg_sleep(greatest(0, extract(epoch FROM %s::timestamptz - now())) + 0.1)",
+            (when,),
+        )
+
+
+async def _expiry(backend: SessionBackend) -> datetime:
+    """When the one lease of the schema expires, as the database says now."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(backend.url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            f"SELECT expire_time FROM {backend.namespace}.session_leases"  # type: ignore[arg-type]
+        )
+        [(expires,)] = await cursor.fetchall()
+    return expires  # type: ignore[no-any-return]
+
+
+async def test_a_reply_longer_than_its_lease_keeps_it(
+    postgres_backend: SessionBackend, gate: Gate
+) -> None:
+    """The replica renews the lease while the reply runs: past the lease's first expiry and
+    past the next one the other replica still answers SESSION_BUSY, and the reply ends well
+    (its session written, not SESSION_TAKEN_OVER)."""
+    config = load_config(
+        None,
+        **postgres_backend.config(sessions={"lease_seconds": 2.0}),
+        models={"default": {"type": "scripted", "turns": ["hello there"], "repeat": True}},
+        middlewares=[
+            {
+                "type": "local",
+                "import": "tests.mesh_app:GateMiddleware",
+                "params": {"path": str(gate.path)},
+            }
+        ],
+    )
+    first = await start_agent_service(config, address="127.0.0.1:0")
+    second = await start_agent_service(config, address="127.0.0.1:0")
+    try:
+        async with (
+            AgentClient(f"127.0.0.1:{first.port}", timeout=SHORT_TIMEOUT) as one,
+            AgentClient(f"127.0.0.1:{second.port}", timeout=SHORT_TIMEOUT) as two,
+        ):
+            parked = one.reply(PARK, session_id="long")
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                assert (await anext(parked)).type == "reply_start"
+            await gate.wait_for(1, SHORT_TIMEOUT)
+            for _ in range(2):
+                await _wait_past(postgres_backend, await _expiry(postgres_backend))
+                with pytest.raises(AgentClientError) as busy:
+                    await two.text("me too", session_id="long")
+                assert (busy.value.code, busy.value.reason) == (
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "SESSION_BUSY",
+                )
+            gate.open()
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                rest = [e async for e in parked]
+            assert rest[-1].finish_reason == "completed"  # type: ignore[union-attr]
+            assert await two.text("again", session_id="long") == "hello there"
+    finally:
+        gate.open()
+        await first.stop(None)
+        await second.stop(None)
