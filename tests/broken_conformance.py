@@ -19,3 +19,19 @@ class IgnoresEmit(ConformanceMiddleware):
     async def _events_without_marker(self, next_handler: Any) -> Any:
         async for event in next_handler():
             yield event
+
+
+class DropsEvents(ConformanceMiddleware):
+    """Drops every event of an on_reasoning invocation without a marker: it breaks the
+    pass-through rule (a sidecar must keep what it was not asked to drop)."""
+
+    def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        if marker(agent) == "":
+            return self._dropped(next_handler)
+        return super().on_reasoning(agent, kwargs, next_handler)
+
+    async def _dropped(self, next_handler: Any) -> Any:
+        async for _ in next_handler():
+            pass
+        return
+        yield  # an async generator that yields nothing
