@@ -15,13 +15,16 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 
 from hookmesh.client import AgentClient, AgentClientError, MemoryClient, RetrievalClient
+from hookmesh.errors import reason_of, status_of
 from hookmesh.memory import MemoryScope
 from hookmesh.retrieval import Document
 from hookmesh.services.agent import load_config, start_agent_service
 from hookmesh.services.memory import load_memory_config, start_memory_service
 from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
+from hookmesh.v1 import retrieval_pb2, retrieval_pb2_grpc
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.service_tools import GateState
 
@@ -197,6 +200,48 @@ async def test_a_wildcard_write_grant_reads_and_writes_every_base(
     assert [h.document_id for h in await root.search("salaries", ["handbook"])] == ["pay"]
     await root.delete_document("handbook", "pay")
     assert await root.search("salaries", []) == []
+
+
+async def test_an_over_long_name_is_clipped_in_the_refusal(
+    bases: dict[str, RetrievalClient],
+) -> None:
+    """The refusal echoes at most 64 characters of the name, in its message and metadata."""
+    name = "k" * 100
+    async with grpc.aio.insecure_channel(bases["carol"].target) as channel:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.CreateKnowledgeBase(
+                retrieval_pb2.CreateKnowledgeBaseRequest(name=name),
+                timeout=SHORT_TIMEOUT,
+                metadata=(("authorization", "Bearer tok-carol"),),
+            )
+    status = status_of(caught.value)
+    assert status is not None and reason_of(status) == "KNOWLEDGE_BASE_NOT_GRANTED"
+    info = error_details_pb2.ErrorInfo()
+    status.details[0].Unpack(info)
+    assert dict(info.metadata) == {"knowledgeBase": "k" * 64, "operation": "write"}
+    assert f"'{'k' * 64}'" in status.message
+
+
+async def test_without_grants_every_principal_may_do_everything(tmp_path: Path) -> None:
+    """No `access:` at all (one-user and loopback deployments): nothing is refused."""
+    config = load_retrieval_config(None, store=f"sqlite:///{tmp_path}/kb.db", auth=AUTH)
+    running = await start_retrieval_service(config, address="127.0.0.1:0")
+    target = f"127.0.0.1:{running.port}"
+    try:
+        async with (
+            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-alice") as alice,
+            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-bob") as bob,
+        ):
+            await alice.create_knowledge_base("handbook")
+            await alice.ingest("handbook", [Document("pay", "Salaries are paid monthly.")])
+            assert [kb.name for kb in await bob.list_knowledge_bases()] == ["handbook"]
+            assert [h.document_id for h in await bob.search("salaries", [])] == ["pay"]
+            await bob.delete_document("handbook", "pay")
+            await bob.delete_knowledge_base("handbook")
+            assert await alice.list_knowledge_bases() == []
+    finally:
+        await running.stop(None)
 
 
 # --- agent sessions --------------------------------------------------------------------------
