@@ -170,3 +170,53 @@ async def test_a_reply_longer_than_its_lease_keeps_it(
         gate.open()
         await first.stop(None)
         await second.stop(None)
+
+
+async def test_an_interrupt_reaches_the_other_replica_for_the_owner_only(
+    postgres_backend: SessionBackend, gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alice's reply runs on the first replica. On the second, Bob's Interrupt of that id is
+    NOT_FOUND and leaves it running; Alice's is relayed through PostgreSQL and stops it."""
+    monkeypatch.setenv("HOOKMESH_TEST_TOKENS", "alice:tok-alice,bob:tok-bob")
+    config = load_config(
+        None,
+        **postgres_backend.config(),
+        auth={"token_env": "HOOKMESH_TEST_TOKENS"},
+        models={"default": {"type": "scripted", "turns": ["hello there"], "repeat": True}},
+        middlewares=[
+            {
+                "type": "local",
+                "import": "tests.mesh_app:GateMiddleware",
+                "params": {"path": str(gate.path)},
+            }
+        ],
+    )
+    first = await start_agent_service(config, address="127.0.0.1:0")
+    second = await start_agent_service(config, address="127.0.0.1:0")
+    here, there = f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"
+    try:
+        async with (
+            AgentClient(here, timeout=SHORT_TIMEOUT, token="tok-alice") as one,
+            AgentClient(there, timeout=SHORT_TIMEOUT, token="tok-alice") as two,
+            AgentClient(there, timeout=SHORT_TIMEOUT, token="tok-bob") as bob,
+        ):
+            parked = one.reply(PARK, session_id="plans")
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                assert (await anext(parked)).type == "reply_start"
+            await gate.wait_for(1, SHORT_TIMEOUT)
+            with pytest.raises(AgentClientError) as foreign:
+                await bob.interrupt("plans")
+            assert (foreign.value.code, foreign.value.reason) == (
+                grpc.StatusCode.NOT_FOUND,
+                "SESSION_NOT_FOUND",
+            )
+            assert (await one.get_session("plans")).status == "running"
+            assert await two.interrupt("plans") is True
+            gate.open()
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                rest = [e async for e in parked]
+            assert rest[-1].finish_reason == "interrupted"  # type: ignore[union-attr]
+    finally:
+        gate.open()
+        await first.stop(None)
+        await second.stop(None)
