@@ -169,3 +169,12 @@ async def test_a_gateway_that_names_nobody_is_refused(memory: Any) -> None:
 
 async def test_a_caller_that_names_nobody_acts_for_itself(memory: Any) -> None:
     assert await _texts(memory, _list(), _as("tok-bob")) == ["bob likes tea"]
+
+
+async def test_a_gateway_whose_header_names_itself_acts_as_without_one(memory: Any) -> None:
+    """Naming itself is naming no end user: the request must name the user, as without a
+    header (the header does not make the gateway an ordinary caller limited to itself)."""
+    itself = _as("tok-gw", "gateway")
+    assert await _texts(memory, _list("bob"), itself) == ["bob likes tea"]
+    call = memory.ListMemories(_list(), timeout=SHORT_TIMEOUT, metadata=itself)
+    assert await _refusal(call) == (grpc.StatusCode.INVALID_ARGUMENT, "USER_REQUIRED")

@@ -161,6 +161,21 @@ async def test_a_refused_call_never_reaches_the_servicer(
     assert _ran == []
 
 
+@pytest.mark.parametrize("key", ["aaa", "accept", "authorizatio", "authorization-extra", "zzz"])
+async def test_other_metadata_is_no_token(channel: grpc.aio.Channel, key: str) -> None:
+    """Only the ``authorization`` key carries a token: any other key (sorting before or after
+    it) leaves the call without credentials, and the message says what is required."""
+    call = channel.unary_unary("/test.Who/Who")(
+        b"hi", timeout=SHORT_TIMEOUT, metadata=((key, "Bearer tok-a"),)
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call
+    status = status_of(caught.value)
+    assert status is not None and reason_of(status) == "CREDENTIALS_REQUIRED"
+    assert caught.value.details() == "this server requires 'authorization: Bearer <token>'"
+    assert _ran == []
+
+
 @pytest.mark.parametrize("shape", list(SHAPES))
 async def test_every_shape_sees_its_caller(channel: grpc.aio.Channel, shape: str) -> None:
     assert await SHAPES[shape](channel, [b"hi"], _token("tok-a")) == [b"alice/alice"]
