@@ -16,6 +16,7 @@ import pytest
 
 from hookmesh.agent import AgentState
 from hookmesh.client import AgentClient, AgentClientError
+from hookmesh.schema import text_of
 from hookmesh.services.agent import PostgresSessionStore, load_config, start_agent_service
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.mesh_app import PARK, Gate
@@ -216,6 +217,53 @@ async def test_an_interrupt_reaches_the_other_replica_for_the_owner_only(
             async with asyncio.timeout(SHORT_TIMEOUT):
                 rest = [e async for e in parked]
             assert rest[-1].finish_reason == "interrupted"  # type: ignore[union-attr]
+    finally:
+        gate.open()
+        await first.stop(None)
+        await second.stop(None)
+
+
+async def test_a_reply_whose_lease_was_taken_over_is_not_saved(
+    postgres_backend: SessionBackend, gate: Gate
+) -> None:
+    """The first replica hangs past its lease (expired by the test) while the second takes
+    the session over and replies: the first reply's end is refused, ABORTED
+    SESSION_TAKEN_OVER, and the session holds the second replica's turn only."""
+    config = load_config(
+        None,
+        **postgres_backend.config(sessions={"lease_seconds": 60.0}),
+        models={"default": {"type": "scripted", "turns": ["hello there"], "repeat": True}},
+        middlewares=[
+            {
+                "type": "local",
+                "import": "tests.mesh_app:GateMiddleware",
+                "params": {"path": str(gate.path)},
+            }
+        ],
+    )
+    first = await start_agent_service(config, address="127.0.0.1:0")
+    second = await start_agent_service(config, address="127.0.0.1:0")
+    try:
+        async with (
+            AgentClient(f"127.0.0.1:{first.port}", timeout=SHORT_TIMEOUT) as one,
+            AgentClient(f"127.0.0.1:{second.port}", timeout=SHORT_TIMEOUT) as two,
+        ):
+            parked = one.reply(PARK, session_id="hung")
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                assert (await anext(parked)).type == "reply_start"
+            await gate.wait_for(1, SHORT_TIMEOUT)
+            await postgres_backend.expire_leases()  # the first replica hung past its lease
+            assert await two.text("take over", session_id="hung") == "hello there"
+            gate.open()
+            with pytest.raises(AgentClientError) as lost:
+                async with asyncio.timeout(SHORT_TIMEOUT):
+                    [e async for e in parked]
+            assert (lost.value.code, lost.value.reason) == (
+                grpc.StatusCode.ABORTED,
+                "SESSION_TAKEN_OVER",
+            )
+            session = await two.get_session("hung")
+        assert [text_of(m) for m in session.context] == ["take over", "hello there"]
     finally:
         gate.open()
         await first.stop(None)
