@@ -162,27 +162,75 @@ def retry_survivors(session: Path) -> None:
         db.execute("DELETE FROM work_results WHERE lower(test_outcome) = 'survived'")
 
 
+def annotations(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The (start, end) positions of the annotations Python never evaluates: with ``from
+    __future__ import annotations``, those of function signatures and of variables outside
+    class bodies (a class's may be read, by pydantic for one, so they are mutated)."""
+    tree = ast.parse(source)
+    future = any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == "__future__"
+        and any(a.name == "annotations" for a in node.names)
+        for node in tree.body
+    )
+    if not future:
+        return []
+    found: list[ast.expr] = []
+    in_class: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            in_class.update(id(child) for child in node.body)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            found.extend(a.annotation for a in every if a is not None and a.annotation)
+            if node.returns is not None:
+                found.append(node.returns)
+        if isinstance(node, ast.AnnAssign) and id(node) not in in_class:
+            found.append(node.annotation)
+    return [
+        ((n.lineno, n.col_offset), (n.end_lineno or n.lineno, n.end_col_offset or 0))
+        for n in found
+    ]
+
+
 def skip(module: Module, tree: Path, session: Path) -> None:
-    """Mark mutants outside the chosen functions, and the equivalent ones, as skipped."""
+    """Mark the mutants outside the chosen functions, and those inside an annotation that is
+    never evaluated (equivalent by construction), as skipped."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
-    lines = (tree / module.path).read_text().splitlines()
-    spans = function_lines("\n".join(lines), module.functions) if module.functions else []
+    source = (tree / module.path).read_text()
+    spans = function_lines(source, module.functions) if module.functions else []
+    unevaluated = annotations(source)
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item in db.pending_work_items:
             [mutation] = item.mutations
-            line = mutation.start_pos[0]
+            start = tuple(mutation.start_pos)
             why = ""
-            if spans and not any(a <= line <= b for a, b in spans):
+            if spans and not any(a <= start[0] <= b for a, b in spans):
                 why = "out of scope"
-            for eq in module.equivalent:
-                if eq["operator"] == mutation.operator_name and eq["line"] in lines[line - 1]:
-                    why = f"equivalent: {eq['why']}"
+            elif any(a <= start < b for a, b in unevaluated):
+                why = "equivalent: inside an annotation, never evaluated"
             if why:
                 db.set_result(
                     item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=why)
                 )
+
+
+def equivalent(module: Module, operator: str, diff: str) -> str:
+    """The reason a surviving mutant is equivalent, or '' when no entry names it: an entry
+    matches its operator, a piece of the original line and, when given, of the mutated one."""
+    removed = [line[1:] for line in diff.splitlines() if line[:1] == "-" and line[:3] != "---"]
+    added = [line[1:] for line in diff.splitlines() if line[:1] == "+" and line[:3] != "+++"]
+    for entry in module.equivalent:
+        if (
+            entry["operator"] == operator
+            and any(entry["line"] in line for line in removed)
+            and any(entry.get("mutated", "") in line for line in added)
+        ):
+            return entry["why"]
+    return ""
 
 
 def report(module: Module, session: Path, seconds: float) -> float:
@@ -190,13 +238,14 @@ def report(module: Module, session: Path, seconds: float) -> float:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
-    killed = survived = equivalent = scoped_out = other = 0
+    killed = survived = automatic = scoped_out = other = 0
     survivors: list[str] = []
+    equivalent_ones: list[str] = []
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item, result in db.completed_work_items:
             if result.worker_outcome == WorkerOutcome.SKIPPED:
                 if (result.output or "").startswith("equivalent"):
-                    equivalent += 1
+                    automatic += 1
                 else:
                     scoped_out += 1
             elif result.worker_outcome != WorkerOutcome.NORMAL:
@@ -204,19 +253,25 @@ def report(module: Module, session: Path, seconds: float) -> float:
             elif result.test_outcome == TestOutcome.KILLED:
                 killed += 1
             elif result.test_outcome == TestOutcome.SURVIVED:
-                survived += 1
                 [mutation] = item.mutations
-                survivors.append(
-                    f"--- {mutation.operator_name} at line {mutation.start_pos[0]}\n{result.diff}"
-                )
+                where = f"{mutation.operator_name} at line {mutation.start_pos[0]}"
+                why = equivalent(module, mutation.operator_name, result.diff or "")
+                if why:
+                    equivalent_ones.append(f"    {where}: {why}")
+                    continue
+                survived += 1
+                survivors.append(f"--- {where}\n{result.diff}")
             else:
                 other += 1
     judged = killed + survived
     score = 100.0 * killed / judged if judged else 100.0
     print(
         f"{module.path}: {score:.1f}% killed ({killed} of {judged}; {survived} survived,"
-        f" {equivalent} equivalent, {scoped_out} out of scope, {other} not run) in {seconds:.0f} s"
+        f" {len(equivalent_ones)} named equivalent, {automatic} in annotations,"
+        f" {scoped_out} out of scope, {other} not run) in {seconds:.0f} s"
     )
+    for line in equivalent_ones:
+        print(line)
     for survivor in survivors:
         print(survivor)
     return score
