@@ -18,7 +18,7 @@ import pytest
 from google.rpc import error_details_pb2
 
 from hookmesh.client import AgentClient, AgentClientError, MemoryClient, RetrievalClient
-from hookmesh.errors import reason_of, status_of
+from hookmesh.errors import field_violations_of, reason_of, status_of
 from hookmesh.memory import MemoryScope
 from hookmesh.retrieval import Document
 from hookmesh.services.agent import load_config, start_agent_service
@@ -165,6 +165,39 @@ async def test_a_read_grant_cannot_ingest(bases: dict[str, RetrievalClient]) -> 
     bob = bases["bob"]
     assert await _refused(bob.ingest("handbook", [Document("x", "Bob was here.")])) == NOT_GRANTED
     assert [h.document_id for h in await bob.search("Bob was here", ["handbook"])] != ["x"]
+
+
+async def test_an_ingest_stream_cannot_switch_to_a_base_it_may_not_write(
+    bases: dict[str, RetrievalClient],
+) -> None:
+    """Bob writes ``faq``: a stream that starts there and then names ``handbook`` is refused
+    (one stream, one base), and nothing of it lands in ``handbook``."""
+    bob = bases["bob"]
+    await bob.create_knowledge_base("faq")
+
+    async def requests() -> AsyncIterator[retrieval_pb2.IngestRequest]:
+        for base, doc_id in (("faq", "q1"), ("handbook", "planted")):
+            yield retrieval_pb2.IngestRequest(
+                knowledge_base=base,
+                document=retrieval_pb2.Document(id=doc_id, text="Bob planted this."),
+            )
+
+    async with grpc.aio.insecure_channel(bob.target) as channel:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.Ingest(
+                requests(),
+                timeout=SHORT_TIMEOUT,
+                metadata=(("authorization", "Bearer tok-bob"),),
+            )
+    status = status_of(caught.value)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert status is not None and [v.field for v in field_violations_of(status)] == [
+        "knowledge_base"
+    ]
+    hits = await bases["alice"].search("Bob planted this", ["handbook"], mode="lexical")
+    assert [h.document_id for h in hits] == []
+    await _handbook_intact(bases["alice"])
 
 
 async def test_no_grant_cannot_delete_a_knowledge_base(bases: dict[str, RetrievalClient]) -> None:
