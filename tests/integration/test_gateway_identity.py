@@ -18,7 +18,14 @@ import pytest
 from hookmesh.errors import reason_of, status_of
 from hookmesh.services.agent import load_config, start_agent_service
 from hookmesh.services.memory import load_memory_config, start_memory_service
-from hookmesh.v1 import agent_pb2, agent_pb2_grpc, memory_pb2, memory_pb2_grpc
+from hookmesh.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    agent_pb2,
+    agent_pb2_grpc,
+    memory_pb2,
+    memory_pb2_grpc,
+)
 from tests.agent_helpers import SHORT_TIMEOUT
 
 pytestmark = pytest.mark.timeout(60)
@@ -178,3 +185,27 @@ async def test_a_gateway_whose_header_names_itself_acts_as_without_one(memory: A
     assert await _texts(memory, _list("bob"), itself) == ["bob likes tea"]
     call = memory.ListMemories(_list(), timeout=SHORT_TIMEOUT, metadata=itself)
     assert await _refusal(call) == (grpc.StatusCode.INVALID_ARGUMENT, "USER_REQUIRED")
+
+
+async def test_a_gateway_acting_for_an_admin_is_no_admin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Admin rights are the authenticated principal's: a gateway whose header names the
+    admin ``alice`` is refused ADMIN_ONLY (the call reaches no reload at all)."""
+    monkeypatch.setenv("HOOKMESH_TEST_TOKENS", TOKENS)
+    config = load_config(
+        None, store=f"sqlite:///{tmp_path}/agent.db", auth=AUTH, admin_principals=["alice"]
+    )
+    service = await start_agent_service(config, address="127.0.0.1:0")
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+            stub = admin_pb2_grpc.AdminServiceStub(channel)
+            request = admin_pb2.ReloadMiddlewaresRequest()
+            for metadata in (_as("tok-gw", "alice"), _as("tok-bob")):
+                call = stub.ReloadMiddlewares(request, timeout=SHORT_TIMEOUT, metadata=metadata)
+                assert await _refusal(call) == (grpc.StatusCode.PERMISSION_DENIED, "ADMIN_ONLY")
+            # Alice herself gets past the check (this service has no file to reload from).
+            call = stub.ReloadMiddlewares(request, timeout=SHORT_TIMEOUT, metadata=_as("tok-alice"))
+            assert await _refusal(call) == (grpc.StatusCode.FAILED_PRECONDITION, "NO_CONFIG_FILE")
+    finally:
+        await service.stop(None)
