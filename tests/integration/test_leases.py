@@ -7,9 +7,10 @@ test_session_store.py has the lease basics (busy, expiry, a dead holder, fencing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -17,9 +18,15 @@ import pytest
 from hookmesh.agent import AgentState
 from hookmesh.client import AgentClient, AgentClientError
 from hookmesh.schema import text_of
-from hookmesh.services.agent import PostgresSessionStore, load_config, start_agent_service
+from hookmesh.services.agent import (
+    AgentService,
+    PostgresSessionStore,
+    load_config,
+    start_agent_service,
+)
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.mesh_app import PARK, Gate
+from tests.service_tools import GateState
 from tests.session_backends import SessionBackend
 
 pytestmark = pytest.mark.timeout(60)
@@ -102,6 +109,40 @@ async def gate(tmp_path: Path) -> AsyncIterator[Gate]:
         yield opened
 
 
+@pytest.fixture
+async def two_replicas(
+    postgres_backend: SessionBackend, gate: Gate
+) -> AsyncIterator[Callable[..., Awaitable[tuple[str, str]]]]:
+    """Starts two agent replicas on the test's schema, whose replies to ``park`` wait at the
+    gate (scripted answer ``hello there``); yields a function of config overrides that
+    returns both addresses. The gate opens and both stop at the end."""
+    services: list[AgentService] = []
+
+    async def start(**overrides: Any) -> tuple[str, str]:
+        settings = {
+            "models": {"default": {"type": "scripted", "turns": ["hello there"], "repeat": True}},
+            "middlewares": [
+                {
+                    "type": "local",
+                    "import": "tests.mesh_app:GateMiddleware",
+                    "params": {"path": str(gate.path)},
+                }
+            ],
+            **overrides,
+        }
+        config = load_config(None, **postgres_backend.config(**settings))
+        for _ in range(2):
+            services.append(await start_agent_service(config, address="127.0.0.1:0"))
+        return f"127.0.0.1:{services[-2].port}", f"127.0.0.1:{services[-1].port}"
+
+    try:
+        yield start
+    finally:
+        gate.open()
+        for service in services:
+            await service.stop(None)
+
+
 async def _wait_past(backend: SessionBackend, when: datetime) -> None:
     """Wait on the database's clock (the one leases expire by) until `when` has passed."""
     import psycopg
@@ -125,146 +166,104 @@ async def _expiry(backend: SessionBackend) -> datetime:
     return expires  # type: ignore[no-any-return]
 
 
+async def _park(client: AgentClient, gate: Gate, session_id: str) -> AsyncIterator[Any]:
+    """Start a reply that waits at the gate once it has begun; the rest of its events."""
+    parked = client.reply(PARK, session_id=session_id)
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        assert (await anext(parked)).type == "reply_start"
+    await gate.wait_for(1, SHORT_TIMEOUT)
+    return parked
+
+
 async def test_a_reply_longer_than_its_lease_keeps_it(
-    postgres_backend: SessionBackend, gate: Gate
+    postgres_backend: SessionBackend, gate: Gate, two_replicas: Any
 ) -> None:
     """The replica renews the lease while the reply runs: past the lease's first expiry and
     past the next one the other replica still answers SESSION_BUSY, and the reply ends well
     (its session written, not SESSION_TAKEN_OVER)."""
-    config = load_config(
-        None,
-        **postgres_backend.config(sessions={"lease_seconds": 2.0}),
-        models={"default": {"type": "scripted", "turns": ["hello there"], "repeat": True}},
-        middlewares=[
-            {
-                "type": "local",
-                "import": "tests.mesh_app:GateMiddleware",
-                "params": {"path": str(gate.path)},
-            }
-        ],
-    )
-    first = await start_agent_service(config, address="127.0.0.1:0")
-    second = await start_agent_service(config, address="127.0.0.1:0")
-    try:
-        async with (
-            AgentClient(f"127.0.0.1:{first.port}", timeout=SHORT_TIMEOUT) as one,
-            AgentClient(f"127.0.0.1:{second.port}", timeout=SHORT_TIMEOUT) as two,
-        ):
-            parked = one.reply(PARK, session_id="long")
-            async with asyncio.timeout(SHORT_TIMEOUT):
-                assert (await anext(parked)).type == "reply_start"
-            await gate.wait_for(1, SHORT_TIMEOUT)
-            for _ in range(2):
-                await _wait_past(postgres_backend, await _expiry(postgres_backend))
-                with pytest.raises(AgentClientError) as busy:
-                    await two.text("me too", session_id="long")
-                assert (busy.value.code, busy.value.reason) == (
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    "SESSION_BUSY",
-                )
-            gate.open()
-            async with asyncio.timeout(SHORT_TIMEOUT):
-                rest = [e async for e in parked]
-            assert rest[-1].finish_reason == "completed"  # type: ignore[union-attr]
-            assert await two.text("again", session_id="long") == "hello there"
-    finally:
+    here, there = await two_replicas(sessions={"lease_seconds": 2.0})
+    async with (
+        AgentClient(here, timeout=SHORT_TIMEOUT) as one,
+        AgentClient(there, timeout=SHORT_TIMEOUT) as two,
+    ):
+        parked = await _park(one, gate, "long")
+        for _ in range(2):
+            await _wait_past(postgres_backend, await _expiry(postgres_backend))
+            with pytest.raises(AgentClientError) as busy:
+                await two.text("me too", session_id="long")
+            assert (busy.value.code, busy.value.reason) == (
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "SESSION_BUSY",
+            )
         gate.open()
-        await first.stop(None)
-        await second.stop(None)
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            rest = [e async for e in parked]
+        assert rest[-1].finish_reason == "completed"  # type: ignore[union-attr]
+        assert await two.text("again", session_id="long") == "hello there"
 
 
 async def test_an_interrupt_reaches_the_other_replica_for_the_owner_only(
-    postgres_backend: SessionBackend, gate: Gate, monkeypatch: pytest.MonkeyPatch
+    two_replicas: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Alice's reply runs on the first replica. On the second, Bob's Interrupt of that id is
-    NOT_FOUND and leaves it running; Alice's is relayed through PostgreSQL and stops it."""
+    """Alice's reply waits in a tool on the first replica. On the second, Bob's Interrupt of
+    that id is NOT_FOUND and leaves it running; Alice's is relayed through PostgreSQL and
+    stops it (the tool is cancelled: nothing else would end it)."""
+    GateState.reset()
     monkeypatch.setenv("HOOKMESH_TEST_TOKENS", "alice:tok-alice,bob:tok-bob")
-    config = load_config(
-        None,
-        **postgres_backend.config(),
+    here, there = await two_replicas(
         auth={"token_env": "HOOKMESH_TEST_TOKENS"},
-        models={"default": {"type": "scripted", "turns": ["hello there"], "repeat": True}},
-        middlewares=[
-            {
-                "type": "local",
-                "import": "tests.mesh_app:GateMiddleware",
-                "params": {"path": str(gate.path)},
-            }
-        ],
+        tools=["tests.service_tools:gate"],
+        models={"default": {"type": "scripted", "turns": [_GATE_CALL, "done"]}},
+        middlewares=[],
     )
-    first = await start_agent_service(config, address="127.0.0.1:0")
-    second = await start_agent_service(config, address="127.0.0.1:0")
-    here, there = f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"
-    try:
-        async with (
-            AgentClient(here, timeout=SHORT_TIMEOUT, token="tok-alice") as one,
-            AgentClient(there, timeout=SHORT_TIMEOUT, token="tok-alice") as two,
-            AgentClient(there, timeout=SHORT_TIMEOUT, token="tok-bob") as bob,
-        ):
-            parked = one.reply(PARK, session_id="plans")
-            async with asyncio.timeout(SHORT_TIMEOUT):
-                assert (await anext(parked)).type == "reply_start"
-            await gate.wait_for(1, SHORT_TIMEOUT)
-            with pytest.raises(AgentClientError) as foreign:
-                await bob.interrupt("plans")
-            assert (foreign.value.code, foreign.value.reason) == (
-                grpc.StatusCode.NOT_FOUND,
-                "SESSION_NOT_FOUND",
-            )
-            assert (await one.get_session("plans")).status == "running"
-            assert await two.interrupt("plans") is True
-            gate.open()
-            async with asyncio.timeout(SHORT_TIMEOUT):
-                rest = [e async for e in parked]
-            assert rest[-1].finish_reason == "interrupted"  # type: ignore[union-attr]
-    finally:
-        gate.open()
-        await first.stop(None)
-        await second.stop(None)
+    async with (
+        AgentClient(here, timeout=SHORT_TIMEOUT, token="tok-alice") as one,
+        AgentClient(there, timeout=SHORT_TIMEOUT, token="tok-alice") as two,
+        AgentClient(there, timeout=SHORT_TIMEOUT, token="tok-bob") as bob,
+    ):
+        running = asyncio.create_task(_events(one.reply("go", session_id="plans")))
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            await GateState.started.wait()
+        with pytest.raises(AgentClientError) as foreign:
+            await bob.interrupt("plans")
+        assert (foreign.value.code, foreign.value.reason) == (
+            grpc.StatusCode.NOT_FOUND,
+            "SESSION_NOT_FOUND",
+        )
+        assert (await one.get_session("plans")).status == "running"
+        assert await two.interrupt("plans") is True
+        events = await asyncio.wait_for(running, SHORT_TIMEOUT)
+        assert events[-1].finish_reason == "interrupted"
+
+
+_GATE_CALL = {"tool_calls": [{"name": "gate", "arguments": {}}]}
+
+
+async def _events(stream: AsyncIterator[Any]) -> list[Any]:
+    return [e async for e in stream]
 
 
 async def test_a_reply_whose_lease_was_taken_over_is_not_saved(
-    postgres_backend: SessionBackend, gate: Gate
+    postgres_backend: SessionBackend, gate: Gate, two_replicas: Any
 ) -> None:
     """The first replica hangs past its lease (expired by the test) while the second takes
     the session over and replies: the first reply's end is refused, ABORTED
     SESSION_TAKEN_OVER, and the session holds the second replica's turn only."""
-    config = load_config(
-        None,
-        **postgres_backend.config(sessions={"lease_seconds": 60.0}),
-        models={"default": {"type": "scripted", "turns": ["hello there"], "repeat": True}},
-        middlewares=[
-            {
-                "type": "local",
-                "import": "tests.mesh_app:GateMiddleware",
-                "params": {"path": str(gate.path)},
-            }
-        ],
-    )
-    first = await start_agent_service(config, address="127.0.0.1:0")
-    second = await start_agent_service(config, address="127.0.0.1:0")
-    try:
-        async with (
-            AgentClient(f"127.0.0.1:{first.port}", timeout=SHORT_TIMEOUT) as one,
-            AgentClient(f"127.0.0.1:{second.port}", timeout=SHORT_TIMEOUT) as two,
-        ):
-            parked = one.reply(PARK, session_id="hung")
-            async with asyncio.timeout(SHORT_TIMEOUT):
-                assert (await anext(parked)).type == "reply_start"
-            await gate.wait_for(1, SHORT_TIMEOUT)
-            await postgres_backend.expire_leases()  # the first replica hung past its lease
-            assert await two.text("take over", session_id="hung") == "hello there"
-            gate.open()
-            with pytest.raises(AgentClientError) as lost:
-                async with asyncio.timeout(SHORT_TIMEOUT):
-                    [e async for e in parked]
-            assert (lost.value.code, lost.value.reason) == (
-                grpc.StatusCode.ABORTED,
-                "SESSION_TAKEN_OVER",
-            )
-            session = await two.get_session("hung")
-        assert [text_of(m) for m in session.context] == ["take over", "hello there"]
-    finally:
+    here, there = await two_replicas(sessions={"lease_seconds": 60.0})
+    async with (
+        AgentClient(here, timeout=SHORT_TIMEOUT) as one,
+        AgentClient(there, timeout=SHORT_TIMEOUT) as two,
+    ):
+        parked = await _park(one, gate, "hung")
+        await postgres_backend.expire_leases()  # the first replica hung past its lease
+        assert await two.text("take over", session_id="hung") == "hello there"
         gate.open()
-        await first.stop(None)
-        await second.stop(None)
+        with pytest.raises(AgentClientError) as lost:
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                [e async for e in parked]
+        assert (lost.value.code, lost.value.reason) == (
+            grpc.StatusCode.ABORTED,
+            "SESSION_TAKEN_OVER",
+        )
+        session = await two.get_session("hung")
+    assert [text_of(m) for m in session.context] == ["take over", "hello there"]

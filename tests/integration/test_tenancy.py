@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -113,34 +114,46 @@ async def test_a_users_own_id_in_another_scope_is_not_found(memories: Any) -> No
 # --- retrieval -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-async def bases(tmp_path: Path) -> AsyncIterator[dict[str, RetrievalClient]]:
-    """A retrieval service where Alice writes ``handbook``, Bob only reads it, Carol has no
-    grant and root may write everything; ``handbook`` holds one document. Clients by name."""
+@asynccontextmanager
+async def _retrieval(
+    tmp_path: Path, access: dict[str, Any] | None = None
+) -> AsyncIterator[dict[str, RetrievalClient]]:
+    """A retrieval service with `access` grants (none: everything allowed) whose
+    ``handbook`` holds one document (created by Alice); clients of Alice, Bob, Carol and
+    root by name."""
     config = load_retrieval_config(
-        None,
-        store=f"sqlite:///{tmp_path}/kb.db",
-        auth=AUTH,
-        access={
-            "alice": {"write": ["handbook"]},
-            "bob": {"read": ["handbook"], "write": ["faq"]},
-            "root": {"write": ["*"]},
-        },
+        None, store=f"sqlite:///{tmp_path}/kb.db", auth=AUTH, access=access or {}
     )
     running = await start_retrieval_service(config, address="127.0.0.1:0")
     target = f"127.0.0.1:{running.port}"
     try:
-        async with (
-            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-alice") as alice,
-            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-bob") as bob,
-            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-carol") as carol,
-            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-root") as root,
-        ):
-            await alice.create_knowledge_base("handbook")
-            await alice.ingest("handbook", [Document("pay", "Salaries are paid monthly.")])
-            yield {"alice": alice, "bob": bob, "carol": carol, "root": root}
+        async with AsyncExitStack() as stack:
+            clients = {
+                name: await stack.enter_async_context(
+                    RetrievalClient(target, timeout=SHORT_TIMEOUT, token=f"tok-{name}")
+                )
+                for name in ("alice", "bob", "carol", "root")
+            }
+            await clients["alice"].create_knowledge_base("handbook")
+            await clients["alice"].ingest(
+                "handbook", [Document("pay", "Salaries are paid monthly.")]
+            )
+            yield clients
     finally:
         await running.stop(None)
+
+
+@pytest.fixture
+async def bases(tmp_path: Path) -> AsyncIterator[dict[str, RetrievalClient]]:
+    """Alice writes ``handbook``, Bob only reads it (and writes ``faq``), Carol has no grant
+    and root may write everything."""
+    access = {
+        "alice": {"write": ["handbook"]},
+        "bob": {"read": ["handbook"], "write": ["faq"]},
+        "root": {"write": ["*"]},
+    }
+    async with _retrieval(tmp_path, access) as clients:
+        yield clients
 
 
 async def _handbook_intact(alice: RetrievalClient) -> None:
@@ -258,23 +271,13 @@ async def test_an_over_long_name_is_clipped_in_the_refusal(
 
 async def test_without_grants_every_principal_may_do_everything(tmp_path: Path) -> None:
     """No `access:` at all (one-user and loopback deployments): nothing is refused."""
-    config = load_retrieval_config(None, store=f"sqlite:///{tmp_path}/kb.db", auth=AUTH)
-    running = await start_retrieval_service(config, address="127.0.0.1:0")
-    target = f"127.0.0.1:{running.port}"
-    try:
-        async with (
-            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-alice") as alice,
-            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-bob") as bob,
-        ):
-            await alice.create_knowledge_base("handbook")
-            await alice.ingest("handbook", [Document("pay", "Salaries are paid monthly.")])
-            assert [kb.name for kb in await bob.list_knowledge_bases()] == ["handbook"]
-            assert [h.document_id for h in await bob.search("salaries", [])] == ["pay"]
-            await bob.delete_document("handbook", "pay")
-            await bob.delete_knowledge_base("handbook")
-            assert await alice.list_knowledge_bases() == []
-    finally:
-        await running.stop(None)
+    async with _retrieval(tmp_path) as clients:
+        alice, bob = clients["alice"], clients["bob"]
+        assert [kb.name for kb in await bob.list_knowledge_bases()] == ["handbook"]
+        assert [h.document_id for h in await bob.search("salaries", [])] == ["pay"]
+        await bob.delete_document("handbook", "pay")
+        await bob.delete_knowledge_base("handbook")
+        assert await alice.list_knowledge_bases() == []
 
 
 # --- agent sessions --------------------------------------------------------------------------
