@@ -14,7 +14,7 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 
-from hookmesh.errors import reason_of, status_of
+from hookmesh.errors import RequestError, reason_of, status_of
 from hookmesh.server import Authenticator, RunningServer, Service, current_user, start_server
 from hookmesh.server._auth import current_principal
 from tests.agent_helpers import SHORT_TIMEOUT
@@ -33,6 +33,8 @@ async def _who(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
     _ran.append("unary")
     if request == b"fail":
         raise RuntimeError("secret detail")
+    if request == b"cancel":
+        raise RequestError(grpc.StatusCode.CANCELLED, "TEST_CANCELLED", "the test cancelled")
     return _caller()
 
 
@@ -41,6 +43,7 @@ async def _whos(request: bytes, context: grpc.aio.ServicerContext) -> AsyncItera
     yield _caller()
     if request == b"fail":
         raise RuntimeError("secret detail")
+
 
 
 async def _gather(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> bytes:
@@ -215,3 +218,41 @@ async def test_a_malformed_request_id_is_replaced(
         assert info == {"requestId": given}
     else:
         assert re.fullmatch(r"[0-9a-f]{16}", info["requestId"])
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ((("a-first", "one"), ("x-request-id", "req-9"), ("zz-last", "two")), "req-9"),
+        ((("zz-last", "two"), ("x-request-id", "req-9"), ("a-first", "one")), "req-9"),
+        ((("x-hookmesh-user", "bob"), ("x-request-id", "req-9")), "req-9"),
+    ],
+    ids=["before-after", "after-before", "user-header-first"],
+)
+async def test_only_the_request_id_header_names_the_request(
+    channel: grpc.aio.Channel, metadata: Any, expected: str
+) -> None:
+    """Other well-formed values (sorting before or after it) are not the request id."""
+    *_, info = await _failure(_unary(channel, [b"fail"], (*_token("tok-gw"), *metadata)))
+    assert info == {"requestId": expected}
+
+
+async def test_each_call_has_a_server_span_with_its_status(
+    channel: grpc.aio.Channel, span_exporter: Any
+) -> None:
+    """OK and CANCELLED are not errors; anything else is, and the code is an attribute."""
+    from opentelemetry.trace import StatusCode
+
+    span_exporter.clear()
+    assert await _unary(channel, [b"hi"], _token("tok-a")) == [b"alice/alice"]
+    await _failure(_unary(channel, [b"fail"], _token("tok-a")))
+    await _failure(_unary(channel, [b"hi"], ()))
+    await _failure(_unary(channel, [b"cancel"], _token("tok-a")))
+    spans = [s for s in span_exporter.get_finished_spans() if s.name.startswith("/test.Who/")]
+    got = [(s.attributes["rpc.grpc.status_code"], s.status.status_code) for s in spans]
+    assert got == [
+        (0, StatusCode.UNSET),
+        (13, StatusCode.ERROR),
+        (16, StatusCode.ERROR),
+        (1, StatusCode.UNSET),
+    ]
