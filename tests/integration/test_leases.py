@@ -195,6 +195,7 @@ async def test_a_reply_longer_than_its_lease_keeps_it(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 "SESSION_BUSY",
             )
+            assert busy.value.message.startswith("session long is already replying")
         gate.open()
         async with asyncio.timeout(SHORT_TIMEOUT):
             rest = [e async for e in parked]
@@ -267,3 +268,4 @@ async def test_a_reply_whose_lease_was_taken_over_is_not_saved(
         )
         session = await two.get_session("hung")
     assert [text_of(m) for m in session.context] == ["take over", "hello there"]
+

@@ -321,6 +321,13 @@ async def test_another_principal_leaves_a_running_reply_alone(agent: str) -> Non
         assert await _refused(bob.get_session("plans")) == NOT_FOUND
         assert await _refused(bob.delete_session("plans")) == NOT_FOUND
         assert (await alice.get_session("plans")).status == "running"
+        with pytest.raises(AgentClientError) as busy:
+            await alice.text("again", session_id="plans")  # her own id is busy, though
+        assert (busy.value.code, busy.value.reason) == (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "SESSION_BUSY",
+        )
+        assert busy.value.message.startswith("session plans is already replying")
         GateState.release.set()
         events = await asyncio.wait_for(running, SHORT_TIMEOUT)
         assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
