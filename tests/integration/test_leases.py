@@ -269,3 +269,38 @@ async def test_a_reply_whose_lease_was_taken_over_is_not_saved(
         session = await two.get_session("hung")
     assert [text_of(m) for m in session.context] == ["take over", "hello there"]
 
+
+
+async def test_a_renewal_that_finds_the_lease_gone_interrupts_the_reply(
+    postgres_backend: SessionBackend, two_replicas: Any
+) -> None:
+    """Another holder takes the lease (the test writes it over, as a replica that found it
+    expired would) while the reply waits in a tool: the next renewal sees it gone and
+    interrupts the reply at once (nothing else ends the tool).
+
+    NOTE(issue 34): the reply should then end ABORTED SESSION_TAKEN_OVER (docs/deploy.md),
+    but today the renewal forgets the lost lease and the final write goes unfenced; this
+    test asserts the interrupt only, and accepts either end until that is fixed."""
+    GateState.reset()
+    here, _ = await two_replicas(
+        sessions={"lease_seconds": 1.5},
+        tools=["tests.service_tools:gate"],
+        models={"default": {"type": "scripted", "turns": [_GATE_CALL, "done"]}},
+        middlewares=[],
+    )
+    async with AgentClient(here, timeout=SHORT_TIMEOUT) as one:
+        running = asyncio.create_task(_events(one.reply("go", session_id="stolen")))
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            await GateState.started.wait()
+        ns = postgres_backend.namespace
+        await postgres_backend._execute(
+            f"UPDATE {ns}.session_leases SET holder = 1, token = nextval('{ns}.lease_tokens'),"
+            " expire_time = now() + interval '1 hour'"
+        )
+        try:
+            events = await asyncio.wait_for(running, SHORT_TIMEOUT)
+        except AgentClientError as lost:
+            assert (lost.code, lost.reason) == (grpc.StatusCode.ABORTED, "SESSION_TAKEN_OVER")
+        else:
+            assert events[-1].finish_reason == "interrupted"
+        assert not GateState.release.is_set()  # nothing but the interrupt ended the tool
