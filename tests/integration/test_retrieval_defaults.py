@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from hookmesh.client import RetrievalClient
-from hookmesh.errors import field_violations_of, status_of
+from hookmesh.errors import field_violations_of, reason_of, status_of
 from hookmesh.retrieval import Document
 from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
 from hookmesh.services.retrieval._servicer import DEFAULT_TOP_K
@@ -56,3 +56,40 @@ async def test_a_negative_chunk_size_is_refused_on_that_field_alone(target: str)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert status is not None
     assert [v.field for v in field_violations_of(status)] == ["chunking.max_tokens"]
+
+
+async def _ingest(target: str, texts: list[str]) -> retrieval_pb2.IngestResponse:
+    async def requests() -> AsyncIterator[retrieval_pb2.IngestRequest]:
+        for i, text in enumerate(texts):
+            yield retrieval_pb2.IngestRequest(
+                knowledge_base="kb", document=retrieval_pb2.Document(id=f"d{i}", text=text)
+            )
+
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+        return await stub.Ingest(requests(), timeout=SHORT_TIMEOUT)
+
+
+async def test_the_ingest_bounds_are_inclusive(tmp_path: Path) -> None:
+    """Exactly `max_documents_per_ingest` documents pass, one more ends the stream; a text
+    of exactly `max_document_chars` is stored, one character more is that document's error."""
+    config = load_retrieval_config(
+        None,
+        store=f"sqlite:///{tmp_path}/kb.db",
+        max_documents_per_ingest=3,
+        max_document_chars=300,
+    )
+    running = await start_retrieval_service(config, address="127.0.0.1:0")
+    target = f"127.0.0.1:{running.port}"
+    try:
+        async with RetrievalClient(target, timeout=SHORT_TIMEOUT) as client:
+            await client.create_knowledge_base("kb")
+        answer = await _ingest(target, ["a" * 300, "b" * 301, "c"])
+        assert answer.received_count == 3
+        assert [(e.index, e.reason) for e in answer.errors] == [(1, "DOCUMENT_TOO_LARGE")]
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _ingest(target, ["a", "b", "c", "d"])
+        status = status_of(caught.value)
+        assert status is not None and reason_of(status) == "TOO_MANY_DOCUMENTS"
+    finally:
+        await running.stop(None)

@@ -180,16 +180,17 @@ async def test_a_read_grant_cannot_ingest(bases: dict[str, RetrievalClient]) -> 
     assert [h.document_id for h in await bob.search("Bob was here", ["handbook"])] != ["x"]
 
 
+@pytest.mark.parametrize("other", ["handbook", "archive"])  # sorting after and before "faq"
 async def test_an_ingest_stream_cannot_switch_to_a_base_it_may_not_write(
-    bases: dict[str, RetrievalClient],
+    bases: dict[str, RetrievalClient], other: str
 ) -> None:
-    """Bob writes ``faq``: a stream that starts there and then names ``handbook`` is refused
+    """Bob writes ``faq``: a stream that starts there and then names another base is refused
     (one stream, one base), and nothing of it lands in ``handbook``."""
     bob = bases["bob"]
     await bob.create_knowledge_base("faq")
 
     async def requests() -> AsyncIterator[retrieval_pb2.IngestRequest]:
-        for base, doc_id in (("faq", "q1"), ("handbook", "planted")):
+        for base, doc_id in (("faq", "q1"), (other, "planted")):
             yield retrieval_pb2.IngestRequest(
                 knowledge_base=base,
                 document=retrieval_pb2.Document(id=doc_id, text="Bob planted this."),
