@@ -93,3 +93,30 @@ async def test_the_ingest_bounds_are_inclusive(tmp_path: Path) -> None:
         assert status is not None and reason_of(status) == "TOO_MANY_DOCUMENTS"
     finally:
         await running.stop(None)
+
+
+async def test_a_bad_document_is_its_own_error_and_a_repeated_id_keeps_the_last(
+    target: str,
+) -> None:
+    """A document with a malformed id, and one whose metadata holds NaN, fail alone (the
+    stream goes on); an id sent twice in one stream ends as its last version."""
+    async with RetrievalClient(target, timeout=SHORT_TIMEOUT) as client:
+        await client.create_knowledge_base("kb")
+
+    async def requests() -> AsyncIterator[retrieval_pb2.IngestRequest]:
+        for doc_id, text in (("d1", "old text"), ("bad\x01id", "x"), ("nan", "y")):
+            document = retrieval_pb2.Document(id=doc_id, text=text)
+            if doc_id == "nan":
+                document.metadata.update({"score": float("nan")})
+            yield retrieval_pb2.IngestRequest(knowledge_base="kb", document=document)
+        yield retrieval_pb2.IngestRequest(
+            knowledge_base="kb", document=retrieval_pb2.Document(id="d1", text="new text")
+        )
+
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+        answer = await stub.Ingest(requests(), timeout=SHORT_TIMEOUT)
+    assert answer.received_count == 4
+    assert [e.index for e in answer.errors] == [1, 2]
+    async with RetrievalClient(target, timeout=SHORT_TIMEOUT) as client:
+        assert (await client.get_document("kb", "d1")).text == "new text"
