@@ -100,6 +100,47 @@ async def test_a_renewal_keeps_every_lease_the_store_holds(replicas: Replicas) -
         assert await second.acquire("alice", sid) is None
 
 
+async def test_a_released_lease_is_no_longer_renewed(replicas: Replicas) -> None:
+    """Released, a lease is gone from the holder's table: no later renewal reports it lost
+    (which would interrupt whatever reply then runs that session)."""
+    first, _, _ = replicas
+    lease = await first.acquire("alice", "s")
+    assert lease is not None
+    await first.release(lease)
+    assert await first.renew() == []
+
+
+async def test_a_late_release_of_an_old_lease_keeps_the_newer_one(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """The holder took the session again after its first lease expired; releasing the old
+    lease late leaves the new one held and renewed, in the table and in the database."""
+    first, second, _ = replicas
+    old = await first.acquire("alice", "s")
+    assert old is not None
+    await postgres_backend.expire_leases()
+    new = await first.acquire("alice", "s")
+    assert new is not None and new.token > old.token
+    await first.release(old)
+    assert await first.renew() == []
+    assert await second.acquire("alice", "s") is None
+
+
+async def test_an_interrupt_request_reaches_its_holder_only(replicas: Replicas) -> None:
+    """Every replica listens on the namespace's channel; only the holder named acts (here the
+    one with the smallest holder id, so no other id compares equal, lower or identical)."""
+    low, mid, high = sorted(replicas, key=lambda store: store.holder)
+    to_low, to_high = low.interrupt_requests(), high.interrupt_requests()
+    assert await low.acquire("alice", "s") is not None
+    assert await mid.signal_interrupt("alice", "s") is True
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        assert await anext(to_low) == ("alice", "s")
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.3):  # silence: the request was not for this one
+            await anext(to_high)
+    await to_low.aclose()
+
+
 # --- a reply that outlives its lease ---------------------------------------------------------
 
 
