@@ -127,18 +127,26 @@ async def test_a_late_release_of_an_old_lease_keeps_the_newer_one(
 
 
 async def test_an_interrupt_request_reaches_its_holder_only(replicas: Replicas) -> None:
-    """Every replica listens on the namespace's channel; only the holder named acts (here the
-    one with the smallest holder id, so no other id compares equal, lower or identical)."""
+    """Every replica listens on the namespace's channel; only the holder named acts. The
+    holder is the one with the middle id, so the others' ids compare lower and higher."""
     low, mid, high = sorted(replicas, key=lambda store: store.holder)
-    to_low, to_high = low.interrupt_requests(), high.interrupt_requests()
-    assert await low.acquire("alice", "s") is not None
-    assert await mid.signal_interrupt("alice", "s") is True
+    listeners = [store.interrupt_requests() for store in (low, mid, high)]
+    assert await mid.acquire("alice", "s") is not None
+    assert await low.signal_interrupt("alice", "s") is True
     async with asyncio.timeout(SHORT_TIMEOUT):
-        assert await anext(to_low) == ("alice", "s")
-    with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.3):  # silence: the request was not for this one
-            await anext(to_high)
-    await to_low.aclose()
+        assert await anext(listeners[1]) == ("alice", "s")
+    for other in (listeners[0], listeners[2]):
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):  # silence: the request was not for this one
+                await anext(other)
+    await listeners[1].aclose()
+
+
+async def test_a_closed_store_is_unusable(postgres_backend: SessionBackend) -> None:
+    store = await postgres_backend.open()
+    await store.close()
+    with pytest.raises(RuntimeError, match="the session store is closed"):
+        await store.get("alice", "s")
 
 
 # --- a reply that outlives its lease ---------------------------------------------------------
