@@ -10,7 +10,7 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 PROTOS := $(wildcard protos/hookmesh/v1/*.proto)
 GEN_DIR := src
 
-.PHONY: all demo test lint proto proto-check bench llm node espeak chromium docker image clean
+.PHONY: all demo test lint proto proto-check bench llm node espeak chromium docker image mutate clean
 # The images' base: made here from Debian's packages (no image registry needed); any Debian
 # bookworm with Python 3.11 works, e.g. `make image IMAGE_BASE=python:3.11-slim-bookworm`.
 IMAGE_BASE ?= hookmesh-base:bookworm
@@ -94,9 +94,16 @@ test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) espeak chromium image proto-check lint
 demo: $(STAMP)
 	$(BIN)/hookmesh demo $(DEMO_FLAGS)
 
+# Mutation testing (cosmic-ray via scripts/mutate.py, docs/testing.md): every module listed in
+# tests/mutation.toml, or only `make mutate MODULES="src/hookmesh/server/_auth.py ..."`.
+# Heavy: one mutant at a time, in a copy of the tree under .mutation/ (resumable).
+MODULES ?=
+mutate: $(STAMP)
+	$(BIN)/python scripts/mutate.py $(MODULES)
+
 bench: $(STAMP) espeak
 	@for b in bench/*.py; do case $$b in */remote_middlewares.py) continue;; esac; \
 		echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(NODE_DIR)/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .mutation $(NODE_DIR)/node_modules

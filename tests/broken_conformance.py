@@ -1,21 +1,346 @@
-"""A deliberately broken conformance middleware: the runner must name the rules it breaks."""
+"""Deliberately broken conformance middlewares: each breaks one rule of the spec, and the
+runner must name that rule (tests/integration/test_conformance_broken.py).
+
+Each overrides the reference only where its marker (or the lack of one) is involved, so
+every other rule still passes."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from hookmesh.conformance import ConformanceMiddleware
-from hookmesh.conformance._middleware import marker
+from hookmesh.conformance._middleware import ConformanceError, marker
+from hookmesh.middleware import PermissionDecision
+from hookmesh.models import ModelResponse
+from hookmesh.schema import CustomEvent, make_assistant
 
 
-class IgnoresEmit(ConformanceMiddleware):
-    """Treats the `emit` marker as no marker: on_reasoning emits nothing."""
+async def _events(next_handler: Any, **overrides: Any) -> AsyncIterator[Any]:
+    async for event in next_handler(**overrides):
+        yield event
 
-    def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
-        if marker(agent) == "emit":
-            return self._events_without_marker(next_handler)
+
+def _custom(agent: Any, name: str) -> CustomEvent:
+    return CustomEvent(reply_id=agent.reply_id, name=name)
+
+
+class _OnReasoning(ConformanceMiddleware):
+    """Breaks on_reasoning for one marker (`word`) via `broken`."""
+
+    word = ""
+
+    def on_reasoning(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == self.word:
+            return self.broken(agent, next_handler)
         return super().on_reasoning(agent, kwargs, next_handler)
 
-    async def _events_without_marker(self, next_handler: Any) -> Any:
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        raise NotImplementedError
+
+
+class IgnoresEmit(_OnReasoning):
+    """Treats the `emit` marker as no marker: on_reasoning emits nothing."""
+
+    word = "emit"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+
+class DropsEvents(_OnReasoning):
+    """Drops every event of an on_reasoning invocation without a marker: it breaks the
+    pass-through rule (a sidecar must keep what it was not asked to drop)."""
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        async for _ in next_handler():
+            pass
+        return
+        yield  # an async generator that yields nothing
+
+
+class EmitsUnasked(_OnReasoning):
+    """Emits an event on an invocation without a marker."""
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        yield _custom(agent, "unasked")
         async for event in next_handler():
             yield event
+
+
+class OverridesUnasked(_OnReasoning):
+    """Overrides tool_choice on an invocation without a marker."""
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler, tool_choice="none")
+
+
+class NeverCallsNext(_OnReasoning):
+    """Answers an invocation without a marker with done, never calling the downstream."""
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        return
+        yield
+
+
+class IgnoresShortCircuit(_OnReasoning):
+    """Calls the downstream despite the `short-circuit` marker."""
+
+    word = "short-circuit"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+
+class ShortCircuitsSilently(_OnReasoning):
+    """Short-circuits without the `conformance.short_circuit` event."""
+
+    word = "short-circuit"
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        return
+        yield
+
+
+class IgnoresOverride(_OnReasoning):
+    """Calls the downstream unchanged despite the `override` marker."""
+
+    word = "override"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+
+class OverridesWrongly(_OnReasoning):
+    """Overrides tool_choice to ``required`` instead of ``none``."""
+
+    word = "override"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler, tool_choice="required")
+
+
+class EmitsOnlyBefore(_OnReasoning):
+    """Emits `conformance.pre` but not `conformance.post`."""
+
+    word = "emit"
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        yield _custom(agent, "conformance.pre")
+        async for event in next_handler():
+            yield event
+
+
+class IgnoresDrop(_OnReasoning):
+    """Keeps every event despite the `drop` marker."""
+
+    word = "drop"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+
+class ForgetsState(_OnReasoning):
+    """Changes no state for the `state` marker."""
+
+    word = "state"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+
+class LosesState(_OnReasoning):
+    """Counts for the `state` marker but loses the slice's other keys."""
+
+    word = "state"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        state = self.state(agent)
+        count = int(state.get("count", 0)) + 1
+        state.clear()
+        state["count"] = count
+        return _events(next_handler)
+
+
+class IgnoresFinal(_OnReasoning):
+    """Wraps the downstream despite the `final` marker (so call_next is not final)."""
+
+    word = "final"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+
+class FailsWithAnotherReason(_OnReasoning):
+    """Fails the `error` marker with reason ``OTHER``."""
+
+    word = "error"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        raise _Other("conformance error", metadata={"hook": "on_reasoning"})
+
+
+class _Other(ConformanceError):
+    reason = "OTHER"
+
+
+class FailsWithoutTheHook(_OnReasoning):
+    """Fails the `error` marker without the ``hook`` metadata."""
+
+    word = "error"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        raise ConformanceError("conformance error")
+
+
+class IgnoresErrorAfter(_OnReasoning):
+    """Ends well despite the `error-after` marker."""
+
+    word = "error-after"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+
+class IgnoresReplyEmit(ConformanceMiddleware):
+    """Emits nothing on on_reply for the `emit` marker."""
+
+    def on_reply(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "emit":
+            return _events(next_handler)
+        return super().on_reply(agent, kwargs, next_handler)
+
+
+class OverridesActingWrongly(ConformanceMiddleware):
+    """Overrides the tool call's arguments with other values."""
+
+    def on_acting(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "override":
+            return _events(next_handler, arguments={"text": "other"})
+        return super().on_acting(agent, kwargs, next_handler)
+
+
+class ChangesTheModelResponse(ConformanceMiddleware):
+    """Replaces the downstream's full model response without a marker."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        result = await super().on_model_call(agent, kwargs, next_handler)
+        if marker(agent) == "" and isinstance(result, ModelResponse):
+            return ModelResponse(message=make_assistant(agent.kind, "changed"))
+        return result
+
+
+class ShortCircuitsWithTheWrongKind(ConformanceMiddleware):
+    """Short-circuits a model call with a message of the other kind."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "short-circuit":
+            agent.emit(_custom(agent, "conformance.short_circuit"))
+            other = "agentic" if agent.kind == "flat" else "flat"
+            return ModelResponse(message=make_assistant(other, "short-circuited"))
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class PicksAnotherModel(ConformanceMiddleware):
+    """Resolves the model ``slow`` for the `model` marker."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "model":
+            return await next_handler(model=agent.resolve_model("slow"))
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class AllowsTheShortCircuit(ConformanceMiddleware):
+    """Answers the permission `short-circuit` marker with allow."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "short-circuit":
+            return PermissionDecision("allow", "short-circuited")
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class DeniesWithAnotherReason(ConformanceMiddleware):
+    """Denies the permission `short-circuit` marker with another reason."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "short-circuit":
+            return PermissionDecision("deny", "no")
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class ChangesTheDecision(ConformanceMiddleware):
+    """Turns the downstream's permission decision into a denial without a marker."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        decision = await super().on_check_permission(agent, kwargs, next_handler)
+        if marker(agent) == "":
+            return PermissionDecision("deny", decision.reason)
+        return decision
+
+
+class IgnoresCompressEmit(ConformanceMiddleware):
+    """Emits nothing when compressing with the `emit` marker."""
+
+    async def on_compress_context(self, agent: Any, kwargs: Any, next_handler: Any) -> None:
+        if marker(agent) == "emit":
+            await next_handler()
+            return
+        await super().on_compress_context(agent, kwargs, next_handler)
+
+
+class ForgetsTheWrongMessage(_OnReasoning):
+    """Removes the last context message, not the first, for the `forget` marker."""
+
+    word = "forget"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        del agent.state.context[-1]
+        return _events(next_handler)
+
+
+class WrongKey(ConformanceMiddleware):
+    """Describes itself under another key."""
+
+    def middleware_key(self) -> str:
+        return "not-conformance"
+
+
+class NoContext(ConformanceMiddleware):
+    """Does not ask for the conversation context."""
+
+    needs_context = False
+
+
+class NoTools(ConformanceMiddleware):
+    """Contributes no tool."""
+
+    def list_tools(self) -> list[Any]:
+        return []
+
+
+class KeepsThePrompt(ConformanceMiddleware):
+    """Does not append its suffix to the system prompt."""
+
+    async def on_system_prompt(self, agent: Any, prompt: str) -> str:
+        return prompt
+
+
+class CountsInThePrompt(ConformanceMiddleware):
+    """Changes its state while transforming the system prompt."""
+
+    async def on_system_prompt(self, agent: Any, prompt: str) -> str:
+        self.state(agent)["prompted"] = True
+        return await super().on_system_prompt(agent, prompt)
+
+
+class ForgetsAfterAgent(ConformanceMiddleware):
+    """Does nothing after the agent."""
+
+    async def after_agent(self, agent: Any, final: Any) -> None:
+        return None

@@ -20,6 +20,7 @@ from hookmesh.schema import (
     HintBlockEvent,
     ImageBlock,
     InlineSource,
+    ModelCallEndEvent,
     ModelCallStartEvent,
     ReplyEndEvent,
     ReplyError,
@@ -29,6 +30,7 @@ from hookmesh.schema import (
     ToolResultDeltaEvent,
     ToolResultEndEvent,
     ToolResultStartEvent,
+    Usage,
 )
 from hookmesh.services.agui import RunEvents
 from hookmesh.services.agui._input import (
@@ -112,6 +114,52 @@ def test_finish_reasons_map_to_outcomes(reason: str, outcome: dict[str, Any]) ->
     assert events[-1]["outcome"] == outcome
     assert events[-1]["result"] == {"finishReason": reason}
     assert_valid_agui(events, max_warnings=0)
+
+
+def _call(model: str, usage: Usage | None) -> list[AgentEvent]:
+    return [
+        ModelCallStartEvent(reply_id=R, model_name=model),
+        ModelCallEndEvent(reply_id=R, model_name=model, usage=usage),
+    ]
+
+
+def test_run_finished_usage_sums_every_model_call_of_the_run() -> None:
+    """Three calls, two of one model, one without usage: RUN_FINISHED has one entry per
+    model with every call's tokens summed, and the state's running total matches."""
+    first = Usage(input_tokens=10, output_tokens=3, cache_read_tokens=4, reasoning_tokens=1)
+    second = Usage(input_tokens=20, output_tokens=5, cache_creation_tokens=2)
+    other = Usage(input_tokens=7, output_tokens=1)
+    events = _run(
+        [
+            *_call("big", first),
+            *_call("small", other),
+            *_call("big", None),
+            *_call("big", second),
+            _end(),
+        ]
+    )
+    finished = events[-1]
+    assert finished["type"] == "RUN_FINISHED"
+    by_model = {u["model"]: u for u in finished["usage"]}
+    assert by_model["big"] == {
+        **by_model["big"],
+        "inputTokens": 30,
+        "outputTokens": 8,
+        "totalTokens": 38,
+        "cachedInputTokens": 4,
+        "cacheWriteInputTokens": 2,
+        "reasoningTokens": 1,
+    }
+    assert (by_model["small"]["inputTokens"], by_model["small"]["totalTokens"]) == (7, 8)
+    deltas = [e["delta"][0]["value"] for e in events if e["type"] == "STATE_DELTA"]
+    assert deltas[-1] == {"inputTokens": 37, "outputTokens": 9}
+    assert_valid_agui(events, max_warnings=0)
+
+
+def test_a_run_without_usage_reports_none() -> None:
+    events = _run([*_call("big", None), _end()])
+    assert events[-1].get("usage") is None
+    assert "STATE_DELTA" not in [e["type"] for e in events]
 
 
 def test_results_the_client_sent_are_not_sent_back_and_media_results_are_parts() -> None:

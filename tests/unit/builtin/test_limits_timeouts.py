@@ -116,6 +116,57 @@ async def test_a_session_limit_on_every_tool(kind: MessageKind, attach: Attach) 
     assert states == ["success", "success", "success", "denied"]
 
 
+@tool
+def flaky(text: str) -> str:
+    """Fail every time (a tool whose run errors).
+
+    Args:
+        text: Ignored.
+    """
+    raise RuntimeError("flaky is down")
+
+
+def once_per_reply(name: str) -> Any:
+    """A model that calls `name` until a result comes back, then answers."""
+
+    def script(messages: Sequence[Message], tools: Any, tool_choice: str) -> ScriptedTurn:
+        if tool_results(messages[-1]) or tool_choice == "none":
+            return ScriptedTurn(text="Done.")
+        return ScriptedTurn(tool_calls=[(name, {"text": "x"})])
+
+    return script
+
+
+async def test_a_session_tool_limit_counts_failed_runs(kind: MessageKind, attach: Attach) -> None:
+    """A call that ran and failed was still made: the session's next call is over the limit."""
+    mw = await attach(CallLimitMiddleware(tool_calls_per_session={"flaky": 1}))
+    model = ScriptedChatModel(once_per_reply("flaky"))
+    agent = Agent(model, kind=kind, tools=[flaky], middlewares=[mw])
+    await collect(agent.reply("first"))
+    events = await collect(agent.reply("second"))
+    states = [r.state for m in agent.state.context for r in tool_results(m)]
+    assert states == ["error", "denied"]
+    deny = [c.value for c in customs(events) if c.name == CALL_LIMIT_EVENT]
+    assert deny == [
+        {"limit": "tool_calls_per_session", "max": 1, "action": "deny", "tool": "flaky"}
+    ]
+
+
+async def test_a_session_tool_limit_does_not_count_denied_calls(
+    kind: MessageKind, attach: Attach
+) -> None:
+    """A call denied (here by the reply limit) never ran: the next reply may still call."""
+    mw = await attach(
+        CallLimitMiddleware(tool_calls_per_reply={"echo": 1}, tool_calls_per_session={"echo": 2})
+    )
+    turns = [ScriptedTurn(tool_calls=[("echo", {"text": "a"}), ("echo", {"text": "b"})]), "ok"]
+    agent = Agent(ScriptedChatModel(turns, repeat=True), kind=kind, tools=[echo], middlewares=[mw])
+    await collect(agent.reply("first"))
+    await collect(agent.reply("second"))
+    states = [r.state for m in agent.state.context for r in tool_results(m)]
+    assert states == ["success", "denied", "success", "denied"]
+
+
 def test_limits_are_checked_when_built() -> None:
     with pytest.raises(ValueError, match="model_calls_per_reply must be an int >= 1"):
         CallLimitMiddleware(model_calls_per_reply=0)

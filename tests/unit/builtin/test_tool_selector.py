@@ -134,3 +134,25 @@ async def test_one_selection_serves_every_step_of_a_reply(
     assert seen == [("do thing 3", SELECT_TOOL)]
     reports = [c.value for c in customs(events) if c.name == SELECTION_EVENT]
     assert reports == [{"selected": ["tool_3"], "from": 12}] * 2
+
+
+async def test_a_tool_forced_by_tool_choice_is_always_offered(
+    kind: MessageKind, attach: Attach
+) -> None:
+    """The selector picks tool_3, but the reply forces tool_9: both are offered (a forced
+    tool the model cannot see would fail the call)."""
+    pick = ScriptedTurn(tool_calls=[(SELECT_TOOL, {"names": ["tool_3"]})])
+    mw = await attach(ToolSelectorMiddleware(_selector([], pick), threshold=5))
+    offered: list[tuple[str, list[str]]] = []
+
+    def main(messages: Sequence[Message], tools: Any, tool_choice: str) -> ScriptedTurn:
+        offered.append((tool_choice, [t["name"] for t in tools]))
+        return ScriptedTurn(text="done")
+
+    agent = Agent(ScriptedChatModel(main), kind=kind, tools=_tools(12), middlewares=[mw])
+    events = await collect(agent.reply("do thing 3", tool_choice="tool_9"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert offered == [("tool_9", ["tool_3", "tool_9"])]
+    [report] = [c.value for c in customs(events) if c.name == SELECTION_EVENT]
+    assert report == {"selected": ["tool_3", "tool_9"], "from": 12}
+
