@@ -45,7 +45,6 @@ async def _whos(request: bytes, context: grpc.aio.ServicerContext) -> AsyncItera
         raise RuntimeError("secret detail")
 
 
-
 async def _gather(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> bytes:
     _ran.append("client")
     async for request in requests:

@@ -215,9 +215,11 @@ async def _expiry(backend: SessionBackend) -> datetime:
     return expires  # type: ignore[no-any-return]
 
 
-async def _park(client: AgentClient, gate: Gate, session_id: str) -> AsyncIterator[Any]:
+async def _park(
+    client: AgentClient, gate: Gate, session_id: str, durability: Any = ""
+) -> AsyncIterator[Any]:
     """Start a reply that waits at the gate once it has begun; the rest of its events."""
-    parked = client.reply(PARK, session_id=session_id)
+    parked = client.reply(PARK, session_id=session_id, durability=durability)
     async with asyncio.timeout(SHORT_TIMEOUT):
         assert (await anext(parked)).type == "reply_start"
     await gate.wait_for(1, SHORT_TIMEOUT)
@@ -293,18 +295,19 @@ async def _events(stream: AsyncIterator[Any]) -> list[Any]:
     return [e async for e in stream]
 
 
-async def test_a_reply_whose_lease_was_taken_over_is_not_saved(
+async def test_an_exit_reply_whose_lease_was_taken_over_is_not_saved(
     postgres_backend: SessionBackend, gate: Gate, two_replicas: Any
 ) -> None:
     """The first replica hangs past its lease (expired by the test) while the second takes
-    the session over and replies: the first reply's end is refused, ABORTED
-    SESSION_TAKEN_OVER, and the session holds the second replica's turn only."""
+    the session over and replies: the first reply (durability exit: nothing of it was
+    saved, so nothing goes on) ends refused, ABORTED SESSION_TAKEN_OVER, and the session
+    holds the second replica's turn only."""
     here, there = await two_replicas(sessions={"lease_seconds": 60.0})
     async with (
         AgentClient(here, timeout=SHORT_TIMEOUT) as one,
         AgentClient(there, timeout=SHORT_TIMEOUT) as two,
     ):
-        parked = await _park(one, gate, "hung")
+        parked = await _park(one, gate, "hung", "exit")
         await postgres_backend.expire_leases()  # the first replica hung past its lease
         assert await two.text("take over", session_id="hung") == "hello there"
         gate.open()
@@ -319,17 +322,14 @@ async def test_a_reply_whose_lease_was_taken_over_is_not_saved(
     assert [text_of(m) for m in session.context] == ["take over", "hello there"]
 
 
-
 async def test_a_renewal_that_finds_the_lease_gone_interrupts_the_reply(
     postgres_backend: SessionBackend, two_replicas: Any
 ) -> None:
     """Another holder takes the lease (the test writes it over, as a replica that found it
     expired would) while the reply waits in a tool: the next renewal sees it gone and
-    interrupts the reply at once (nothing else ends the tool).
-
-    NOTE(issue 34): the reply should then end ABORTED SESSION_TAKEN_OVER (docs/deploy.md),
-    but today the renewal forgets the lost lease and the final write goes unfenced; this
-    test asserts the interrupt only, and accepts either end until that is fixed."""
+    interrupts the reply at once (nothing else ends the tool), whose last write, still
+    fenced by the lost lease, is refused: ABORTED SESSION_TAKEN_OVER (an exit reply; a
+    durable one re-attaches, below)."""
     GateState.reset()
     here, _ = await two_replicas(
         sessions={"lease_seconds": 1.5},
@@ -338,7 +338,8 @@ async def test_a_renewal_that_finds_the_lease_gone_interrupts_the_reply(
         middlewares=[],
     )
     async with AgentClient(here, timeout=SHORT_TIMEOUT) as one:
-        running = asyncio.create_task(_events(one.reply("go", session_id="stolen")))
+        stream = one.reply("go", session_id="stolen", durability="exit")
+        running = asyncio.create_task(_events(stream))
         async with asyncio.timeout(SHORT_TIMEOUT):
             await GateState.started.wait()
         ns = postgres_backend.namespace
@@ -346,10 +347,37 @@ async def test_a_renewal_that_finds_the_lease_gone_interrupts_the_reply(
             f"UPDATE {ns}.session_leases SET holder = 1, token = nextval('{ns}.lease_tokens'),"
             " expire_time = now() + interval '1 hour'"
         )
-        try:
-            events = await asyncio.wait_for(running, SHORT_TIMEOUT)
-        except AgentClientError as lost:
-            assert (lost.code, lost.reason) == (grpc.StatusCode.ABORTED, "SESSION_TAKEN_OVER")
-        else:
-            assert events[-1].finish_reason == "interrupted"
+        with pytest.raises(AgentClientError) as lost:
+            await asyncio.wait_for(running, SHORT_TIMEOUT)
+        assert (lost.value.code, lost.value.reason) == (
+            grpc.StatusCode.ABORTED,
+            "SESSION_TAKEN_OVER",
+        )
         assert not GateState.release.is_set()  # nothing but the interrupt ended the tool
+
+
+async def test_a_durable_reply_whose_replica_hung_past_its_lease_goes_on_on_the_other(
+    postgres_backend: SessionBackend, gate: Gate, two_replicas: Any
+) -> None:
+    """The first replica hangs past its lease while its (step-durable) reply waits: the
+    second refuses a new reply (REPLY_RUNNING), and a watcher there continues the reply to
+    its end; when the first wakes, its write is refused and its client re-attaches (no
+    error), so both callers see the reply completed, and the session holds it once."""
+    here, there = await two_replicas(sessions={"lease_seconds": 60.0})
+    async with (
+        AgentClient(here, timeout=SHORT_TIMEOUT) as one,
+        AgentClient(there, timeout=SHORT_TIMEOUT) as two,
+    ):
+        parked = await _park(one, gate, "hung", "step")
+        await postgres_backend.expire_leases()
+        with pytest.raises(AgentClientError) as running:
+            await two.text("take over", session_id="hung")
+        assert running.value.reason == "REPLY_RUNNING"
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            second = await _events(two.watch("hung"))  # continued there (inputs already in)
+            gate.open()  # the first replica wakes
+            first = await _events(parked)
+        session = await two.get_session("hung")
+    assert first[-1].type == second[-1].type == "reply_end"
+    assert first[-1].finish_reason == second[-1].finish_reason == "completed"
+    assert [text_of(m) for m in session.context] == [PARK, "hello there"]

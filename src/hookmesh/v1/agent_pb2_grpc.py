@@ -57,7 +57,10 @@ class AgentServiceStub:
     stops a reply.
     5. A replica that drains (SIGTERM) ends each reply's stream with
     UNAVAILABLE, reason REPLY_HANDED_OVER, once its current step is saved;
-    WatchReply continues it on another replica.
+    WatchReply continues it on another replica. A replica that hung past its
+    session lease while another took the reply over ends the stream the same
+    way (a durable reply) or with ABORTED, reason SESSION_TAKEN_OVER (EXIT:
+    nothing of it was saved, nothing goes on).
     Errors carry a google.rpc.ErrorInfo with a stable reason.
     """
 
@@ -141,7 +144,10 @@ class AgentServiceServicer:
     stops a reply.
     5. A replica that drains (SIGTERM) ends each reply's stream with
     UNAVAILABLE, reason REPLY_HANDED_OVER, once its current step is saved;
-    WatchReply continues it on another replica.
+    WatchReply continues it on another replica. A replica that hung past its
+    session lease while another took the reply over ends the stream the same
+    way (a durable reply) or with ABORTED, reason SESSION_TAKEN_OVER (EXIT:
+    nothing of it was saved, nothing goes on).
     Errors carry a google.rpc.ErrorInfo with a stable reason.
     """
 
@@ -287,7 +293,10 @@ class AgentService:
     stops a reply.
     5. A replica that drains (SIGTERM) ends each reply's stream with
     UNAVAILABLE, reason REPLY_HANDED_OVER, once its current step is saved;
-    WatchReply continues it on another replica.
+    WatchReply continues it on another replica. A replica that hung past its
+    session lease while another took the reply over ends the stream the same
+    way (a durable reply) or with ABORTED, reason SESSION_TAKEN_OVER (EXIT:
+    nothing of it was saved, nothing goes on).
     Errors carry a google.rpc.ErrorInfo with a stable reason.
     """
 

@@ -155,4 +155,3 @@ async def test_a_tool_forced_by_tool_choice_is_always_offered(
     assert offered == [("tool_9", ["tool_3", "tool_9"])]
     [report] = [c.value for c in customs(events) if c.name == SELECTION_EVENT]
     assert report == {"selected": ["tool_3", "tool_9"], "from": 12}
-

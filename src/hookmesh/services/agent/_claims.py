@@ -96,12 +96,14 @@ class SessionClaims:
             self._idle.set()
 
     async def renew(self) -> None:
-        """Extend the leases held; a reply whose lease was taken over is interrupted."""
+        """Extend the leases held; a reply whose lease was taken over is interrupted (its
+        writes, still fenced by the lost lease, fail)."""
         if self._leases is None:
             return
         for lease in await self._leases.renew():
             key = (lease.owner, lease.session_id)
-            self._held.pop(key, None)
+            # NOTE(sessions): the lost lease stays the reply's: its last writes carry the
+            # stale token and are refused (SESSION_TAKEN_OVER) instead of going unfenced.
             log.warning("session %s was taken over by another replica", lease.session_id)
             agent = self._running.get(key)
             if agent is not None:

@@ -42,7 +42,18 @@ def handed_over(session_id: str) -> RequestError:
     )
 
 
-def _taken_over(session_id: str) -> RequestError:
+def _taken_over(session_id: str, durability: str) -> RequestError:
+    """How a reply taken over by another replica ends here: a durable one goes on there
+    (UNAVAILABLE ``REPLY_HANDED_OVER``: re-attach), an ``exit`` one is lost (ABORTED
+    ``SESSION_TAKEN_OVER``)."""
+    if durability != "exit":
+        return RequestError(
+            grpc.StatusCode.UNAVAILABLE,
+            "REPLY_HANDED_OVER",
+            f"session {session_id} was taken over by another replica while this reply ran "
+            "past its lease; the reply goes on there: call WatchReply to follow it",
+            metadata={"sessionId": session_id},
+        )
     return RequestError(
         grpc.StatusCode.ABORTED,
         "SESSION_TAKEN_OVER",
@@ -195,7 +206,7 @@ class ReplyDesk:
         if flight.outcome == "handed_over":
             raise handed_over(flight.key[1])
         if flight.outcome == "taken_over":
-            raise _taken_over(flight.key[1])
+            raise _taken_over(flight.key[1], flight.durability)
         if flight.error is not None:
             raise flight.error
 
