@@ -30,6 +30,7 @@ from starlette.routing import Route
 from hookmesh.client import AgentClient
 from hookmesh.server import HttpServer, RunningServer, Service, start_server
 from hookmesh.services.a2a._card import JSONRPC_PATH, REST_PATH, CardSource, base_card
+from hookmesh.services.a2a._checks import RequestChecks
 from hookmesh.services.a2a._config import A2AServerConfig
 from hookmesh.services.a2a._executor import HookmeshAgentExecutor, caller_token
 
@@ -138,6 +139,7 @@ async def start_a2a_server(
                 ],
                 grpc_listen,
                 auth=config.auth,
+                interceptors=[RequestChecks()],
             )
         grpc_url = None
         if grpc_listen and grpc_running:
