@@ -4,27 +4,39 @@ with UNKNOWN or INTERNAL (those mean a bug), and every server still answers afte
 from __future__ import annotations
 
 import asyncio
+import math
+import pathlib
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from a2a.types import a2a_pb2
 from google.protobuf import descriptor as d
+from google.protobuf import duration_pb2, message_factory, struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hookmesh.client import AgentClientError
 from hookmesh.remote import serve_middleware
+from hookmesh.services.a2a import load_a2a_config, start_a2a_server
 from hookmesh.services.agent import load_config, start_agent_service
 from hookmesh.services.memory import load_memory_config, start_memory_service
 from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
 from hookmesh.services.tts import load_tts_config, start_tts_service
 from hookmesh.v1 import agent_pb2, memory_pb2, middleware_pb2, retrieval_pb2, tts_pb2
 from tests import middlewares as mws
-from tests.proto_strategies import messages
+from tests.proto_strategies import (
+    Path,
+    bad_structs,
+    bad_timestamps,
+    messages,
+    paths_to,
+    planted,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,7 +65,7 @@ class _Loop:
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Each service on 127.0.0.1:0, by full service name → address."""
-    data: Path = tmp_path_factory.mktemp("fuzz")
+    data: pathlib.Path = tmp_path_factory.mktemp("fuzz")
     loop = _Loop()
     agent = loop.run(
         start_agent_service(
@@ -76,7 +88,14 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     )
     tts = loop.run(start_tts_service(load_tts_config(None), address="127.0.0.1:0"))
     sidecar = loop.run(serve_middleware(mws.ToolGiver()))
-    running = [agent, retrieval, memory, tts, sidecar]
+    a2a = loop.run(
+        start_a2a_server(
+            load_a2a_config(None, agent=f"127.0.0.1:{agent.port}", run_timeout=CALL_TIMEOUT / 2),
+            address="127.0.0.1:0",
+            grpc_address="127.0.0.1:0",
+        )
+    )
+    running = [a2a, agent, retrieval, memory, tts, sidecar]
     try:
         yield {
             "hookmesh.v1.AgentService": f"127.0.0.1:{agent.port}",
@@ -84,6 +103,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
             "hookmesh.v1.MemoryService": f"127.0.0.1:{memory.port}",
             "hookmesh.v1.TTSService": f"127.0.0.1:{tts.port}",
             "hookmesh.v1.MiddlewareService": f"127.0.0.1:{sidecar.port}",
+            "lf.a2a.v1.A2AService": f"127.0.0.1:{a2a.grpc_port}",
         }
     finally:
         for server in running:
@@ -92,7 +112,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
 
 
 def _methods() -> list[d.MethodDescriptor]:
-    files = (agent_pb2, retrieval_pb2, memory_pb2, tts_pb2, middleware_pb2)
+    files = (agent_pb2, retrieval_pb2, memory_pb2, tts_pb2, middleware_pb2, a2a_pb2)
     return [
         method
         for module in files
@@ -106,8 +126,6 @@ def _call(channel: grpc.Channel, method: d.MethodDescriptor, requests: list[Any]
     path = f"/{method.containing_service.full_name}/{method.name}"
     kinds = (method.client_streaming, method.server_streaming)
     serialize = type(requests[0]).SerializeToString
-    from google.protobuf import message_factory
-
     deserialize = message_factory.GetMessageClass(method.output_type).FromString
     if kinds == (False, False):
         channel.unary_unary(path, serialize, deserialize)(requests[0], timeout=CALL_TIMEOUT)
@@ -154,3 +172,108 @@ def test_no_input_makes_a_service_fail_with_a_bug_status(
             health_pb2.HealthCheckRequest(), timeout=CALL_TIMEOUT
         )
     assert health.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def _bad_values(full_name: str) -> list[Any]:
+    if full_name == "google.protobuf.Struct":
+        return bad_structs()
+    if full_name == "google.protobuf.Value":
+        return [struct_pb2.Value(number_value=n) for n in (math.nan, math.inf, -math.inf)]
+    if full_name == "google.protobuf.Timestamp":
+        return bad_timestamps()
+    return [duration_pb2.Duration(seconds=1, nanos=-1), duration_pb2.Duration(seconds=2**62)]
+
+
+_PLANTED = [
+    (method, path, value)
+    for method in _methods()
+    for kind in (
+        "google.protobuf.Struct",
+        "google.protobuf.Value",
+        "google.protobuf.Timestamp",
+        "google.protobuf.Duration",
+    )
+    for path in paths_to(method.input_type, kind)
+    for value in _bad_values(kind)
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "value"),
+    _PLANTED,
+    ids=[
+        f"{m.containing_service.name}.{m.name}:{'.'.join(f.name for f in p)}:{i}"
+        for i, (m, p, _) in enumerate(_PLANTED)
+    ],
+)
+def test_a_value_json_or_rfc_3339_cannot_hold_is_never_a_bug_status(
+    servers: dict[str, str], method: d.MethodDescriptor, path: Path, value: Any
+) -> None:
+    """NaN and infinities in every field that carries a Struct or Value, and out-of-range
+    Timestamps and Durations wherever a request holds one, planted one at a time (random
+    generation rarely reaches a field six levels down)."""
+    request = planted(method.input_type, path, value)
+    address = servers[method.containing_service.full_name]
+    with grpc.insecure_channel(address) as channel:
+        try:
+            _call(channel, method, [request])
+        except grpc.RpcError as exc:
+            assert exc.code() not in BUGS, f"{exc.code()}: {exc.details()}"  # type: ignore[attr-defined]
+
+
+_FIRST: dict[str, Any] = {
+    "hookmesh.v1.RetrievalService.Ingest": retrieval_pb2.IngestRequest(
+        knowledge_base="fuzz", document=retrieval_pb2.Document(id="a", text="a")
+    ),
+    "hookmesh.v1.TTSService.SynthesizeStream": tts_pb2.SynthesizeStreamRequest(
+        config=tts_pb2.SpeechConfig()
+    ),
+    "hookmesh.v1.MiddlewareService.Intercept": middleware_pb2.InterceptRequest(
+        invocation_id="none", cancel=middleware_pb2.CancelInvocation()
+    ),
+}
+"""A message each client stream reads on after, so the bad one after it is reached."""
+_UNDECODABLE = [
+    (method, after)
+    for method in _methods()
+    for after in ((False, True) if method.client_streaming else (False,))
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "after_a_good_one"),
+    _UNDECODABLE,
+    ids=[
+        f"{m.containing_service.name}.{m.name}{'-second' if after else ''}"
+        for m, after in _UNDECODABLE
+    ],
+)
+def test_a_message_that_does_not_decode_is_invalid_argument(
+    servers: dict[str, str], method: d.MethodDescriptor, after_a_good_one: bool
+) -> None:
+    """Bytes that are not the request's wire format, alone or after a good message in a
+    client stream: INVALID_ARGUMENT, never the library's INTERNAL or a clean close."""
+    address = servers[method.containing_service.full_name]
+    path = f"/{method.containing_service.full_name}/{method.name}"
+    raw = [b"\xff\xff\xff"]
+    if after_a_good_one:
+        raw.insert(0, _FIRST[method.full_name].SerializeToString())
+    with grpc.insecure_channel(address) as channel:
+        if after_a_good_one and method.full_name.startswith("hookmesh.v1.Retrieval"):
+            channel.unary_unary(
+                "/hookmesh.v1.RetrievalService/CreateKnowledgeBase",
+                retrieval_pb2.CreateKnowledgeBaseRequest.SerializeToString,
+                retrieval_pb2.CreateKnowledgeBaseResponse.FromString,
+            )(retrieval_pb2.CreateKnowledgeBaseRequest(name="fuzz"), timeout=CALL_TIMEOUT)
+        with pytest.raises(grpc.RpcError) as refused:
+            if (method.client_streaming, method.server_streaming) == (False, False):
+                channel.unary_unary(path)(raw[0], timeout=CALL_TIMEOUT)
+            elif not method.client_streaming:
+                list(channel.unary_stream(path)(raw[0], timeout=CALL_TIMEOUT))
+            elif not method.server_streaming:
+                channel.stream_unary(path)(iter(raw), timeout=CALL_TIMEOUT)
+            else:
+                list(channel.stream_stream(path)(iter(raw), timeout=CALL_TIMEOUT))
+    error = AgentClientError.from_rpc_error(refused.value)  # type: ignore[arg-type]
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT, error.message
+    assert error.reason == "UNDECODABLE_REQUEST"
