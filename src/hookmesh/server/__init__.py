@@ -18,6 +18,7 @@ from hookmesh.server._auth import (
     scoped_user,
 )
 from hookmesh.server._http import HttpServer
+from hookmesh.server._http_settings import HttpGatewaySettings
 from hookmesh.server._interceptor import REQUEST_ID_HEADER, ServerCallInterceptor, request_id_var
 from hookmesh.server._server import (
     DEFAULT_GRACE,
@@ -45,6 +46,7 @@ __all__ = [
     "AuthConfig",
     "Authenticator",
     "Caller",
+    "HttpGatewaySettings",
     "HttpServer",
     "ListenError",
     "RunningServer",

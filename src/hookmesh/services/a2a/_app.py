@@ -124,7 +124,7 @@ async def start_a2a_server(
             agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=placeholder
         )
         app = Starlette()
-        http = HttpServer(app, address or config.listen)
+        http = HttpServer(app, address or config.listen, config)
         host = (address or config.listen).rpartition(":")[0]
         http_url = config.public_url or f"http://{host}:{http.port}"
         grpc_listen = grpc_address or config.grpc_listen

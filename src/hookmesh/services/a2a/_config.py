@@ -8,11 +8,12 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from hookmesh.server import ServiceSettings, load_settings
+from hookmesh.server import HttpGatewaySettings, load_settings
 
 
-class A2AServerConfig(ServiceSettings):
-    """Everything `hookmesh serve a2a` reads (see docs/services/a2a.md)."""
+class A2AServerConfig(HttpGatewaySettings):
+    """Everything `hookmesh serve a2a` reads (see docs/services/a2a.md); hosts, origins and
+    HTTP limits as every gateway's (`HttpGatewaySettings`)."""
 
     model_config = SettingsConfigDict(env_prefix="HOOKMESH_A2A_", extra="forbid")
 
