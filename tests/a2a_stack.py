@@ -31,11 +31,11 @@ class A2AStack:
 
 @asynccontextmanager
 async def a2a_stack(
-    data_dir: Path, agent: dict[str, Any] | None = None, model: Any = script
+    data_dir: Path, agent: dict[str, Any] | None = None, model: Any = script, **server: Any
 ) -> AsyncIterator[A2AStack]:
     """Start the agent service (SQLite in `data_dir`, `model` as its scripted model) and an
-    A2A server with gRPC in front of it; `agent` overrides the agent service's config. Both
-    stop at the end."""
+    A2A server with gRPC in front of it; `agent` overrides the agent service's config,
+    `server` the A2A server's. Both stop at the end."""
     settings: dict[str, Any] = {
         "store": f"sqlite:///{data_dir}/agent.db",
         "tools": [
@@ -50,7 +50,7 @@ async def a2a_stack(
     service = await start_agent_service(load_config(None, **settings), address="127.0.0.1:0")
     service.servicer.models["default"] = ScriptedChatModel(model, stream=True, chunk_size=6)
     try:
-        config = load_a2a_config(None, agent=f"127.0.0.1:{service.port}")
+        config = load_a2a_config(None, agent=f"127.0.0.1:{service.port}", **server)
         running = await start_a2a_server(config, address="127.0.0.1:0", grpc_address="127.0.0.1:0")
         try:
             yield A2AStack(service, running)

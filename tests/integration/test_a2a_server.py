@@ -344,3 +344,21 @@ async def test_a_grpc_request_out_of_the_well_known_ranges_is_invalid_argument(
         assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
         assert [v.field for v in error.violations] == [field]
         assert not (await stub.ListTasks(a2a_pb2.ListTasksRequest(), timeout=WAIT)).tasks
+
+
+async def test_the_task_store_keeps_at_most_max_tasks(tmp_path: Path) -> None:
+    """Every message/send makes a task; beyond the cap the oldest finished ones go, so the
+    server's memory stays bounded whoever calls."""
+    async with a2a_stack(tmp_path, max_tasks=3) as stack:
+        client = await client_for(stack)
+        ids = []
+        for n in range(5):
+            events = await send(client, user(f"hello {n}"))
+            ids.append(next(e.task.id for e in events if e.HasField("task")))
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.server.grpc_port}") as channel:
+            listed = await a2a_pb2_grpc.A2AServiceStub(channel).ListTasks(
+                a2a_pb2.ListTasksRequest(), timeout=WAIT
+            )
+        assert sorted(t.id for t in listed.tasks) == sorted(ids[2:])
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id=ids[0]))

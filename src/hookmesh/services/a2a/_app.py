@@ -20,7 +20,6 @@ from a2a.server.routes import (
     create_jsonrpc_routes,
     create_rest_routes,
 )
-from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,6 +32,7 @@ from hookmesh.services.a2a._card import JSONRPC_PATH, REST_PATH, CardSource, bas
 from hookmesh.services.a2a._checks import RequestChecks
 from hookmesh.services.a2a._config import A2AServerConfig
 from hookmesh.services.a2a._executor import HookmeshAgentExecutor, caller_token
+from hookmesh.services.a2a._tasks import BoundedTaskStore
 
 A2A_SERVICE_NAME = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 
@@ -121,7 +121,9 @@ async def start_a2a_server(
         executor = HookmeshAgentExecutor(client, config.run_timeout)
         placeholder = base_card(config, "http://127.0.0.1", None)
         handler = DefaultRequestHandler(
-            agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=placeholder
+            agent_executor=executor,
+            task_store=BoundedTaskStore(config.max_tasks),
+            agent_card=placeholder,
         )
         app = Starlette()
         http = HttpServer(app, address or config.listen, config)

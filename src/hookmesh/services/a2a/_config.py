@@ -34,6 +34,9 @@ class A2AServerConfig(HttpGatewaySettings):
     """The agent's version on the card."""
     run_timeout: float = Field(600.0, gt=0)
     """Seconds one task step (its whole agent call) may take."""
+    max_tasks: int = Field(1000, ge=1, le=1_000_000)
+    """Tasks kept in memory over all callers; one more evicts the oldest finished one (or,
+    when none is, the oldest), so requests cannot grow the server without bound."""
     card_ttl_seconds: float = Field(30.0, ge=0)
     """How long the agent's description is reused for the card before it is read again."""
     grace_seconds: float = Field(5.0, ge=0)
