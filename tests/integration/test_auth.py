@@ -353,3 +353,47 @@ async def test_only_a_trusted_gateway_names_the_user_and_only_once(auth_files: P
             assert (error.code, error.reason) == (grpc.StatusCode.PERMISSION_DENIED, reason)
     finally:
         await running.stop(None)
+
+
+async def test_with_ownership_a_base_is_its_creators_and_shared_by_grant(
+    auth_files: Path,
+) -> None:
+    config = load_retrieval_config(
+        None,
+        store=f"sqlite:///{auth_files}/kb.db",
+        auth={"token_env": "HOOKMESH_TEST_TOKENS"},
+        ownership=True,
+        access={"bob": {"read": ["handbook"]}},
+    )
+    running = await start_retrieval_service(config, address="127.0.0.1:0")
+    target = f"127.0.0.1:{running.port}"
+    not_granted = (grpc.StatusCode.PERMISSION_DENIED, "KNOWLEDGE_BASE_NOT_GRANTED")
+    try:
+        async with (
+            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-alice") as alice,
+            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-bob") as bob,
+        ):
+            for name in ("handbook", "diary"):
+                await alice.create_knowledge_base(name)
+                await alice.ingest(name, [Document(name, f"The {name} says salaries are paid.")])
+            await bob.create_knowledge_base("notes")
+            listed = {kb.name: kb.owner for kb in await bob.list_knowledge_bases()}
+            assert listed == {"handbook": "alice", "notes": "bob"}
+            refusals = [
+                bob.search("salaries", ["diary"]),
+                bob.search("salaries", ["ghost"]),  # a missing base: the same answer
+                bob.delete_knowledge_base("handbook"),  # granted read only
+                bob.delete_knowledge_base("diary"),
+                bob.ingest("diary", [Document("x", "Bob was here.")]),
+                alice.search("anything", ["notes"]),
+            ]
+            for refused_call in refusals:
+                with pytest.raises(AgentClientError) as exc:
+                    await refused_call
+                assert (exc.value.code, exc.value.reason) == not_granted
+            hits = await bob.search("salaries", [])  # every base it may read
+            assert {h.knowledge_base for h in hits} == {"handbook"}
+            await alice.delete_knowledge_base("diary")
+            assert [kb.name for kb in await alice.list_knowledge_bases()] == ["handbook"]
+    finally:
+        await running.stop(None)
