@@ -50,6 +50,13 @@ pytestmark = pytest.mark.timeout(300)
 CALL_TIMEOUT = 20.0
 EXAMPLES = 12
 BUGS = (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL)
+_FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+"""How each generated check runs: few examples, the same ones every run."""
 _A2A: list[Any] = []
 """The A2A server `servers` started (its HTTP side is fuzzed with the other gateways)."""
 
@@ -167,12 +174,7 @@ def test_no_input_makes_a_service_fail_with_a_bug_status(
     address = servers[method.containing_service.full_name]
     count = st.integers(1, 3) if method.client_streaming else st.just(1)
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        derandomize=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    @_FUZZ
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
         requests = data.draw(st.lists(messages(method.input_type), min_size=1, max_size=3))
@@ -393,12 +395,7 @@ def _fuzz_route(
     seeds = _VALID.get((name, path), [{}])
     headers = {"content-type": "application/json", **headers_for(name), **session}
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        derandomize=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    @_FUZZ
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
         target = _fill(path, data.draw)
