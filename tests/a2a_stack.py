@@ -37,10 +37,12 @@ async def a2a_stack(
     agent: dict[str, Any] | None = None,
     model: Any = script,
     store: str = "",
+    **server: Any,
 ) -> AsyncIterator[A2AStack]:
     """Start the agent service (SQLite in `data_dir`, `model` as its scripted model) and an
     A2A server with gRPC in front of it (its tasks in `store`, by default SQLite in
-    `data_dir`); `agent` overrides the agent service's config. Both stop at the end."""
+    `data_dir`); `agent` overrides the agent service's config, `server` the A2A server's.
+    Both stop at the end."""
     settings: dict[str, Any] = {
         "store": f"sqlite:///{data_dir}/agent.db",
         "tools": [
@@ -56,7 +58,7 @@ async def a2a_stack(
     service.servicer.models["default"] = ScriptedChatModel(model, stream=True, chunk_size=6)
     try:
         store = store or f"sqlite:///{data_dir}/a2a.db"
-        config = load_a2a_config(None, agent=f"127.0.0.1:{service.port}", store=store)
+        config = load_a2a_config(None, agent=f"127.0.0.1:{service.port}", store=store, **server)
         running = await start_a2a_server(config, address="127.0.0.1:0", grpc_address="127.0.0.1:0")
         try:
             yield A2AStack(service, running, store)

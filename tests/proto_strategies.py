@@ -168,3 +168,74 @@ def _assign(out: Any, field: d.FieldDescriptor, draw: st.DrawFn, depth: int) -> 
         getattr(out, field.name).CopyFrom(value)
     else:
         setattr(out, field.name, value)
+
+
+Path = tuple[d.FieldDescriptor, ...]
+"""Message fields from a request down to one field, each step a singular, repeated or map
+field."""
+
+
+def paths_to(descriptor: d.Descriptor, full_name: str, depth: int = 6) -> list[Path]:
+    """Every path from `descriptor` to a field whose message type is `full_name` (recursive
+    types followed `depth` levels deep), so a test can plant a bad value in each place."""
+    found: list[Path] = []
+
+    def walk(message: d.Descriptor, path: Path) -> None:
+        if len(path) >= depth:
+            return
+        for field in message.fields:
+            target = field.message_type
+            if target is None:
+                continue
+            if target.GetOptions().map_entry:
+                target = target.fields_by_name["value"].message_type
+                if target is None:
+                    continue
+            if target.full_name == full_name:
+                found.append((*path, field))
+            elif not target.full_name.startswith("google.protobuf."):
+                walk(target, (*path, field))
+
+    walk(descriptor, ())
+    return found
+
+
+def planted(descriptor: d.Descriptor, path: Path, value: Any) -> Any:
+    """A request of `descriptor` holding `value` (a message) at `path` and nothing else."""
+    out = message_factory.GetMessageClass(descriptor)()
+    node = out
+    for field in path:
+        container = getattr(node, field.name)
+        if field.message_type.GetOptions().map_entry:
+            node = container["k"]
+        elif field.is_repeated:
+            node = container.add()
+        else:
+            node = container
+    node.CopyFrom(value)
+    return out
+
+
+def bad_structs() -> list[struct_pb2.Struct]:
+    """Structs no JSON can hold: NaN and infinities, at the top and nested."""
+    out = []
+    for number in (math.nan, math.inf, -math.inf):
+        flat = struct_pb2.Struct()
+        flat.fields["n"].number_value = number
+        nested = struct_pb2.Struct()
+        _set_value(nested.fields["n"], {"list": [1.0, {"deep": 0.0}]})
+        nested.fields["n"].struct_value.fields["list"].list_value.values[1].struct_value.fields[
+            "deep"
+        ].number_value = number
+        out += [flat, nested]
+    return out
+
+
+def bad_timestamps() -> list[timestamp_pb2.Timestamp]:
+    """Timestamps outside what RFC 3339 (and protobuf's own checks) allow."""
+    return [
+        timestamp_pb2.Timestamp(nanos=-1),
+        timestamp_pb2.Timestamp(nanos=1_000_000_000),
+        timestamp_pb2.Timestamp(seconds=253402300800),
+        timestamp_pb2.Timestamp(seconds=-(2**62)),
+    ]

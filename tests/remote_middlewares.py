@@ -190,3 +190,13 @@ class WatchesChecks(Middleware):
     ) -> None:
         await next_handler()
         self.finished.put_nowait("on_compress_context")
+
+
+class Passer(Middleware):
+    """Hands every reasoning step on untouched: exactly one invocation per step."""
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        async for event in next_handler():
+            yield event

@@ -92,3 +92,36 @@ services:
     finally:
         code, log = await suite.stop()
     assert code == 0, log
+
+
+async def test_a_secured_suite_keeps_each_users_knowledge_bases_its_own(tmp_path: Path) -> None:
+    """With tokens, retrieval owns bases by creator: bob can neither list, read nor delete
+    alice's base (without `up --token-env` there are no grants, so anyone could)."""
+    config = tmp_path / "suite.yaml"
+    config.write_text(
+        f"""
+listen: 127.0.0.1:0
+store: sqlite:///{tmp_path}/agent.db
+grace_seconds: 1
+services:
+  retrieval: {{listen: 127.0.0.1:0, store: "sqlite:///{tmp_path}/retrieval.db"}}
+"""
+    )
+    suite = await start_up("--config", str(config), "--token-env", "SUITE_USERS", env=ENV)
+    kb = ("--target", suite.addresses["retrieval"])
+    try:
+        code, _, err = await run("kb", "create", "handbook", *kb, "--token-env", "ALICE", env=ENV)
+        assert code == 0, err
+        code, out, err = await run("kb", "list", "--json", *kb, "--token-env", "BOB", env=ENV)
+        assert (code, out) == (0, ""), err
+        refused = ("KNOWLEDGE_BASE_NOT_GRANTED", "PERMISSION_DENIED")
+        for command in (("kb", "delete", "handbook"), ("search", "pay", "--kb", "handbook")):
+            code, _, err = await run(*command, *kb, "--token-env", "BOB", env=ENV)
+            assert code == 1 and any(r in err for r in refused), err
+        code, out, err = await run("kb", "list", "--json", *kb, "--token-env", "ALICE", env=ENV)
+        assert code == 0 and [json.loads(line)["name"] for line in out.splitlines()] == [
+            "handbook"
+        ], err
+    finally:
+        code, log = await suite.stop()
+    assert code == 0, log

@@ -24,12 +24,14 @@ from a2a.types import (
     SendMessageRequest,
     StreamResponse,
     TaskState,
+    a2a_pb2,
+    a2a_pb2_grpc,
 )
 from a2a.utils.errors import TaskNotFoundError
-from google.protobuf import json_format
+from google.protobuf import json_format, timestamp_pb2
 
 from hookmesh.a2a import EVENT_METADATA_KEY, data_of_parts, data_part
-from hookmesh.client import AgentClient
+from hookmesh.client import AgentClient, AgentClientError
 from hookmesh.services.a2a import load_a2a_config, start_a2a_server
 from tests.a2a_stack import A2AStack, a2a_stack
 from tests.service_tools import GateState
@@ -311,3 +313,54 @@ async def test_the_0_3_method_names_work_too(stack: A2AStack) -> None:
         get = {"jsonrpc": "2.0", "id": "2", "method": "tasks/get", "params": {"id": task["id"]}}
         got = (await http.post(f"{stack.url}/", json=get)).json()
     assert got["result"]["status"]["state"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("field", "request_pb"),
+    [
+        (
+            "status_timestamp_after",
+            a2a_pb2.ListTasksRequest(status_timestamp_after=timestamp_pb2.Timestamp(nanos=-1)),
+        ),
+        (
+            "status_timestamp_after",
+            a2a_pb2.ListTasksRequest(
+                status_timestamp_after=timestamp_pb2.Timestamp(seconds=253402300800)
+            ),
+        ),
+    ],
+    ids=["nanos -1", "year 10000"],
+)
+async def test_a_grpc_request_out_of_the_well_known_ranges_is_invalid_argument(
+    stack: A2AStack, field: str, request_pb: Any
+) -> None:
+    """The a2a-sdk trusts Timestamps (it answered INTERNAL from protobuf's ValueError): the
+    server checks them first and names the field."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.server.grpc_port}") as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.ListTasks(request_pb, timeout=WAIT)
+        error = AgentClientError.from_rpc_error(refused.value)
+        assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
+        assert [v.field for v in error.violations] == [field]
+        assert not (await stub.ListTasks(a2a_pb2.ListTasksRequest(), timeout=WAIT)).tasks
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_the_task_store_keeps_at_most_max_tasks(tmp_path: Path, kind: str) -> None:
+    """Every message/send makes a task; beyond the cap the oldest finished ones go, so the
+    server's memory (or disk) stays bounded whoever calls."""
+    store = "memory" if kind == "memory" else f"sqlite:///{tmp_path}/capped.db"
+    async with a2a_stack(tmp_path, store=store, max_tasks=3) as stack:
+        client = await client_for(stack)
+        ids = []
+        for n in range(5):
+            events = await send(client, user(f"hello {n}"))
+            ids.append(next(e.task.id for e in events if e.HasField("task")))
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.server.grpc_port}") as channel:
+            listed = await a2a_pb2_grpc.A2AServiceStub(channel).ListTasks(
+                a2a_pb2.ListTasksRequest(), timeout=WAIT
+            )
+        assert sorted(t.id for t in listed.tasks) == sorted(ids[2:])
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id=ids[0]))

@@ -156,6 +156,14 @@ async def test_tokens_over_plaintext(server: str, auth_files: Path) -> None:
                 "INVALID_TOKEN",
             )
             assert await _code(probe, channel, bearer("tok-alice")) == ("OK", "")
+            # Exactly one authorization header: a wrong one then the right one is refused,
+            # and so is the right one twice.
+            for pair in (("nope", "tok-alice"), ("tok-alice", "tok-alice")):
+                twice = (*bearer(pair[0]), *bearer(pair[1]))
+                assert await _code(probe, channel, twice) == (
+                    "UNAUTHENTICATED",
+                    "MULTIPLE_CREDENTIALS",
+                )
             assert await _healthy(channel)  # health stays open
     finally:
         await running.stop(None)
@@ -310,5 +318,82 @@ async def test_knowledge_bases_are_searched_only_when_granted(
             assert exc.value.reason == "KNOWLEDGE_BASE_NOT_GRANTED"
             hits = await alice.search("salaries", ["handbook"])
             assert [h.document_id for h in hits] == ["pay"]
+    finally:
+        await running.stop(None)
+
+
+async def test_only_a_trusted_gateway_names_the_user_and_only_once(auth_files: Path) -> None:
+    config = load_memory_config(
+        None,
+        store=f"sqlite:///{auth_files}/memory.db",
+        auth={"token_env": "HOOKMESH_TEST_TOKENS", "trusted_gateways": ["alice"]},
+    )
+    running = await start_memory_service(config, address="127.0.0.1:0")
+    request = memory_pb2.ListMemoriesRequest(scope=memory_pb2.MemoryScope())
+
+    async def list_as(metadata: Any) -> Any:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = memory_pb2_grpc.MemoryServiceStub(channel)
+            return await stub.ListMemories(request, timeout=SHORT_TIMEOUT, metadata=metadata)
+
+    for_carol = (("x-hookmesh-user", "carol"),)
+    try:
+        assert not (await list_as((*bearer("tok-alice"), *for_carol))).memories
+        refusals = [
+            ((*bearer("tok-bob"), *for_carol), "UNTRUSTED_GATEWAY"),
+            (
+                (*bearer("tok-alice"), *for_carol, ("x-hookmesh-user", "dave")),
+                "INVALID_USER_HEADER",
+            ),
+        ]
+        for metadata, reason in refusals:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await list_as(metadata)
+            error = AgentClientError.from_rpc_error(refused.value)
+            assert (error.code, error.reason) == (grpc.StatusCode.PERMISSION_DENIED, reason)
+    finally:
+        await running.stop(None)
+
+
+async def test_with_ownership_a_base_is_its_creators_and_shared_by_grant(
+    auth_files: Path,
+) -> None:
+    config = load_retrieval_config(
+        None,
+        store=f"sqlite:///{auth_files}/kb.db",
+        auth={"token_env": "HOOKMESH_TEST_TOKENS"},
+        ownership=True,
+        access={"bob": {"read": ["handbook"]}},
+    )
+    running = await start_retrieval_service(config, address="127.0.0.1:0")
+    target = f"127.0.0.1:{running.port}"
+    not_granted = (grpc.StatusCode.PERMISSION_DENIED, "KNOWLEDGE_BASE_NOT_GRANTED")
+    try:
+        async with (
+            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-alice") as alice,
+            RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-bob") as bob,
+        ):
+            for name in ("handbook", "diary"):
+                await alice.create_knowledge_base(name)
+                await alice.ingest(name, [Document(name, f"The {name} says salaries are paid.")])
+            await bob.create_knowledge_base("notes")
+            listed = {kb.name: kb.owner for kb in await bob.list_knowledge_bases()}
+            assert listed == {"handbook": "alice", "notes": "bob"}
+            refusals = [
+                bob.search("salaries", ["diary"]),
+                bob.search("salaries", ["ghost"]),  # a missing base: the same answer
+                bob.delete_knowledge_base("handbook"),  # granted read only
+                bob.delete_knowledge_base("diary"),
+                bob.ingest("diary", [Document("x", "Bob was here.")]),
+                alice.search("anything", ["notes"]),
+            ]
+            for refused_call in refusals:
+                with pytest.raises(AgentClientError) as exc:
+                    await refused_call
+                assert (exc.value.code, exc.value.reason) == not_granted
+            hits = await bob.search("salaries", [])  # every base it may read
+            assert {h.knowledge_base for h in hits} == {"handbook"}
+            await alice.delete_knowledge_base("diary")
+            assert [kb.name for kb in await alice.list_knowledge_bases()] == ["handbook"]
     finally:
         await running.stop(None)

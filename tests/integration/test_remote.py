@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hookmesh.agent import Agent
+from hookmesh.client import AgentClientError
 from hookmesh.middleware import Middleware
 from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.remote import SERVICE_NAME as MW_SERVICE
@@ -297,6 +300,50 @@ async def test_tls_and_mutual_tls(kind: MessageKind, pki: dict[str, bytes], mutu
             assert report(events, "CallCounter")["calls"] == 1
         finally:
             await remote.aclose()
+    finally:
+        await running.stop(None)
+
+
+@pytest.mark.parametrize("number", [math.inf, -math.inf, math.nan], ids=["inf", "-inf", "nan"])
+@pytest.mark.parametrize("rpc", ["TransformSystemPrompt", "AfterAgent", "Intercept"])
+async def test_a_non_finite_number_in_a_hooks_state_is_invalid(rpc: str, number: float) -> None:
+    """A state slice is JSON: a NaN or infinity nested anywhere in it is the caller's error
+    (INVALID_ARGUMENT for a unary hook; on the shared stream the invocation alone ends, at
+    once, and the stream serves on)."""
+    running = await serve_middleware(mws.PromptSuffix(" more"))
+    state = struct_pb2.Struct()
+    state.fields["deep"].list_value.values.add().struct_value.fields["n"].number_value = number
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = middleware_pb2_grpc.MiddlewareServiceStub(channel)
+            if rpc == "Intercept":
+                invocation = middleware_pb2.HookInvocation(
+                    hook=middleware_pb2.HOOK_ON_REASONING, reply_id="r", state=state
+                )
+                first = middleware_pb2.InterceptRequest(invocation_id="1", invocation=invocation)
+                call = stub.Intercept(timeout=SHORT_TIMEOUT)
+                await call.write(first)
+                async with asyncio.timeout(SHORT_TIMEOUT):
+                    answer = await call.read()
+                assert answer.invocation_id == "1"
+                assert answer.done.error.reason == "INVALID_SCHEMA"
+                assert "invocation.state" in answer.done.error.message
+                call.cancel()
+            else:
+                request: Any = (
+                    middleware_pb2.TransformSystemPromptRequest(prompt="p", state=state)
+                    if rpc == "TransformSystemPrompt"
+                    else middleware_pb2.AfterAgentRequest(reply_id="r", state=state)
+                )
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await getattr(stub, rpc)(request, timeout=SHORT_TIMEOUT)
+                error = AgentClientError.from_rpc_error(refused.value)
+                assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+                assert error.reason == "INVALID_SCHEMA"
+                assert [v.field for v in error.violations] == ["state"]
+            good = middleware_pb2.TransformSystemPromptRequest(prompt="p", reply_id="r")
+            answer = await stub.TransformSystemPrompt(good, timeout=SHORT_TIMEOUT)
+            assert answer.prompt == "p more"
     finally:
         await running.stop(None)
 

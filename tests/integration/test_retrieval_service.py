@@ -4,6 +4,7 @@ bad input, health, a client cancel, kill -9 durability, and a PostgreSQL smoke t
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -262,8 +263,10 @@ async def test_bad_requests_get_a_code_a_reason_and_the_field(start: Start) -> N
 
 
 async def test_an_undecodable_message_in_an_ingest_stream_is_invalid_argument(
-    start: Start,
+    start: Start, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The caller's error, not the store's: no ERROR log (it once said "knowledge store call
+    failed" and answered INTERNAL)."""
     service = await start()
     async with grpc.aio.insecure_channel(target(service)) as channel:
         await pb_grpc.RetrievalServiceStub(channel).CreateKnowledgeBase(
@@ -279,6 +282,7 @@ async def test_an_undecodable_message_in_an_ingest_stream_is_invalid_argument(
             await ingest(requests(), timeout=SHORT_TIMEOUT)
     error = AgentClientError.from_rpc_error(exc.value)
     assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "UNDECODABLE_REQUEST")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_search_filters_by_metadata_and_threshold(start: Start) -> None:

@@ -429,6 +429,23 @@ async def test_list_voices_filters_and_pages(start: Start) -> None:
         assert [v.field for v in error.violations] == ["page_size"]
 
 
+@pytest.mark.parametrize(
+    "token",
+    ["9" * 4301, "\u00b2", "-1", "1 ", "12345678901"],
+    ids=["4301 digits", "superscript", "negative", "space", "too long"],
+)
+async def test_a_page_token_not_handed_out_is_invalid_argument(start: Start, token: str) -> None:
+    service = await start()
+    async with grpc.aio.insecure_channel(target(service)) as channel:
+        stub = tts_pb2_grpc.TTSServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.ListVoices(tts_pb2.ListVoicesRequest(page_token=token), timeout=SHORT)
+        error = AgentClientError.from_rpc_error(caught.value)
+        assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
+        assert [v.field for v in error.violations] == ["page_token"]
+        assert (await stub.ListVoices(tts_pb2.ListVoicesRequest(), timeout=SHORT)).voices
+
+
 async def test_health_is_serving(start: Start) -> None:
     service = await start()
     async with grpc.aio.insecure_channel(target(service)) as channel:

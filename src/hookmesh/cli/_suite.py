@@ -192,6 +192,14 @@ def status(
             die(str(exc))
     tls = client_tls(tls_ca)
 
+    agent = targets.get("agent", "")
+
+    async def circuit(name: str, address: str) -> str:
+        """A sidecar's circuit as the agent sees it (``not serving``: open, it is skipped)."""
+        if not (agent and name.startswith("sidecar ")):
+            return ""
+        return await _health(agent, timeout, tls, f"sidecar:{address}")
+
     async def ask() -> list[str]:
         return await asyncio.gather(
             *(
@@ -209,15 +217,22 @@ def status(
             if serving or asyncio.get_running_loop().time() >= deadline:
                 break
             await asyncio.sleep(0.5)
+        circuits = await asyncio.gather(*(circuit(name, t) for name, t in targets.items()))
+        results = [
+            f"{state}; the agent skips it (circuit open)" if seen == "not serving" else state
+            for state, seen in zip(results, circuits, strict=True)
+        ]
         for (name, address), state in zip(targets.items(), results, strict=True):
             print(f"{name:18s} {address:22s} {state}")
-        return 0 if serving else 1
+        return 0 if all(r == "serving" for r in results) else 1
 
     raise typer.Exit(run(check()))
 
 
-async def _health(target: str, timeout: float, tls: Any) -> str:
-    """``serving``, ``not serving`` or why it could not be asked."""
+async def _health(target: str, timeout: float, tls: Any, service: str = "") -> str:
+    """``serving``, ``not serving`` or why it could not be asked; `service` names what the
+    server reports on (itself by default; ``sidecar:<address>``: a sidecar's circuit as the
+    agent sees it)."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -228,7 +243,8 @@ async def _health(target: str, timeout: float, tls: Any) -> str:
     async with open_channel(target, tls) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
-            answer = await stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+            request = health_pb2.HealthCheckRequest(service=service)
+            answer = await stub.Check(request, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 return "down (nothing answers)"

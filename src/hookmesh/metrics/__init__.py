@@ -1,6 +1,6 @@
 """OpenTelemetry metrics: replies, model calls (GenAI token usage and operation duration),
-tool calls, middleware errors and remote hook latency; exported over OTLP when configured
-and scraped by Prometheus from any service's optional endpoint."""
+tool calls, middleware errors, remote hook latency and sidecar circuit breakers; exported
+over OTLP when configured and scraped by Prometheus from any service's optional endpoint."""
 
 from hookmesh.metrics._export import (
     MetricsEndpoint,
@@ -9,6 +9,8 @@ from hookmesh.metrics._export import (
     start_metrics_endpoint,
 )
 from hookmesh.metrics._instruments import (
+    record_circuit,
+    record_circuit_rejection,
     record_middleware_error,
     record_model_call,
     record_remote_hook,
@@ -19,6 +21,8 @@ from hookmesh.metrics._instruments import (
 __all__ = [
     "MetricsEndpoint",
     "install_meter_provider",
+    "record_circuit",
+    "record_circuit_rejection",
     "record_middleware_error",
     "record_model_call",
     "record_remote_hook",

@@ -89,6 +89,33 @@ REMOTE_HOOK_DURATION = _meter.create_histogram(
     explicit_bucket_boundaries_advisory=_FAST_BUCKETS,
 )
 
+REMOTE_CIRCUITS_OPEN = _meter.create_up_down_counter(
+    "hookmesh.remote.circuits.open",
+    "{circuit}",
+    "Sidecar links whose circuit breaker is open: their calls are skipped or fail fast.",
+)
+REMOTE_CIRCUIT_REJECTIONS = _meter.create_counter(
+    "hookmesh.remote.circuit.rejections",
+    "{call}",
+    "Calls to a sidecar refused at once because its circuit breaker is open.",
+)
+
+
+def record_circuit(sidecar: str, opened: bool) -> None:
+    """Count a sidecar link's circuit breaker opening (`opened`) or closing again.
+
+    Args:
+        sidecar: The sidecar's address.
+        opened: True when it opened, False when a probe closed it.
+    """
+    REMOTE_CIRCUITS_OPEN.add(1 if opened else -1, {"hookmesh.sidecar": sidecar})
+
+
+def record_circuit_rejection(sidecar: str, middleware: str) -> None:
+    """Count one call refused by an open circuit breaker (no message was sent)."""
+    attributes = {"hookmesh.sidecar": sidecar, "hookmesh.middleware": middleware}
+    REMOTE_CIRCUIT_REJECTIONS.add(1, attributes)
+
 
 def record_middleware_error(middleware: str, failure_mode: str, hook: str = "") -> None:
     """Count one middleware failure (the agent calls this; cheap, and only on errors).

@@ -1,6 +1,7 @@
 """Remote middleware: the sidecar host and the proxy that makes a sidecar look local."""
 
 from hookmesh._security import ClientTLS, ServerTLS
+from hookmesh.remote._breaker import BreakerSettings
 from hookmesh.remote._errors import RemoteHookError, SidecarError
 from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.remote._proxy import DEFAULT_TIMEOUT, RemoteMiddleware
@@ -10,6 +11,7 @@ from hookmesh.remote._sidecar_agent import SidecarAgent
 __all__ = [
     "DEFAULT_TIMEOUT",
     "SERVICE_NAME",
+    "BreakerSettings",
     "ClientTLS",
     "MiddlewareServicer",
     "RemoteHookError",

@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
+from hookmesh.errors import SchemaError
 from hookmesh.middleware import Middleware
 from hookmesh.remote import _codec as c
 from hookmesh.remote._call import HostCall
@@ -20,7 +21,7 @@ from hookmesh.remote._sidecar_agent import HostState, SidecarAgent
 from hookmesh.remote._subscriptions import Routes
 from hookmesh.remote._sync import Sync
 from hookmesh.remote._tools import serve_call
-from hookmesh.schema import message_from_proto
+from hookmesh.schema import Message, message_from_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
@@ -86,8 +87,16 @@ class _Session:
             )
             call.send(done=_mw_pb2.HookDone(error=c.error_to_pb(busy)))
             return
+        try:
+            state = invocation.state
+            fresh = c.from_struct(state, "invocation.state") if state.fields else {}
+            context = [message_from_proto(m, "invocation.context") for m in invocation.context]
+        except SchemaError as exc:
+            # The agent's input, not the middleware's failure: this invocation ends at once.
+            call.send(done=_mw_pb2.HookDone(error=c.error_to_pb(exc)))
+            return
         self.calls[invocation_id] = call
-        task = asyncio.create_task(self._run(call, hook, mode, invocation))
+        task = asyncio.create_task(self._run(call, hook, mode, invocation, fresh, context))
         self.tasks[invocation_id] = task
 
     def state_for(self, reply_id: str, fresh: dict[str, Any]) -> dict[str, Any]:
@@ -108,14 +117,18 @@ class _Session:
                 del self.states[reply_id]
 
     async def _run(
-        self, call: HostCall, hook: str, mode: str, invocation: _mw_pb2.HookInvocation
+        self,
+        call: HostCall,
+        hook: str,
+        mode: str,
+        invocation: _mw_pb2.HookInvocation,
+        fresh: dict[str, Any],
+        context: list[Message],
     ) -> None:
         mw = self.host.middleware
         key = mw.middleware_key()
         reply_id = invocation.reply_id
-        fresh = c.from_struct(invocation.state) if invocation.state.fields else {}
         state = self.state_for(reply_id, fresh)
-        context = [message_from_proto(m, "invocation.context") for m in invocation.context]
         agent = SidecarAgent(
             invocation.agent_name,
             c.KIND_FROM_PB.get(invocation.kind, "flat"),
@@ -192,6 +205,10 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         try:
             while (response := await session.out.get()) is not None:
                 yield response
+            # A request the stream could not read (undecodable) ends the call with its error.
+            [failed] = await asyncio.gather(reader, return_exceptions=True)
+            if isinstance(failed, Exception):
+                raise failed
         finally:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)

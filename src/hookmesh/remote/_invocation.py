@@ -209,6 +209,7 @@ class _Invocation:
                 async with asyncio.timeout(timeout):
                     message = await self.inbox.get()
             except TimeoutError:
+                self.link.missed()
                 raise SidecarError(
                     f"sidecar {self.link.target} sent nothing for {timeout:g} s in {self.hook}",
                     reason="SIDECAR_DEADLINE_EXCEEDED",
@@ -216,6 +217,7 @@ class _Invocation:
                 ) from None
             if isinstance(message, SidecarError):
                 raise message
+            self.link.heard()
             arm = message.WhichOneof("message")
             if arm == "emit":
                 events.append(
@@ -251,8 +253,13 @@ def invoke(link: SidecarLink, agent: AgentView, hook: str, **kwargs_arm: Any) ->
     slice, the context when asked for, and the kwargs arm, built in place (no copies).
 
     Raises:
-        SidecarError: INVOCATION_TOO_LARGE; nothing was sent.
+        SidecarError: SIDECAR_CIRCUIT_OPEN or INVOCATION_TOO_LARGE; nothing was sent.
     """
+    try:
+        link.admit()
+    except SidecarError as exc:
+        blame(exc, link.owner)
+        raise
     stream = link.stream()
     inv = _Invocation(link, stream, agent, hook)
     request = _mw_pb2.InterceptRequest(invocation_id=inv.id)

@@ -1,5 +1,6 @@
 """The agent's link to one sidecar: its channel, credentials and deadline, the Intercept
-stream every invocation shares (reopened after a break), and unary calls with their errors."""
+stream every invocation shares (reopened after a break), unary calls with their errors, and
+the circuit breaker every call passes."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ import grpc
 from google.protobuf import duration_pb2
 
 from hookmesh.errors import reason_of, status_of
+from hookmesh.metrics import record_circuit, record_circuit_rejection
+from hookmesh.remote import _codec as c
+from hookmesh.remote._breaker import BreakerSettings, CircuitBreaker
 from hookmesh.remote._errors import RemoteHookError, SidecarError
 from hookmesh.remote._stream import InterceptStream
+from hookmesh.server import report_component
+from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
 if TYPE_CHECKING:
@@ -30,6 +36,7 @@ class SidecarLink:
         channel: The open channel to it.
         timeout: Seconds to wait for each sidecar message.
         token: Bearer token sent with every call (a secret: never logged).
+        breaker: When the circuit opens and how it is probed.
     """
 
     def __init__(
@@ -39,6 +46,7 @@ class SidecarLink:
         channel: grpc.aio.Channel,
         timeout: float,
         token: str | None,
+        breaker: BreakerSettings,
     ) -> None:
         self.owner = owner
         self.target = target
@@ -52,6 +60,44 @@ class SidecarLink:
         self.timeout_pb.FromNanoseconds(int(timeout * 1e9))
         self.max_message_bytes = GRPC_DEFAULT_MESSAGE_BYTES
         self._stream: InterceptStream | None = None
+        self.component = f"sidecar:{target}"
+        """The name the process's health services answer this sidecar's circuit under."""
+        self.breaker = CircuitBreaker(target, self._probe, breaker, self._circuit_changed)
+        report_component(self.component, self, True)
+
+    def admit(self) -> None:
+        """Before a call: refuse it at once while the circuit is open.
+
+        Raises:
+            SidecarError: ``SIDECAR_CIRCUIT_OPEN``.
+        """
+        try:
+            self.breaker.check()
+        except SidecarError:
+            record_circuit_rejection(self.target, self.owner.middleware_key())
+            raise
+
+    def heard(self) -> None:
+        """A message came from the sidecar in time."""
+        self.breaker.heard()
+
+    def missed(self) -> None:
+        """A message deadline passed; when that opens the circuit, every invocation still
+        waiting on the shared stream fails now rather than at its own deadline."""
+        if self.breaker.missed() and self._stream is not None:
+            self._stream.abort(self.breaker.refusal())
+            self._stream = None
+
+    async def _probe(self) -> None:
+        await self.stub.Describe(
+            _mw_pb2.DescribeRequest(protocol_version=c.PROTOCOL_VERSION),
+            timeout=self.timeout,
+            metadata=self.metadata,
+        )
+
+    def _circuit_changed(self, opened: bool) -> None:
+        record_circuit(self.target, opened)
+        report_component(self.component, self, not opened)
 
     def stream(self) -> InterceptStream:
         """The shared Intercept stream, opened anew when the last one broke."""
@@ -68,11 +114,17 @@ class SidecarLink:
 
         Raises:
             RemoteHookError: The hook failed in the sidecar.
-            SidecarError: SIDECAR_DEADLINE_EXCEEDED or SIDECAR_UNAVAILABLE.
+            SidecarError: SIDECAR_DEADLINE_EXCEEDED, SIDECAR_UNAVAILABLE or
+                SIDECAR_CIRCUIT_OPEN.
         """
+        self.admit()
         try:
-            return await method(request, timeout=self.timeout, metadata=self.metadata)
+            response = await method(request, timeout=self.timeout, metadata=self.metadata)
         except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                self.missed()
+            else:
+                self.heard()
             if exc.code() == grpc.StatusCode.ABORTED:
                 status = status_of(exc)
                 raise RemoteHookError(
@@ -86,9 +138,13 @@ class SidecarLink:
                 else "SIDECAR_UNAVAILABLE",
                 metadata={"grpcCode": exc.code().name},
             ) from None
+        self.heard()
+        return response
 
     async def close(self) -> None:
-        """Close the stream and the channel."""
+        """Stop probing, close the stream and the channel."""
+        await self.breaker.aclose()
+        report_component(self.component, self, None)
         if self._stream is not None:
             await self._stream.close()
             self._stream = None

@@ -32,6 +32,7 @@ from hookmesh.middleware import (
 )
 from hookmesh.models import ModelResult
 from hookmesh.remote import _codec as c
+from hookmesh.remote._breaker import BreakerSettings
 from hookmesh.remote._changes import apply_mutation
 from hookmesh.remote._drive_calls import drive_compress, drive_model_call, drive_permission
 from hookmesh.remote._drive_events import drive_events
@@ -76,6 +77,9 @@ class RemoteMiddleware(Middleware):
         timeout: Seconds to wait for each sidecar message.
         tls: TLS or mTLS settings; plaintext when None.
         token: Bearer token sent with every call (a secret: never logged).
+        breaker: When the sidecar's circuit opens (consecutive missed deadlines) and how it
+            is probed; while it is open every call fails at once with
+            ``SIDECAR_CIRCUIT_OPEN`` and the failure mode decides.
     """
 
     def __init__(
@@ -87,12 +91,13 @@ class RemoteMiddleware(Middleware):
         failure_mode: FailureMode | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         token: str | None = None,
+        breaker: BreakerSettings | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self.failure_mode = failure_mode or "fail_closed"
         self.needs_context = False
-        self.link = SidecarLink(self, target, channel, timeout, token)
+        self.link = SidecarLink(self, target, channel, timeout, token, breaker or BreakerSettings())
         self._configured_mode = failure_mode
         self._description = MiddlewareDescription("", {}, self.failure_mode)
         self._routes: dict[str, Routes] = {}
@@ -143,6 +148,7 @@ class RemoteMiddleware(Middleware):
         timeout: float = DEFAULT_TIMEOUT,
         tls: ClientTLS | None = None,
         token: str | None = None,
+        breaker: BreakerSettings | None = None,
     ) -> RemoteMiddleware:
         """Connect to the sidecar at `target` and learn its hooks.
 
@@ -154,7 +160,15 @@ class RemoteMiddleware(Middleware):
                 or its description is invalid (unknown protocol version or subscription).
         """
         channel = open_channel(target, tls, _CHANNEL_OPTIONS)
-        mw = cls(target, None, channel, failure_mode=failure_mode, timeout=timeout, token=token)
+        mw = cls(
+            target,
+            None,
+            channel,
+            failure_mode=failure_mode,
+            timeout=timeout,
+            token=token,
+            breaker=breaker,
+        )
         try:
             # NOTE(hookmesh): fail_open does not wait for a sidecar that is down: the agent
             # starts without it and a background Describe picks it up.

@@ -39,6 +39,7 @@ class InterceptStream:
         self.invocations: dict[str, Waiting] = {}
         self._ids = itertools.count(1)
         self.alive = True
+        self._aborted = False
         # NOTE(hookmesh): no wait_for_ready: while the sidecar is down every invocation fails
         # at once (and the failure mode decides) instead of waiting out its deadline.
         self._call = stub.Intercept(self._requests(), metadata=metadata)
@@ -83,8 +84,19 @@ class InterceptStream:
         # End the request iterator too: gRPC leaves its consumer task waiting for the next
         # request after the call fails, and a dropped stream would be collected mid-wait.
         self._outgoing.put_nowait(None)
+        if not self._aborted:
+            for inv in list(self.invocations.values()):
+                inv.fail(error)
+
+    def abort(self, error: SidecarError) -> None:
+        """Give up on the sidecar: every open invocation fails with `error` now (instead of
+        waiting out its deadline) and the call ends; the next invocation opens a new one."""
+        self._aborted = True
+        self.alive = False
         for inv in list(self.invocations.values()):
             inv.fail(error)
+        self._outgoing.put_nowait(None)
+        self._call.cancel()
 
     def next_id(self) -> str:
         return str(next(self._ids))

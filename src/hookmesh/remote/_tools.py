@@ -48,6 +48,7 @@ def tool_proxy(link: SidecarLink, spec: _mw_pb2.ToolSpec) -> Tool:
 
     async def call(context: ToolContext[AgentView], **arguments: Any) -> AsyncIterator[ToolPiece]:
         agent = context.agent
+        link.admit()
         stream = link.stub.CallTool(
             _request(link, spec.name, arguments, context), metadata=link.metadata
         )
@@ -55,6 +56,7 @@ def tool_proxy(link: SidecarLink, spec: _mw_pb2.ToolSpec) -> Tool:
             while True:
                 async with asyncio.timeout(link.timeout):
                     piece = await stream.read()
+                link.heard()
                 if piece is grpc.aio.EOF:
                     return
                 arm = piece.WhichOneof("piece")
@@ -76,6 +78,7 @@ def tool_proxy(link: SidecarLink, spec: _mw_pb2.ToolSpec) -> Tool:
                         raise ToolError()  # the output streamed so far is the error result
                     return
         except TimeoutError:
+            link.missed()
             raise SidecarError(
                 f"tool {spec.name}: the sidecar sent nothing for {link.timeout:g} s",
                 reason="SIDECAR_DEADLINE_EXCEEDED",

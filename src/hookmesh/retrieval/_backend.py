@@ -142,7 +142,13 @@ class StoreBackend(abc.ABC):
 
     @abc.abstractmethod
     async def _create_knowledge_base(
-        self, name: str, description: str, chunking: ChunkingOptions, embedder: str, dimension: int
+        self,
+        name: str,
+        description: str,
+        chunking: ChunkingOptions,
+        embedder: str,
+        dimension: int,
+        owner: str,
     ) -> KnowledgeBase: ...
 
     @abc.abstractmethod

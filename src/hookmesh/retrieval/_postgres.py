@@ -38,8 +38,10 @@ CREATE TABLE IF NOT EXISTS {ns}.knowledge_bases (
     overlap_tokens integer NOT NULL,
     embedder       text NOT NULL,
     dimension      integer NOT NULL,
-    create_time    timestamptz NOT NULL DEFAULT now()
+    create_time    timestamptz NOT NULL DEFAULT now(),
+    owner          text NOT NULL DEFAULT ''
 );
+ALTER TABLE {ns}.knowledge_bases ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT '';
 CREATE TABLE IF NOT EXISTS {ns}.documents (
     id           bigserial PRIMARY KEY,
     kb_id        bigint NOT NULL REFERENCES {ns}.knowledge_bases (id) ON DELETE CASCADE,
@@ -79,8 +81,9 @@ def _kb(row: Sequence[Any]) -> KnowledgeBase:
         embedder=row[5],
         dimension=row[6],
         create_time=row[7],
-        document_count=row[8] if len(row) > 8 else 0,
-        chunk_count=row[9] if len(row) > 9 else 0,
+        owner=row[8],
+        document_count=row[9] if len(row) > 9 else 0,
+        chunk_count=row[10] if len(row) > 10 else 0,
     )
 
 
@@ -262,7 +265,7 @@ class PostgresKnowledgeStore(KnowledgeStore):
 
     _KB_COLUMNS = (
         "k.id, k.name, k.description, k.max_tokens, k.overlap_tokens, k.embedder, k.dimension,"
-        " k.create_time"
+        " k.create_time, k.owner"
     )
     _KB_COUNTS = (
         ", (SELECT count(*) FROM {ns}.documents d WHERE d.kb_id = k.id),"
@@ -270,13 +273,27 @@ class PostgresKnowledgeStore(KnowledgeStore):
     )
 
     async def _create_knowledge_base(
-        self, name: str, description: str, chunking: ChunkingOptions, embedder: str, dimension: int
+        self,
+        name: str,
+        description: str,
+        chunking: ChunkingOptions,
+        embedder: str,
+        dimension: int,
+        owner: str,
     ) -> KnowledgeBase:
         rows = await self._fetchall(
             "INSERT INTO {ns}.knowledge_bases AS k (name, description, max_tokens, overlap_tokens,"
-            " embedder, dimension) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING"
-            f" RETURNING {self._KB_COLUMNS}",
-            (name, description, chunking.max_tokens, chunking.overlap_tokens, embedder, dimension),
+            " embedder, dimension, owner) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            f" ON CONFLICT (name) DO NOTHING RETURNING {self._KB_COLUMNS}",
+            (
+                name,
+                description,
+                chunking.max_tokens,
+                chunking.overlap_tokens,
+                embedder,
+                dimension,
+                owner,
+            ),
         )
         if not rows:
             raise knowledge_base_exists(name)

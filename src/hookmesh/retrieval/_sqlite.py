@@ -32,7 +32,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS knowledge_bases (
     id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, description TEXT NOT NULL,
     max_tokens INTEGER NOT NULL, overlap_tokens INTEGER NOT NULL, embedder TEXT NOT NULL,
-    dimension INTEGER NOT NULL, create_time TEXT NOT NULL);
+    dimension INTEGER NOT NULL, create_time TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY AUTOINCREMENT, kb_id INTEGER NOT NULL, document_id TEXT NOT NULL,
     text TEXT NOT NULL, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
@@ -53,7 +53,8 @@ _FTS = (
 )
 _KB_COLUMNS = "k.id, k.name, k.description, k.max_tokens, k.overlap_tokens, k.embedder, k.dimension"
 _KB_READ = (
-    f"SELECT {_KB_COLUMNS}, k.create_time, count(d.id), coalesce(sum(d.chunk_count), 0)"
+    f"SELECT {_KB_COLUMNS}, k.create_time, count(d.id), coalesce(sum(d.chunk_count), 0),"
+    " k.owner"
     " FROM knowledge_bases k LEFT JOIN documents d ON d.kb_id = k.id {where}"
     " GROUP BY k.id ORDER BY k.name"
 )
@@ -89,7 +90,7 @@ def _filter_sql(wanted: Filter) -> tuple[str, list[Any]]:
 def _kb(row: Sequence[Any]) -> KnowledgeBase:
     chunking = ChunkingOptions(row[3], row[4])
     return KnowledgeBase(
-        row[1], row[2], chunking, row[5], row[6], datetime.fromisoformat(row[7]), *row[8:10]
+        row[1], row[2], chunking, row[5], row[6], datetime.fromisoformat(row[7]), *row[8:11]
     )
 
 
@@ -157,6 +158,9 @@ class SqliteKnowledgeStore(KnowledgeStore):
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(knowledge_bases)")}
+            if "owner" not in columns:  # a file from before owners were recorded
+                db.execute("ALTER TABLE knowledge_bases ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
 
     def _sql(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self.database.connection().execute(sql, params).fetchall()
@@ -171,7 +175,13 @@ class SqliteKnowledgeStore(KnowledgeStore):
     # -- knowledge bases --------------------------------------------------------------------
 
     async def _create_knowledge_base(
-        self, name: str, description: str, chunking: ChunkingOptions, embedder: str, dimension: int
+        self,
+        name: str,
+        description: str,
+        chunking: ChunkingOptions,
+        embedder: str,
+        dimension: int,
+        owner: str,
     ) -> KnowledgeBase:
         row = (name, description, chunking.max_tokens, chunking.overlap_tokens, embedder)
 
@@ -181,14 +191,14 @@ class SqliteKnowledgeStore(KnowledgeStore):
                 try:
                     key = db.execute(
                         "INSERT INTO knowledge_bases (name, description, max_tokens,"
-                        " overlap_tokens, embedder, dimension, create_time)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (*row, dimension, now),
+                        " overlap_tokens, embedder, dimension, create_time, owner)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*row, dimension, now, owner),
                     ).lastrowid
                 except sqlite3.IntegrityError:
                     raise knowledge_base_exists(name) from None
                 db.execute(_FTS.format(key=int(key or 0)))
-            return _kb((key, *row, dimension, now, 0, 0))
+            return _kb((key, *row, dimension, now, 0, 0, owner))
 
         return await self.database.run(create)
 

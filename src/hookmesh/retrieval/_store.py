@@ -109,9 +109,14 @@ class KnowledgeStore(StoreBackend):
     # -- knowledge bases --------------------------------------------------------------------
 
     async def create_knowledge_base(
-        self, name: str, description: str = "", chunking: ChunkingOptions | None = None
+        self,
+        name: str,
+        description: str = "",
+        chunking: ChunkingOptions | None = None,
+        *,
+        owner: str = "",
     ) -> KnowledgeBase:
-        """Create an empty knowledge base.
+        """Create an empty knowledge base, recording `owner` (the creating principal).
 
         Raises:
             SchemaError: Bad name, description or chunking options.
@@ -124,7 +129,7 @@ class KnowledgeStore(StoreBackend):
             raise TypeError("chunking must be ChunkingOptions")
         check_chunking(chunking, self.tokenizer.max_input_tokens, "knowledge_base.chunking")
         return await self._create_knowledge_base(
-            name, description, chunking, self.embedder.name, self.embedder.dimension
+            name, description, chunking, self.embedder.name, self.embedder.dimension, owner
         )
 
     async def get_knowledge_base(self, name: str) -> KnowledgeBase:

@@ -55,6 +55,9 @@ class KnowledgeBase:
     """Documents in it when read."""
     chunk_count: int = 0
     """Chunks in it when read."""
+    owner: str = ""
+    """The principal that created it; empty when created without one (a library caller, or
+    before owners were recorded)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,7 @@ def knowledge_base_to_pb(kb: KnowledgeBase) -> _pb.KnowledgeBase:
         chunk_count=kb.chunk_count,
         create_time=_time(kb.create_time),
         dimension=kb.dimension,
+        owner=kb.owner,
     )
 
 
@@ -107,6 +108,7 @@ def knowledge_base_from_pb(pb: _pb.KnowledgeBase) -> KnowledgeBase:
         create_time=_from_time(pb.create_time, "knowledge_base.create_time"),
         document_count=pb.document_count,
         chunk_count=pb.chunk_count,
+        owner=pb.owner,
     )
 
 

@@ -17,7 +17,9 @@ from hookmesh.server._auth import (
     parse_tokens,
     scoped_user,
 )
+from hookmesh.server._components import report_component
 from hookmesh.server._http import HttpServer
+from hookmesh.server._http_settings import HttpGatewaySettings
 from hookmesh.server._interceptor import REQUEST_ID_HEADER, ServerCallInterceptor, request_id_var
 from hookmesh.server._server import (
     DEFAULT_GRACE,
@@ -45,6 +47,7 @@ __all__ = [
     "AuthConfig",
     "Authenticator",
     "Caller",
+    "HttpGatewaySettings",
     "HttpServer",
     "ListenError",
     "RunningServer",
@@ -62,6 +65,7 @@ __all__ = [
     "load_settings",
     "load_tokens",
     "parse_tokens",
+    "report_component",
     "request_id_var",
     "scoped_user",
     "serve_until_signal",

@@ -243,6 +243,12 @@ class Authenticator:
         principal = self._principal(metadata, context)
         user = principal
         trusted = principal in self._gateways
+        if sum(1 for key, _ in metadata if key == USER_HEADER) > 1:
+            raise RequestError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "INVALID_USER_HEADER",
+                f"send {USER_HEADER} once: one call acts for one user",
+            )
         for key, value in metadata:
             if key == USER_HEADER:
                 named = value.decode() if isinstance(value, bytes) else value
@@ -268,6 +274,15 @@ class Authenticator:
         for key, value in metadata:
             if key == "authorization":
                 given.append(value.encode() if isinstance(value, str) else value)
+        if len(given) > 1:
+            # NOTE(auth): a proxy that adds its own header in front of the caller's, or a
+            # caller trying tokens in one call: which one counts is ambiguous, so none does.
+            raise RequestError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "MULTIPLE_CREDENTIALS",
+                "send exactly one 'authorization' header",
+                metadata={"headerCount": str(len(given))},
+            )
         for candidate in given:
             found = None
             for expected, principal in self._tokens:

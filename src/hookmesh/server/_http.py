@@ -1,5 +1,5 @@
-"""An ASGI app served by uvicorn inside the running event loop, stopped on request (the HTTP
-gateways share it: AG-UI, A2A, MCP)."""
+"""An ASGI app served by uvicorn inside the running event loop, behind the checks every HTTP
+gateway shares (AG-UI, A2A, MCP), stopped on request."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ import socket
 from typing import Any
 
 import uvicorn
+
+from hookmesh.server._http_guard import HttpGuard
+from hookmesh.server._http_protocol import protocol_for
+from hookmesh.server._http_settings import HttpGatewaySettings
 
 
 def _bind(address: str) -> socket.socket:
@@ -34,21 +38,30 @@ class HttpServer:
     """uvicorn serving `app` in this process: no signal handlers of its own (the caller
     owns shutdown), bound before it starts so a taken port fails here with OSError.
 
+    Every request passes `HttpGuard` (Host, Origin, CORS, JSON bodies within their limits)
+    and every connection `GuardedProtocol` (header deadline, connection cap), both set by
+    `settings` (docs/security.md).
+
     Args:
         app: The ASGI application.
         address: ``host:port``.
+        settings: The gateway's hosts, origins and limits.
         lifespan: Run the app's lifespan (startup before serving, shutdown after).
     """
 
-    def __init__(self, app: Any, address: str, *, lifespan: bool = False) -> None:
+    def __init__(
+        self, app: Any, address: str, settings: HttpGatewaySettings, *, lifespan: bool = False
+    ) -> None:
         self._socket = _bind(address)
         self.port: int = self._socket.getsockname()[1]
         self._config = uvicorn.Config(
-            app,
+            HttpGuard(app, settings),
+            http=protocol_for(settings),
             lifespan="on" if lifespan else "off",
             log_config=None,
             access_log=False,
             ws="none",
+            h11_max_incomplete_event_size=settings.max_header_bytes,
         )
         self._config.load()
         self._server = uvicorn.Server(self._config)

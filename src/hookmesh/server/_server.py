@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 from hookmesh._security import SERVER_KEEPALIVE, ServerTLS, server_credentials
 from hookmesh.metrics import MetricsEndpoint, start_metrics
 from hookmesh.server._auth import OPEN_SERVICES, AuthConfig, Authenticator, is_loopback
+from hookmesh.server._components import publish_components, unpublish_components
 from hookmesh.server._interceptor import ServerCallInterceptor
 
 log = logging.getLogger("hookmesh.server")
@@ -65,6 +66,7 @@ class RunningServer:
 
     async def stop(self, grace: float | None = DEFAULT_GRACE) -> None:
         """Report NOT_SERVING, then stop, giving in-flight calls `grace` seconds."""
+        unpublish_components(self.health)
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
         if self.metrics is not None:
@@ -109,6 +111,9 @@ async def start_server(
     metrics_listen: str = "",
 ) -> RunningServer:
     """Start a grpc.aio server hosting `services` plus health and reflection (v1 and v1alpha).
+
+    Health answers for the server (``""``), each hosted service, and each component the
+    process reports on (`report_component`: ``sidecar:<address>``, as its agents see it).
 
     Every call gets a request id, a SERVER span and the caller's principal (see
     `ServerCallInterceptor`); a `HookmeshError` a servicer raises becomes its rich status,
@@ -171,6 +176,7 @@ async def start_server(
         raise
     for name in ("", *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await publish_components(health_servicer)
     servicers = {s.name: s.servicer for s in services}
     return RunningServer(server, port, health_servicer, servicers, endpoint)
 

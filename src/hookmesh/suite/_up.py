@@ -101,7 +101,8 @@ def secure_suite(config: AgentServiceConfig, auth: dict[str, Any]) -> AgentServi
     """`config` with every server checking callers: the tokens `auth` names (``token_env``,
     ``token_file``) map users to principals as usual, and a token made for this run lets
     the suite's parts call each other (the agent its sidecars, the middlewares the
-    services, acting for the agent's user as a trusted gateway). TLS in `auth` applies to
+    services, acting for the agent's user as a trusted gateway). Knowledge bases belong to
+    the user that creates them (retrieval's `ownership`). TLS in `auth` applies to
     the agent service, the suite's front door; the parts behind it listen on loopback.
 
     Sets `SUITE_TOKEN_ENV` and `SUITE_TOKENS_ENV` in this process's environment (its
@@ -126,6 +127,12 @@ def secure_suite(config: AgentServiceConfig, auth: dict[str, Any]) -> AgentServi
         "a2a": {"require_token": True, "token_env": SUITE_TOKEN_ENV},
         # Callers are checked here, then act as themselves on the services behind.
         "mcp": {"auth": {"token_env": SUITE_TOKENS_ENV}},
+        # A user's bases are its own; the agent's RAG reads the bases its config names.
+        "retrieval": {
+            "auth": inner,
+            "ownership": True,
+            "access": {SUITE_PRINCIPAL: {"read": ["*"]}},
+        },
     }
     services = {
         name: {**overrides, **gateways.get(name, {"auth": inner})}

@@ -26,15 +26,15 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bhookmesh/v1/retrieval.proto\x12\x0bhookmesh.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"o\n\x1a\x43reateKnowledgeBaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12.\n\x08\x63hunking\x18\x03 \x01(\x0b\x32\x1c.hookmesh.v1.ChunkingOptions\"=\n\x0f\x43hunkingOptions\x12\x12\n\nmax_tokens\x18\x01 \x01(\x05\x12\x16\n\x0eoverlap_tokens\x18\x02 \x01(\x05\"Q\n\x1b\x43reateKnowledgeBaseResponse\x12\x32\n\x0eknowledge_base\x18\x01 \x01(\x0b\x32\x1a.hookmesh.v1.KnowledgeBase\"\xe5\x01\n\rKnowledgeBase\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12.\n\x08\x63hunking\x18\x03 \x01(\x0b\x32\x1c.hookmesh.v1.ChunkingOptions\x12\x10\n\x08\x65mbedder\x18\x04 \x01(\t\x12\x16\n\x0e\x64ocument_count\x18\x05 \x01(\x03\x12\x13\n\x0b\x63hunk_count\x18\x06 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tdimension\x18\x08 \x01(\x05\"\x1b\n\x19ListKnowledgeBasesRequest\"Q\n\x1aListKnowledgeBasesResponse\x12\x33\n\x0fknowledge_bases\x18\x01 \x03(\x0b\x32\x1a.hookmesh.v1.KnowledgeBase\"*\n\x1a\x44\x65leteKnowledgeBaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x1d\n\x1b\x44\x65leteKnowledgeBaseResponse\"P\n\rIngestRequest\x12\x16\n\x0eknowledge_base\x18\x01 \x01(\t\x12\'\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x15.hookmesh.v1.Document\"^\n\x08\x44ocument\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xb0\x01\n\x0eIngestResponse\x12\x16\n\x0ereceived_count\x18\x01 \x01(\x05\x12\x16\n\x0eingested_count\x18\x02 \x01(\x05\x12\x13\n\x0b\x63hunk_count\x18\x03 \x01(\x05\x12\x14\n\x0cingested_ids\x18\x04 \x03(\t\x12*\n\x06\x65rrors\x18\x05 \x03(\x0b\x32\x1a.hookmesh.v1.DocumentError\x12\x17\n\x0funchanged_count\x18\x06 \x01(\x05\"T\n\rDocumentError\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"\xb8\x01\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x17\n\x0fknowledge_bases\x18\x02 \x03(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12\x17\n\x0fscore_threshold\x18\x04 \x01(\x01\x12\x30\n\x0fmetadata_filter\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12%\n\x04mode\x18\x06 \x01(\x0e\x32\x17.hookmesh.v1.SearchMode\"6\n\x0eSearchResponse\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.hookmesh.v1.SearchHit\"\xbc\x01\n\tSearchHit\x12\x16\n\x0eknowledge_base\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x01\x12\x0c\n\x04rank\x18\x06 \x01(\x05\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\r\n\x05start\x18\x08 \x01(\x05\x12\x0b\n\x03\x65nd\x18\t \x01(\x05\"A\n\x12GetDocumentRequest\x12\x16\n\x0eknowledge_base\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"\xb5\x01\n\x13GetDocumentResponse\x12\'\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x15.hookmesh.v1.Document\x12\x13\n\x0b\x63hunk_count\x18\x02 \x01(\x05\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"D\n\x15\x44\x65leteDocumentRequest\x12\x16\n\x0eknowledge_base\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"\x18\n\x16\x44\x65leteDocumentResponse*q\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11SEARCH_MODE_DENSE\x10\x01\x12\x17\n\x13SEARCH_MODE_LEXICAL\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03\x32\x82\x05\n\x10RetrievalService\x12h\n\x13\x43reateKnowledgeBase\x12\'.hookmesh.v1.CreateKnowledgeBaseRequest\x1a(.hookmesh.v1.CreateKnowledgeBaseResponse\x12\x65\n\x12ListKnowledgeBases\x12&.hookmesh.v1.ListKnowledgeBasesRequest\x1a\'.hookmesh.v1.ListKnowledgeBasesResponse\x12h\n\x13\x44\x65leteKnowledgeBase\x12\'.hookmesh.v1.DeleteKnowledgeBaseRequest\x1a(.hookmesh.v1.DeleteKnowledgeBaseResponse\x12\x43\n\x06Ingest\x12\x1a.hookmesh.v1.IngestRequest\x1a\x1b.hookmesh.v1.IngestResponse(\x01\x12\x41\n\x06Search\x12\x1a.hookmesh.v1.SearchRequest\x1a\x1b.hookmesh.v1.SearchResponse\x12P\n\x0bGetDocument\x12\x1f.hookmesh.v1.GetDocumentRequest\x1a .hookmesh.v1.GetDocumentResponse\x12Y\n\x0e\x44\x65leteDocument\x12\".hookmesh.v1.DeleteDocumentRequest\x1a#.hookmesh.v1.DeleteDocumentResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bhookmesh/v1/retrieval.proto\x12\x0bhookmesh.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"o\n\x1a\x43reateKnowledgeBaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12.\n\x08\x63hunking\x18\x03 \x01(\x0b\x32\x1c.hookmesh.v1.ChunkingOptions\"=\n\x0f\x43hunkingOptions\x12\x12\n\nmax_tokens\x18\x01 \x01(\x05\x12\x16\n\x0eoverlap_tokens\x18\x02 \x01(\x05\"Q\n\x1b\x43reateKnowledgeBaseResponse\x12\x32\n\x0eknowledge_base\x18\x01 \x01(\x0b\x32\x1a.hookmesh.v1.KnowledgeBase\"\xf4\x01\n\rKnowledgeBase\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12.\n\x08\x63hunking\x18\x03 \x01(\x0b\x32\x1c.hookmesh.v1.ChunkingOptions\x12\x10\n\x08\x65mbedder\x18\x04 \x01(\t\x12\x16\n\x0e\x64ocument_count\x18\x05 \x01(\x03\x12\x13\n\x0b\x63hunk_count\x18\x06 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tdimension\x18\x08 \x01(\x05\x12\r\n\x05owner\x18\t \x01(\t\"\x1b\n\x19ListKnowledgeBasesRequest\"Q\n\x1aListKnowledgeBasesResponse\x12\x33\n\x0fknowledge_bases\x18\x01 \x03(\x0b\x32\x1a.hookmesh.v1.KnowledgeBase\"*\n\x1a\x44\x65leteKnowledgeBaseRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x1d\n\x1b\x44\x65leteKnowledgeBaseResponse\"P\n\rIngestRequest\x12\x16\n\x0eknowledge_base\x18\x01 \x01(\t\x12\'\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x15.hookmesh.v1.Document\"^\n\x08\x44ocument\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xb0\x01\n\x0eIngestResponse\x12\x16\n\x0ereceived_count\x18\x01 \x01(\x05\x12\x16\n\x0eingested_count\x18\x02 \x01(\x05\x12\x13\n\x0b\x63hunk_count\x18\x03 \x01(\x05\x12\x14\n\x0cingested_ids\x18\x04 \x03(\t\x12*\n\x06\x65rrors\x18\x05 \x03(\x0b\x32\x1a.hookmesh.v1.DocumentError\x12\x17\n\x0funchanged_count\x18\x06 \x01(\x05\"T\n\rDocumentError\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"\xb8\x01\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x17\n\x0fknowledge_bases\x18\x02 \x03(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12\x17\n\x0fscore_threshold\x18\x04 \x01(\x01\x12\x30\n\x0fmetadata_filter\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12%\n\x04mode\x18\x06 \x01(\x0e\x32\x17.hookmesh.v1.SearchMode\"6\n\x0eSearchResponse\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.hookmesh.v1.SearchHit\"\xbc\x01\n\tSearchHit\x12\x16\n\x0eknowledge_base\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x01\x12\x0c\n\x04rank\x18\x06 \x01(\x05\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\r\n\x05start\x18\x08 \x01(\x05\x12\x0b\n\x03\x65nd\x18\t \x01(\x05\"A\n\x12GetDocumentRequest\x12\x16\n\x0eknowledge_base\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"\xb5\x01\n\x13GetDocumentResponse\x12\'\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x15.hookmesh.v1.Document\x12\x13\n\x0b\x63hunk_count\x18\x02 \x01(\x05\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"D\n\x15\x44\x65leteDocumentRequest\x12\x16\n\x0eknowledge_base\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\"\x18\n\x16\x44\x65leteDocumentResponse*q\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11SEARCH_MODE_DENSE\x10\x01\x12\x17\n\x13SEARCH_MODE_LEXICAL\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03\x32\x82\x05\n\x10RetrievalService\x12h\n\x13\x43reateKnowledgeBase\x12\'.hookmesh.v1.CreateKnowledgeBaseRequest\x1a(.hookmesh.v1.CreateKnowledgeBaseResponse\x12\x65\n\x12ListKnowledgeBases\x12&.hookmesh.v1.ListKnowledgeBasesRequest\x1a\'.hookmesh.v1.ListKnowledgeBasesResponse\x12h\n\x13\x44\x65leteKnowledgeBase\x12\'.hookmesh.v1.DeleteKnowledgeBaseRequest\x1a(.hookmesh.v1.DeleteKnowledgeBaseResponse\x12\x43\n\x06Ingest\x12\x1a.hookmesh.v1.IngestRequest\x1a\x1b.hookmesh.v1.IngestResponse(\x01\x12\x41\n\x06Search\x12\x1a.hookmesh.v1.SearchRequest\x1a\x1b.hookmesh.v1.SearchResponse\x12P\n\x0bGetDocument\x12\x1f.hookmesh.v1.GetDocumentRequest\x1a .hookmesh.v1.GetDocumentResponse\x12Y\n\x0e\x44\x65leteDocument\x12\".hookmesh.v1.DeleteDocumentRequest\x1a#.hookmesh.v1.DeleteDocumentResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'hookmesh.v1.retrieval_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SEARCHMODE']._serialized_start=2009
-  _globals['_SEARCHMODE']._serialized_end=2122
+  _globals['_SEARCHMODE']._serialized_start=2024
+  _globals['_SEARCHMODE']._serialized_end=2137
   _globals['_CREATEKNOWLEDGEBASEREQUEST']._serialized_start=107
   _globals['_CREATEKNOWLEDGEBASEREQUEST']._serialized_end=218
   _globals['_CHUNKINGOPTIONS']._serialized_start=220
@@ -42,37 +42,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATEKNOWLEDGEBASERESPONSE']._serialized_start=283
   _globals['_CREATEKNOWLEDGEBASERESPONSE']._serialized_end=364
   _globals['_KNOWLEDGEBASE']._serialized_start=367
-  _globals['_KNOWLEDGEBASE']._serialized_end=596
-  _globals['_LISTKNOWLEDGEBASESREQUEST']._serialized_start=598
-  _globals['_LISTKNOWLEDGEBASESREQUEST']._serialized_end=625
-  _globals['_LISTKNOWLEDGEBASESRESPONSE']._serialized_start=627
-  _globals['_LISTKNOWLEDGEBASESRESPONSE']._serialized_end=708
-  _globals['_DELETEKNOWLEDGEBASEREQUEST']._serialized_start=710
-  _globals['_DELETEKNOWLEDGEBASEREQUEST']._serialized_end=752
-  _globals['_DELETEKNOWLEDGEBASERESPONSE']._serialized_start=754
-  _globals['_DELETEKNOWLEDGEBASERESPONSE']._serialized_end=783
-  _globals['_INGESTREQUEST']._serialized_start=785
-  _globals['_INGESTREQUEST']._serialized_end=865
-  _globals['_DOCUMENT']._serialized_start=867
-  _globals['_DOCUMENT']._serialized_end=961
-  _globals['_INGESTRESPONSE']._serialized_start=964
-  _globals['_INGESTRESPONSE']._serialized_end=1140
-  _globals['_DOCUMENTERROR']._serialized_start=1142
-  _globals['_DOCUMENTERROR']._serialized_end=1226
-  _globals['_SEARCHREQUEST']._serialized_start=1229
-  _globals['_SEARCHREQUEST']._serialized_end=1413
-  _globals['_SEARCHRESPONSE']._serialized_start=1415
-  _globals['_SEARCHRESPONSE']._serialized_end=1469
-  _globals['_SEARCHHIT']._serialized_start=1472
-  _globals['_SEARCHHIT']._serialized_end=1660
-  _globals['_GETDOCUMENTREQUEST']._serialized_start=1662
-  _globals['_GETDOCUMENTREQUEST']._serialized_end=1727
-  _globals['_GETDOCUMENTRESPONSE']._serialized_start=1730
-  _globals['_GETDOCUMENTRESPONSE']._serialized_end=1911
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1913
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1981
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1983
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=2007
-  _globals['_RETRIEVALSERVICE']._serialized_start=2125
-  _globals['_RETRIEVALSERVICE']._serialized_end=2767
+  _globals['_KNOWLEDGEBASE']._serialized_end=611
+  _globals['_LISTKNOWLEDGEBASESREQUEST']._serialized_start=613
+  _globals['_LISTKNOWLEDGEBASESREQUEST']._serialized_end=640
+  _globals['_LISTKNOWLEDGEBASESRESPONSE']._serialized_start=642
+  _globals['_LISTKNOWLEDGEBASESRESPONSE']._serialized_end=723
+  _globals['_DELETEKNOWLEDGEBASEREQUEST']._serialized_start=725
+  _globals['_DELETEKNOWLEDGEBASEREQUEST']._serialized_end=767
+  _globals['_DELETEKNOWLEDGEBASERESPONSE']._serialized_start=769
+  _globals['_DELETEKNOWLEDGEBASERESPONSE']._serialized_end=798
+  _globals['_INGESTREQUEST']._serialized_start=800
+  _globals['_INGESTREQUEST']._serialized_end=880
+  _globals['_DOCUMENT']._serialized_start=882
+  _globals['_DOCUMENT']._serialized_end=976
+  _globals['_INGESTRESPONSE']._serialized_start=979
+  _globals['_INGESTRESPONSE']._serialized_end=1155
+  _globals['_DOCUMENTERROR']._serialized_start=1157
+  _globals['_DOCUMENTERROR']._serialized_end=1241
+  _globals['_SEARCHREQUEST']._serialized_start=1244
+  _globals['_SEARCHREQUEST']._serialized_end=1428
+  _globals['_SEARCHRESPONSE']._serialized_start=1430
+  _globals['_SEARCHRESPONSE']._serialized_end=1484
+  _globals['_SEARCHHIT']._serialized_start=1487
+  _globals['_SEARCHHIT']._serialized_end=1675
+  _globals['_GETDOCUMENTREQUEST']._serialized_start=1677
+  _globals['_GETDOCUMENTREQUEST']._serialized_end=1742
+  _globals['_GETDOCUMENTRESPONSE']._serialized_start=1745
+  _globals['_GETDOCUMENTRESPONSE']._serialized_end=1926
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1928
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1996
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1998
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=2022
+  _globals['_RETRIEVALSERVICE']._serialized_start=2140
+  _globals['_RETRIEVALSERVICE']._serialized_end=2782
 # @@protoc_insertion_point(module_scope)

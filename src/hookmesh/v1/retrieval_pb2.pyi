@@ -47,7 +47,7 @@ class CreateKnowledgeBaseResponse(_message.Message):
     def __init__(self, knowledge_base: _Optional[_Union[KnowledgeBase, _Mapping]] = ...) -> None: ...
 
 class KnowledgeBase(_message.Message):
-    __slots__ = ("name", "description", "chunking", "embedder", "document_count", "chunk_count", "create_time", "dimension")
+    __slots__ = ("name", "description", "chunking", "embedder", "document_count", "chunk_count", "create_time", "dimension", "owner")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     CHUNKING_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class KnowledgeBase(_message.Message):
     CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     chunking: ChunkingOptions
@@ -64,7 +65,8 @@ class KnowledgeBase(_message.Message):
     chunk_count: int
     create_time: _timestamp_pb2.Timestamp
     dimension: int
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., chunking: _Optional[_Union[ChunkingOptions, _Mapping]] = ..., embedder: _Optional[str] = ..., document_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dimension: _Optional[int] = ...) -> None: ...
+    owner: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., chunking: _Optional[_Union[ChunkingOptions, _Mapping]] = ..., embedder: _Optional[str] = ..., document_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dimension: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class ListKnowledgeBasesRequest(_message.Message):
     __slots__ = ()

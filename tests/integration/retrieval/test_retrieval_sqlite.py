@@ -148,3 +148,20 @@ async def test_unsupported_urls_do_not_echo_secrets(embedder: Embedder) -> None:
     with pytest.raises(ValueError, match="'mysql'") as caught:
         await open_knowledge_store("mysql://user:hunter2@db/x", embedder)
     assert "hunter2" not in str(caught.value)
+
+
+async def test_a_file_from_before_owners_opens_with_ownerless_bases(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    path = tmp_path / "old.db"
+    store = await open_knowledge_store(f"sqlite:///{path}", embedder)
+    await store.create_knowledge_base("old", owner="alice")
+    await store.close()
+    with sqlite3.connect(path) as db:  # the schema as it was: no owner column
+        db.execute("ALTER TABLE knowledge_bases DROP COLUMN owner")
+    store = await open_knowledge_store(f"sqlite:///{path}", embedder)
+    try:
+        assert [(kb.name, kb.owner) for kb in await store.list_knowledge_bases()] == [("old", "")]
+        assert (await store.create_knowledge_base("new", owner="bob")).owner == "bob"
+    finally:
+        await store.close()

@@ -83,6 +83,17 @@ async def _loaded(store: KnowledgeStore, name: str = "kb") -> KnowledgeStore:
     return store
 
 
+async def test_a_knowledge_base_keeps_its_owner(store: KnowledgeStore) -> None:
+    created = await store.create_knowledge_base("mine", owner="alice")
+    await store.create_knowledge_base("shared")
+    assert created.owner == "alice"
+    assert (await store.get_knowledge_base("mine")).owner == "alice"
+    assert {kb.name: kb.owner for kb in await store.list_knowledge_bases()} == {
+        "mine": "alice",
+        "shared": "",
+    }
+
+
 async def test_knowledge_base_lifecycle(store: KnowledgeStore) -> None:
     created = await store.create_knowledge_base("faq", "Product questions", ChunkingOptions(64, 16))
     assert (created.name, created.description, created.chunking) == (

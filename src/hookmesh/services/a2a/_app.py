@@ -29,6 +29,7 @@ from starlette.routing import Route
 from hookmesh.client import AgentClient
 from hookmesh.server import HttpServer, RunningServer, Service, start_server
 from hookmesh.services.a2a._card import JSONRPC_PATH, REST_PATH, CardSource, base_card
+from hookmesh.services.a2a._checks import RequestChecks
 from hookmesh.services.a2a._config import A2AServerConfig
 from hookmesh.services.a2a._executor import HookmeshAgentExecutor, caller_token
 from hookmesh.services.a2a._follow import DurableRequestHandler
@@ -116,7 +117,7 @@ async def start_a2a_server(
         OSError: An address cannot be bound, or the task store cannot be opened.
         ValueError: An address is not ``host:port``, or the store's URL is of no known kind.
     """
-    tasks = await open_task_store(config.store)
+    tasks = await open_task_store(config.store, config.max_tasks)
     client = AgentClient(config.agent, timeout=config.run_timeout)
     grpc_running: RunningServer | None = None
     http: HttpServer | None = None
@@ -125,7 +126,7 @@ async def start_a2a_server(
         placeholder = base_card(config, "http://127.0.0.1", None)
         handler = DurableRequestHandler(executor, tasks.store, agent_card=placeholder)
         app = Starlette()
-        http = HttpServer(app, address or config.listen)
+        http = HttpServer(app, address or config.listen, config)
         host = (address or config.listen).rpartition(":")[0]
         http_url = config.public_url or f"http://{host}:{http.port}"
         grpc_listen = grpc_address or config.grpc_listen
@@ -140,6 +141,7 @@ async def start_a2a_server(
                 ],
                 grpc_listen,
                 auth=config.auth,
+                interceptors=[RequestChecks()],
             )
         grpc_url = None
         if grpc_listen and grpc_running:

@@ -8,11 +8,12 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from hookmesh.server import ServiceSettings, load_settings
+from hookmesh.server import HttpGatewaySettings, load_settings
 
 
-class A2AServerConfig(ServiceSettings):
-    """Everything `hookmesh serve a2a` reads (see docs/services/a2a.md)."""
+class A2AServerConfig(HttpGatewaySettings):
+    """Everything `hookmesh serve a2a` reads (see docs/services/a2a.md); hosts, origins and
+    HTTP limits as every gateway's (`HttpGatewaySettings`)."""
 
     model_config = SettingsConfigDict(env_prefix="HOOKMESH_A2A_", extra="forbid")
 
@@ -37,6 +38,9 @@ class A2AServerConfig(ServiceSettings):
     """The agent's version on the card."""
     run_timeout: float = Field(600.0, gt=0)
     """Seconds one task step (its whole agent call) may take."""
+    max_tasks: int = Field(1000, ge=1, le=1_000_000)
+    """Tasks kept in the store over all callers; one more evicts the oldest finished one (or,
+    when none is, the oldest), so requests cannot grow the server without bound."""
     card_ttl_seconds: float = Field(30.0, ge=0)
     """How long the agent's description is reused for the card before it is read again."""
     grace_seconds: float = Field(5.0, ge=0)

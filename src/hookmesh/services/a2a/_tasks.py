@@ -1,16 +1,118 @@
 """Where A2A tasks are kept: the SDK's database task store on SQLite (one process) or
 PostgreSQL (replicas), so `tasks/get`, `tasks/list` and `tasks/subscribe` work on any replica,
-also after the one that ran a task died; or in memory, lost with the process."""
+also after the one that ran a task died; or in memory, lost with the process. Either way at
+most `max_tasks`, so callers (with or without a token) cannot grow it without bound, one task
+per request."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from a2a.server.tasks import InMemoryTaskStore, TaskStore
+from a2a.server.context import ServerCallContext
+from a2a.server.owner_resolver import resolve_user_scope
+from a2a.server.tasks import DatabaseTaskStore, InMemoryTaskStore, TaskStore
+from a2a.types import a2a_pb2
 
 from hookmesh._files import private_file
+
+_FINISHED = frozenset(
+    {
+        a2a_pb2.TASK_STATE_COMPLETED,
+        a2a_pb2.TASK_STATE_FAILED,
+        a2a_pb2.TASK_STATE_CANCELED,
+        a2a_pb2.TASK_STATE_REJECTED,
+    }
+)
+
+
+class BoundedTaskStore(TaskStore):
+    """At most `max_tasks` tasks over all callers. One more evicts the oldest finished task
+    (completed, failed, canceled, rejected), or, when none is finished, the oldest task: a
+    paused task evicted that way can no longer be resumed (its session stays in the agent
+    service).
+
+    Args:
+        max_tasks: The cap.
+    """
+
+    def __init__(self, max_tasks: int) -> None:
+        self._inner = InMemoryTaskStore()
+        self._max = max_tasks
+        self._order: OrderedDict[tuple[str, str], tuple[ServerCallContext, int]] = OrderedDict()
+        """(owner, task id) → the context that saved it (to delete it as its owner), its
+        state; oldest first."""
+
+    async def save(self, task: a2a_pb2.Task, context: ServerCallContext) -> None:
+        key = (resolve_user_scope(context), task.id)
+        self._order[key] = (context, task.status.state)
+        await self._inner.save(task, context)
+        while len(self._order) > self._max:
+            await self._evict(key)
+
+    async def _evict(self, keep: tuple[str, str]) -> None:
+        victim = next(
+            (k for k, (_, state) in self._order.items() if state in _FINISHED and k != keep),
+            next(k for k in self._order if k != keep),
+        )
+        owner_context, _ = self._order.pop(victim)
+        await self._inner.delete(victim[1], owner_context)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> a2a_pb2.Task | None:
+        return await self._inner.get(task_id, context)
+
+    async def list(
+        self, params: a2a_pb2.ListTasksRequest, context: ServerCallContext
+    ) -> a2a_pb2.ListTasksResponse:
+        return await self._inner.list(params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        self._order.pop((resolve_user_scope(context), task_id), None)
+        await self._inner.delete(task_id, context)
+
+
+class _CappedDatabaseTaskStore(DatabaseTaskStore):
+    """The SDK's database store, pruned to `max_tasks` like `BoundedTaskStore` (oldest
+    finished first) whenever a task is made (its first save: state submitted), so the count
+    is read once per task, not per update. Replicas pruning at once may leave a few more."""
+
+    def __init__(self, engine: Any, max_tasks: int) -> None:
+        super().__init__(engine)  # the SDK's table, `tasks`
+        self._max = max_tasks
+
+    async def save(self, task: a2a_pb2.Task, context: ServerCallContext) -> None:
+        await super().save(task, context)
+        if task.status.state == a2a_pb2.TASK_STATE_SUBMITTED:
+            await self.prune()
+
+    async def prune(self) -> int:
+        """Delete the tasks beyond `max_tasks`; how many."""
+        from sqlalchemy import delete, func, select
+
+        model = self.task_model
+        async with self.async_session_maker.begin() as session:
+            total = await session.scalar(select(func.count()).select_from(model))
+            excess = (total or 0) - self._max
+            if excess <= 0:
+                return 0
+            rows = (
+                await session.execute(
+                    select(model.id, model.status).order_by(model.last_updated.asc())
+                )
+            ).all()
+            finished = [i for i, status in rows if _state(status) in _FINISHED]
+            others = [i for i, status in rows if _state(status) not in _FINISHED]
+            victims = (finished + others)[:excess]
+            await session.execute(delete(model).where(model.id.in_(victims)))
+        return len(victims)
+
+
+def _state(status: Any) -> int:
+    name = status.get("state", "") if isinstance(status, dict) else ""
+    value = a2a_pb2.TaskState.DESCRIPTOR.values_by_name.get(name)
+    return value.number if value is not None else 0
 
 
 @dataclass
@@ -33,19 +135,19 @@ def _on_connect(connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-async def open_task_store(url: str) -> OpenTaskStore:
+async def open_task_store(url: str, max_tasks: int) -> OpenTaskStore:
     """Open the store `url` names and create its table if needed.
 
     Args:
         url: ``memory``, ``sqlite:///path`` or ``postgresql://...`` (a secret: never logged).
+        max_tasks: The most tasks it keeps (over all callers).
 
     Raises:
         ValueError: Another kind of URL.
         OSError: The database cannot be opened.
     """
     if url == "memory":
-        return OpenTaskStore(InMemoryTaskStore())
-    from a2a.server.tasks import DatabaseTaskStore
+        return OpenTaskStore(BoundedTaskStore(max_tasks))
     from sqlalchemy import event
     from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -58,7 +160,7 @@ async def open_task_store(url: str) -> OpenTaskStore:
         engine = create_async_engine(f"postgresql+psycopg://{rest}", pool_size=4)
     else:
         raise ValueError("the A2A task store is memory, sqlite:///path or postgresql://...")
-    store = DatabaseTaskStore(engine)  # the SDK's table, `tasks`
+    store = _CappedDatabaseTaskStore(engine, max_tasks)
     try:
         await store.initialize()
     except Exception as exc:

@@ -14,8 +14,6 @@ import grpc
 from ag_ui.core import BaseEvent, Message
 from pydantic import TypeAdapter, ValidationError
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -34,7 +32,7 @@ from hookmesh.services.agui._input import (
     parse_run_input,
     plan_run,
 )
-from hookmesh.services.agui._request import HttpError, bearer_token, read_body
+from hookmesh.services.agui._request import HttpError, bearer_token
 from hookmesh.services.agui._sse import event_stream
 
 log = logging.getLogger("hookmesh.agui")
@@ -77,7 +75,7 @@ class _Runner:
             return exc.response()
 
     async def _run(self, request: Request) -> Response:
-        body = await read_body(request, self.config.max_request_bytes)
+        body = await request.body()  # within the gateway's limits (HttpGuard)
         try:
             data = json.loads(body)
         except ValueError:
@@ -191,7 +189,8 @@ def _snapshot(messages: list[Any]) -> list[Any] | None:
 
 
 def create_app(config: AguiGatewayConfig, client: AgentClient) -> Starlette:
-    """The gateway's ASGI app over an agent client (tests and `start_agui_gateway` share it).
+    """The gateway's ASGI app over an agent client; `start_agui_gateway` serves it behind the
+    HTTP gateways' checks (hosts, origins, CORS, limits).
 
     ``app.state.stopping`` set to True makes ``/healthz`` answer 503.
     """
@@ -206,23 +205,12 @@ def create_app(config: AguiGatewayConfig, client: AgentClient) -> Starlette:
             return JSONResponse({"status": "stopping"}, status_code=503)
         return JSONResponse({"status": "serving"})
 
-    middleware = []
-    if config.cors_origins:
-        middleware.append(
-            Middleware(
-                CORSMiddleware,
-                allow_origins=config.cors_origins,
-                allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type", "Accept"],
-            )
-        )
     app = Starlette(
         routes=[
             Route("/", index, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/agui", _Runner(config, client).handle, methods=["POST"]),
         ],
-        middleware=middleware,
     )
     app.state.stopping = False
     return app
@@ -267,7 +255,7 @@ async def start_agui_gateway(
     client = AgentClient(config.agent, timeout=config.run_timeout)
     try:
         app = create_app(config, client)
-        http = HttpServer(app, address or config.listen)
+        http = HttpServer(app, address or config.listen, config)
         await http.start()
     except BaseException:
         await client.close()

@@ -8,10 +8,10 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from hookmesh.server import ServiceSettings, load_settings
+from hookmesh.server import HttpGatewaySettings, load_settings
 
 
-class AguiGatewayConfig(ServiceSettings):
+class AguiGatewayConfig(HttpGatewaySettings):
     """Everything `hookmesh serve agui` reads (see docs/services/agui.md)."""
 
     model_config = SettingsConfigDict(env_prefix="HOOKMESH_AGUI_", extra="forbid")
@@ -20,12 +20,9 @@ class AguiGatewayConfig(ServiceSettings):
     """HTTP address to serve on; port 0 picks a free one."""
     agent: str = "127.0.0.1:7000"
     """``host:port`` of the agent service the runs go to."""
-    cors_origins: list[str] = Field(default_factory=list)
-    """Web origins (``https://app.example``) allowed to call from another origin; none by
-    default, so only the gateway's own page can."""
     max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
     """Largest RunAgentInput body accepted (images travel inside it, base64 encoded);
-    larger ones get 413."""
+    larger ones get 413. Hosts, origins and the other HTTP limits: `HttpGatewaySettings`."""
     run_timeout: float = Field(300.0, gt=0)
     """Seconds one run (its whole agent call) may take."""
     keepalive_seconds: float = Field(15.0, gt=0)

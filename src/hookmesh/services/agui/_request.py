@@ -37,20 +37,6 @@ class HttpError(Exception):
         return JSONResponse({"error": error}, status_code=self.status)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 once it passes `limit` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise HttpError(413, "REQUEST_TOO_LARGE", f"the body is over {limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise HttpError(413, "REQUEST_TOO_LARGE", f"the body is over {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def bearer_token(request: Request) -> str | None:
     """The caller's bearer token, passed through to the agent (a secret: never logged)."""
     header = request.headers.get("authorization")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from mcp.server import MCPServer
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -86,7 +87,13 @@ async def start_mcp_http_server(
     pool = ClientPool(settings)
     listen = address or settings.listen
     server = build_mcp_server(settings, pool, f"http://{listen}")
-    http = HttpServer(server.streamable_http_app(), listen, lifespan=True)
+    # NOTE(hookmesh): HttpServer checks Host, Origin, content type and body size for every
+    # gateway alike, so the SDK's own checks (loopback only, plain-text errors) are off.
+    app = server.streamable_http_app(
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=settings.max_request_bytes,
+    )
+    http = HttpServer(app, listen, settings, lifespan=True)
     await http.start()
     return McpHttpServer(http, pool)
 

@@ -8,14 +8,15 @@ from typing import Any, Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from hookmesh.server import ServiceSettings, load_settings
+from hookmesh.server import HttpGatewaySettings, load_settings
 
 
-class McpServerSettings(ServiceSettings):
+class McpServerSettings(HttpGatewaySettings):
     """Everything `hookmesh serve mcp` reads (see docs/services/mcp.md).
 
     ``auth`` (as every service's) says who may call over HTTP: its tokens map callers to
     principals. Over stdio the caller is the local user: `user`, calling with `token_env`.
+    Over HTTP, hosts, origins and limits are every gateway's (`HttpGatewaySettings`).
     """
 
     model_config = SettingsConfigDict(env_prefix="HOOKMESH_MCP_", extra="forbid")

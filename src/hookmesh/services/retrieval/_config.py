@@ -43,6 +43,10 @@ class RetrievalServiceConfig(ServiceSettings):
     """Knowledge bases each principal may read and write (``{alice: {read: [handbook],
     write: []}}``, ``*`` for every base); empty: everyone may do everything. With grants,
     an unlisted principal may do nothing (docs/security.md)."""
+    ownership: bool = False
+    """A base belongs to the principal that created it: it alone may use it, others only
+    with a grant in `access` (any caller may create bases of its own). `hookmesh up` turns
+    it on with tokens (docs/security.md)."""
 
     @model_validator(mode="after")
     def _batch_holds_a_document(self) -> RetrievalServiceConfig:

@@ -97,7 +97,7 @@ class Ingestion:
         index = self.received
         self.received += 1
         if index == 0:
-            self.access.check(request.knowledge_base, "write")
+            await self.access.check(self.store, request.knowledge_base, "write")
             try:
                 await self.store.get_knowledge_base(request.knowledge_base)
             except SchemaError as exc:

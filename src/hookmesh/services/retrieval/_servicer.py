@@ -16,7 +16,7 @@ from hookmesh.retrieval.codec import (
     stored_document_to_pb,
     struct_to_dict,
 )
-from hookmesh.server import store_rpc
+from hookmesh.server import current_user, store_rpc
 from hookmesh.services.retrieval._access import AccessPolicy
 from hookmesh.services.retrieval._config import RetrievalServiceConfig
 from hookmesh.services.retrieval._ingest import Ingestion, rename_fields
@@ -48,7 +48,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
     def __init__(self, store: KnowledgeStore, config: RetrievalServiceConfig) -> None:
         self.store = store
         self.config = config
-        self.access = AccessPolicy(config.access)
+        self.access = AccessPolicy(config.access, ownership=config.ownership)
 
     @_rpc
     async def CreateKnowledgeBase(
@@ -59,9 +59,12 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
             _DEFAULT_CHUNKING.overlap_tokens, max(max_tokens, 0) // 2
         )
         chunking = ChunkingOptions(max_tokens, overlap)
-        self.access.check(request.name, "write")
+        if not self.access.ownership:  # with ownership anyone may create a base of its own
+            await self.access.check(self.store, request.name, "write")
         try:
-            kb = await self.store.create_knowledge_base(request.name, request.description, chunking)
+            kb = await self.store.create_knowledge_base(
+                request.name, request.description, chunking, owner=current_user()
+            )
         except SchemaError as exc:
             raise rename_fields(exc, _CREATE_FIELDS) from None
         return _pb.CreateKnowledgeBaseResponse(knowledge_base=knowledge_base_to_pb(kb))
@@ -70,18 +73,16 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
     async def ListKnowledgeBases(
         self, request: _pb.ListKnowledgeBasesRequest, context: grpc.aio.ServicerContext
     ) -> _pb.ListKnowledgeBasesResponse:
-        kbs = await self.store.list_knowledge_bases()
+        kbs = self.access.readable(await self.store.list_knowledge_bases())
         return _pb.ListKnowledgeBasesResponse(
-            knowledge_bases=[
-                knowledge_base_to_pb(kb) for kb in kbs if self.access.allows(kb.name, "read")
-            ]
+            knowledge_bases=[knowledge_base_to_pb(kb) for kb in kbs]
         )
 
     @_rpc
     async def DeleteKnowledgeBase(
         self, request: _pb.DeleteKnowledgeBaseRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteKnowledgeBaseResponse:
-        self.access.check(request.name, "write")
+        await self.access.check(self.store, request.name, "write")
         await self.store.delete_knowledge_base(request.name)
         return _pb.DeleteKnowledgeBaseResponse()
 
@@ -112,10 +113,10 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
             raise SchemaError.single("mode", f"unknown search mode {request.mode}")
         names = list(request.knowledge_bases)
         for name in names:
-            self.access.check(name, "read")
+            await self.access.check(self.store, name, "read")
         if not names:
-            every = [kb.name for kb in await self.store.list_knowledge_bases()]
-            names = self.access.readable(every)
+            readable = self.access.readable(await self.store.list_knowledge_bases())
+            names = [kb.name for kb in readable]
             if not names:
                 return _pb.SearchResponse()
         hits = await self.store.search(
@@ -132,7 +133,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
     async def GetDocument(
         self, request: _pb.GetDocumentRequest, context: grpc.aio.ServicerContext
     ) -> _pb.GetDocumentResponse:
-        self.access.check(request.knowledge_base, "read")
+        await self.access.check(self.store, request.knowledge_base, "read")
         doc = await self.store.get_document(request.knowledge_base, request.document_id)
         return stored_document_to_pb(doc)
 
@@ -140,6 +141,6 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
     async def DeleteDocument(
         self, request: _pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteDocumentResponse:
-        self.access.check(request.knowledge_base, "write")
+        await self.access.check(self.store, request.knowledge_base, "write")
         await self.store.delete_document(request.knowledge_base, request.document_id)
         return _pb.DeleteDocumentResponse()

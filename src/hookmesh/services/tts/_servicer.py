@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any, TypeVar
@@ -17,6 +18,10 @@ from hookmesh.v1 import tts_pb2_grpc as _tts_grpc
 _T = TypeVar("_T")
 _DEFAULT_PAGE = 200
 _MAX_PAGE = 1000
+_PAGE_TOKEN = re.compile(r"[0-9]{1,9}")
+"""A next_page_token as ListVoices hands it out: an ASCII offset, short enough for `int`
+(``str.isdigit`` also takes digits such as "²" that `int` refuses, and no length limit lets
+a token pass Python's 4,300-digit conversion limit)."""
 FORMAT_FROM_PB: dict[int, str] = {
     _tts_pb2.AUDIO_FORMAT_UNSPECIFIED: "pcm",
     _tts_pb2.AUDIO_FORMAT_PCM: "pcm",
@@ -174,7 +179,7 @@ class TTSServicer(_tts_grpc.TTSServiceServicer):
         if not 0 < size <= _MAX_PAGE:
             raise SchemaError.single("page_size", f"use 0 (default {_DEFAULT_PAGE}) to {_MAX_PAGE}")
         token = request.page_token
-        if token and not token.isdigit():
+        if token and not _PAGE_TOKEN.fullmatch(token):
             raise SchemaError.single("page_token", "pass a next_page_token as returned")
         start = int(token or 0)
         catalog = await self.engine.list_voices(request.language)
