@@ -22,7 +22,8 @@ async def test_demo_shows_middlewares_grounding_and_recall() -> None:
     assert code == 0, err
     first, second = out.split("session 2 — you:")
     assert "→ get_weather" in first
-    assert "→ skill" in first and '← skill success: <skill name="winter-layers">' in first
+    assert "It is -3 °C, snow in Oslo. From the notes: Below freezing" in first
+    assert "Sources: [1] wardrobe/snow" in first
     assert "[audit_trail (sidecar)]" in first
     assert "[usage_meter (in-process)]" in first
     assert "[hint from rag]" in first and "(wardrobe/snow)" in first
@@ -32,6 +33,7 @@ async def test_demo_shows_middlewares_grounding_and_recall() -> None:
     assert "[hint from memory]" not in first
     [recalled] = [line for line in second.splitlines() if "[hint from memory]" in line]
     assert recalled.endswith("- The user is vegetarian.")
+    assert "You told me before: The user is vegetarian." in second
     assert out.count("end: completed") == 2
 
 

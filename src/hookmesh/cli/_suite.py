@@ -262,4 +262,6 @@ def demo(
     from hookmesh.cli._printer import EventPrinter
     from hookmesh.suite.demo import run_demo
 
-    raise typer.Exit(run(run_demo(Console(highlight=False), EventPrinter, serve=serve)))
+    raise typer.Exit(
+        run(run_demo(Console(highlight=False, soft_wrap=True), EventPrinter, serve=serve))
+    )
