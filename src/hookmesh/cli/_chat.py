@@ -139,15 +139,23 @@ def chat(
     try:
         code = run(talk())
     except KeyboardInterrupt:
-        hint = (
-            f"; the reply goes on: follow it with --attach {state['session']}, or continue "
-            f"with --session {state['session']}"
-            if state["session"]
-            else ""
-        )
+        hint = _interrupted_hint(state["session"], durability)
         print(f"interrupted{hint}", file=sys.stderr)
         code = EXIT_INTERRUPTED
     raise typer.Exit(code)
+
+
+def _interrupted_hint(session_id: str, durability: str) -> str:
+    """What Ctrl-C leaves behind: a durable reply goes on (follow it), an ``exit`` one was
+    interrupted with the call (continue the session)."""
+    if not session_id:
+        return ""
+    if durability == "exit":
+        return f"; continue with --session {session_id}"
+    return (
+        f"; the reply goes on: follow it with --attach {session_id}, or continue with "
+        f"--session {session_id}"
+    )
 
 
 async def _check_session(client: AgentClient, session_id: str, new: bool) -> None:
@@ -218,7 +226,7 @@ async def _turn(
             elif event.type == "reply_end":
                 end = event
         if paused:
-            end = await _review(client, state["session"], paused, printer.show) or end
+            end = await _review(client, state["session"], paused, printer.show, callee) or end
     except AgentClientError as exc:
         printer.flush()
         if recorder is not None:
@@ -235,11 +243,12 @@ async def _turn(
     return EXIT_OK
 
 
-async def _review(client: Any, session_id: str, calls: list[Any], show: Any) -> Any:
+async def _review(client: Any, session_id: str, calls: list[Any], show: Any, callee: Any) -> Any:
     """While the reply waits for confirmation, ask about each call (approve, edit its
     arguments, or reject with a reason) and resume; a refused edit is asked again. Prompts
     go to stderr (stdout may be JSON lines); at end of input the reply stays paused."""
     from hookmesh.agent import Confirmation
+    from hookmesh.cli._errors import failure_line
     from hookmesh.client import AgentClientError
 
     end = None
@@ -270,7 +279,8 @@ async def _review(client: Any, session_id: str, calls: list[Any], show: Any) -> 
         except AgentClientError as exc:
             if exc.reason != "INVALID_SCHEMA":
                 raise
-            print(f"refused: {exc}", file=sys.stderr)
+            line, _ = await failure_line(exc, callee)
+            print(f"refused: {line.removeprefix('error: ')}", file=sys.stderr)
             continue
         calls = paused
     return end
