@@ -466,11 +466,17 @@ class AgentClient:
         return _session(response.session)
 
     async def list_sessions(
-        self, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
+        self,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        token: str | None = None,
     ) -> tuple[list[SessionInfo], str]:
-        """One page of sessions (without context) and the next page's token."""
+        """One page of the caller's sessions (without context) and the next page's token
+        (`token` as in `reply`)."""
         request = _agent_pb2.ListSessionsRequest(page_size=page_size, page_token=page_token)
-        response = await self._unary(self._stub.ListSessions, request, timeout)
+        response = await self._unary(self._stub.ListSessions, request, timeout, token)
         return [_session(s) for s in response.sessions], response.next_page_token
 
     async def delete_session(self, session_id: str, *, timeout: float | None = None) -> None:
