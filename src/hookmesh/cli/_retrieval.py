@@ -212,7 +212,7 @@ def ingest(
     if missing:
         die(f"no such file or directory: {missing[0]}")
     files, skipped = find_files(paths)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     for path in skipped:
         err.print(f"skipped {path}: only {', '.join(sorted(TEXT_SUFFIXES))} files are read")
 
@@ -242,6 +242,7 @@ def ingest(
                 reports.append(await client.ingest(kb, docs))
                 written = sum(r.chunk_count for r in reports)
                 progress.update(task, advance=len(group), chunks=written)
+                progress.refresh()  # each document shows, however fast the next one comes
         failed = [e for r in reports for e in r.errors]
         for e in failed:
             err.print(f"[red]failed {e.document_id}: {e.message} [{e.reason}][/red]")
@@ -311,7 +312,7 @@ def search(
                     )
                 )
             return 0
-        console = Console(highlight=False)
+        console = Console(highlight=False, soft_wrap=True)
         if not hits:
             console.print("no hits")
         for hit in hits:
