@@ -76,6 +76,11 @@ sidecars:
     finally:
         code, err = await suite.stop()
     assert code == 0, err
+    assert err.splitlines()[0] == (
+        f"note: {config} has no `services:`, so only the agent and its sidecars run (no "
+        "retrieval, memory, TTS or gateways; add them as docs/config.md shows, or run "
+        "`hookmesh up` without --config)"
+    )
 
 
 async def test_bad_usage_is_reported_not_crashed() -> None:
