@@ -26,6 +26,7 @@ _WAYS_OUT = {
     "CREDENTIALS_REQUIRED": "pass a token with --token-env NAME",
     "INVALID_TOKEN": "pass a token the service accepts with --token-env NAME",
     "STORE_UNAVAILABLE": "the service's database is down; try again once it is back",
+    "INVALID_CONFIG": "fix the file and reload again (the running middlewares stay)",
 }
 """What to do next, by the error's stable reason."""
 _ARTICLE = {"agent": "an", "agent admin": "an"}
