@@ -4,7 +4,6 @@ a session that does not exist. The servers run in this process on loopback."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from hookmesh.services.agent import load_config, start_agent_service
 from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
 from tests.e2e.commands import run
+from tests.servers import nobody
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,11 +36,8 @@ async def servers(tmp_path: Path) -> AsyncIterator[Servers]:
     retrieval = await start_retrieval_service(
         load_retrieval_config(None, store=f"sqlite:///{tmp_path}/kb.db"), address="127.0.0.1:0"
     )
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        nobody = f"127.0.0.1:{sock.getsockname()[1]}"
     try:
-        yield Servers(f"127.0.0.1:{agent.port}", f"127.0.0.1:{retrieval.port}", nobody)
+        yield Servers(f"127.0.0.1:{agent.port}", f"127.0.0.1:{retrieval.port}", nobody())
     finally:
         await retrieval.stop(None)
         await agent.stop(None)

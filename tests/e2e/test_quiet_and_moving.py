@@ -16,6 +16,7 @@ import pytest
 
 from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
 from tests.e2e.commands import ROOT
+from tests.servers import serving
 from tests.terminal import on_terminal, plain
 
 pytestmark = pytest.mark.timeout(120)
@@ -77,13 +78,9 @@ async def test_log_lines_are_for_people_on_a_terminal_and_json_elsewhere(
 
 @pytest.fixture
 async def retrieval(tmp_path: Path) -> AsyncIterator[str]:
-    service = await start_retrieval_service(
-        load_retrieval_config(None, store=f"sqlite:///{tmp_path}/kb.db"), address="127.0.0.1:0"
-    )
-    try:
-        yield f"127.0.0.1:{service.port}"
-    finally:
-        await service.stop(None)
+    config = load_retrieval_config(None, store=f"sqlite:///{tmp_path}/kb.db")
+    async with serving(start_retrieval_service(config, address="127.0.0.1:0")) as address:
+        yield address
 
 
 async def test_ingest_moves_per_document_and_search_is_never_hard_wrapped(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +23,8 @@ from tests.cut_proxy import cut_proxy
 from tests.e2e.commands import ROOT
 from tests.e2e.commands import run as run_python
 from tests.node_process import NODE_DIR, node_binary, run_node
+from tests.servers import nobody as free_address
+from tests.servers import serving
 from tests.service_tools import GateState
 
 pytestmark = pytest.mark.timeout(90)
@@ -157,19 +158,14 @@ async def test_ctrl_c_interrupts_only_an_exit_reply(
 @pytest.fixture
 async def tts(tmp_path: Path) -> AsyncIterator[str]:
     """A TTS service: a live server that is not an agent service."""
-    service = await start_tts_service(load_tts_config(None), address="127.0.0.1:0")
-    try:
-        yield f"127.0.0.1:{service.port}"
-    finally:
-        await service.stop(None)
+    async with serving(start_tts_service(load_tts_config(None), address="127.0.0.1:0")) as at:
+        yield at
 
 
 async def test_both_chats_print_the_same_line_and_status_for_each_failure(
     agent: str, tts: str
 ) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        nobody = f"127.0.0.1:{sock.getsockname()[1]}"
+    nobody = free_address()
     async with AgentClient(agent, timeout=SHORT) as client:
         GateState.release.set()
         assert [e.type async for e in client.reply("go", session_id="taken")][-1] == "reply_end"
