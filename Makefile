@@ -10,6 +10,18 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 PROTOS := $(wildcard protos/hookmesh/v1/*.proto)
 GEN_DIR := src
 
+# A venv made for another checkout (this one copied with `cp -a`, or moved) imports that
+# checkout's src/ through its editable install. It is removed here, so the rules below build
+# one for this tree (asked without running any hookmesh code, PYTHON* variables ignored).
+VENV_SRC := $(shell [ -x $(BIN)/python ] && $(BIN)/python -I -c \
+	'import importlib.util as u; s = u.find_spec("hookmesh"); print(s.origin if s else "")' 2>/dev/null)
+ifneq ($(wildcard $(STAMP)),)
+ifneq ($(realpath $(VENV_SRC)),$(realpath src/hookmesh/__init__.py))
+$(info $(VENV) runs $(or $(VENV_SRC),no hookmesh), not this tree's: rebuilding it)
+$(shell rm -rf $(VENV))
+endif
+endif
+
 .PHONY: all demo test lint proto proto-check bench llm node espeak chromium docker image mutate clean
 # The images' base: made here from Debian's packages (no image registry needed); any Debian
 # bookworm with Python 3.11 works, e.g. `make image IMAGE_BASE=python:3.11-slim-bookworm`.

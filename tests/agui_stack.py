@@ -27,13 +27,20 @@ def _media(messages: Sequence[Message]) -> list[Any]:
     return [b for b in blocks if b.type in ("image", "audio", "video", "document")]
 
 
+MARKDOWN = (
+    "Here is **bold** text and a list:\n\n- one\n- two\n\n"
+    '<img src="x" onerror="window.pwned = 1"> <script>window.pwned = 2</script>'
+)
+"""The answer to "markdown": Markdown, and HTML a sanitiser must strip."""
+
+
 def script(
     messages: Sequence[Message], unused_tools: Sequence[dict[str, Any]], unused: ToolChoice
 ) -> ScriptedTurn:
     """The test agent: answers a tool result with its text, and otherwise reacts to keywords
     of the last user message (weather: a server tool; delete: a tool needing confirmation;
     where: the front-end tool; gate: a tool the test holds open;
-    fail: a model error; an attached image: describes it)."""
+    fail: a model error; markdown: `MARKDOWN`; an attached image: describes it)."""
     last = messages[-1]
     results = tool_results(last)
     if results:
@@ -58,6 +65,8 @@ def script(
         return ScriptedTurn(tool_calls=[("gate", {})])
     if "fail" in text:
         return ScriptedTurn(error="the model is out of order")
+    if "markdown" in text:
+        return ScriptedTurn(text=MARKDOWN)
     return ScriptedTurn(text=f"Hello! You said: {text_of(last)}")
 
 

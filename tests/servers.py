@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar
@@ -43,3 +44,23 @@ async def stopped_at_exit(
 def target(service: Served) -> str:
     """The service's address on loopback."""
     return f"127.0.0.1:{service.port}"
+
+
+@asynccontextmanager
+async def serving(started: Awaitable[Served]) -> AsyncIterator[str]:
+    """The loopback address of the service `started` starts; stopped (no grace) at the end.
+
+    A fixture yields what this yields: ``async with serving(start_x(...)) as address:``.
+    """
+    service = await started
+    try:
+        yield target(service)
+    finally:
+        await service.stop(None)
+
+
+def nobody() -> str:
+    """A loopback address nothing listens on (a port the OS handed out, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"

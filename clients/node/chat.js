@@ -8,15 +8,23 @@ import { parseArgs } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 
 import { AgentClient, AgentClientError } from './lib/agent-client.js';
+import { failureLine } from './lib/failure.js';
 import { eventArmType, withoutOneofNames } from './lib/proto.js';
 
 const USAGE = `usage: node chat.js [--target HOST:PORT] [--session ID] [--json] [options] MESSAGE...
+       node chat.js --attach SESSION [--json] [options]
 
 Sends MESSAGE (the words joined by spaces) as one user message to hookmesh.v1.AgentService
 and streams the reply: text as it arrives, "→ tool args" for tool calls, "← tool state: text"
-for their results, "[name] json" for custom events and "end: <finish reason>" last.
+for their results, "[name] json" for custom events and "end: <finish reason>" last. A stream
+that breaks (the connection, the replica, a proxy's reset) is re-attached by itself.
   --target HOST:PORT  the agent service (default 127.0.0.1:7000)
-  --session ID        continue this session (a new one when unset; its id is printed first)
+  --session ID        continue this session (an error when there is none; a new one when
+                      unset, its id printed first)
+  --new-session       start the session --session names (an error if it exists)
+  --attach SESSION    follow the session's running (or last) reply from its start instead
+                      of sending a message
+  --durability MODE   step, event or exit: when the reply is saved (the agent's by default)
   --json              print each event as one JSON line instead (bytes as base64)
   --timeout SECONDS   deadline of the whole reply (default 300)
   --token-env NAME    send "authorization: Bearer <token>", the token read from env var NAME
@@ -51,6 +59,9 @@ function options() {
       options: {
         target: { type: 'string', default: '127.0.0.1:7000' },
         session: { type: 'string', default: '' },
+        'new-session': { type: 'boolean', default: false },
+        attach: { type: 'string', default: '' },
+        durability: { type: 'string', default: '' },
         json: { type: 'boolean', default: false },
         timeout: { type: 'string', default: '300' },
         'token-env': { type: 'string' },
@@ -70,7 +81,15 @@ function options() {
     process.exit(EXIT_OK);
   }
   const text = positionals.join(' ');
-  if (!text.trim()) usageError('give the message to send');
+  const { attach } = values;
+  if (attach && positionals.length) usageError('--attach follows a reply: give no message with it');
+  if (attach && (values.session || values['new-session'])) {
+    usageError('--attach names the session: give no --session or --new-session with it');
+  }
+  if (!attach && !text.trim()) usageError('give the message to send');
+  if (!['', 'step', 'event', 'exit'].includes(values.durability)) {
+    usageError('--durability must be step, event or exit');
+  }
   if (!values.target) usageError('--target must not be empty');
   const timeout = Number(values.timeout);
   if (!Number.isFinite(timeout) || timeout <= 0) usageError('--timeout must be seconds > 0');
@@ -103,17 +122,21 @@ function options() {
     );
   }
   return {
+    attach,
     credentials,
     target: values.target,
     json: values.json,
+    newSession: values['new-session'],
     text,
     token,
+    timeoutS: timeout,
     timeoutMs: timeout * 1000,
     reply: {
       sessionId: values.session,
       maxIters,
       toolChoice: values['tool-choice'],
       model: values.model,
+      durability: values.durability,
     },
   };
 }
@@ -307,31 +330,60 @@ async function review(calls, lines) {
   return confirmations;
 }
 
-/** Prints a reply's events; its session, its reply_end and the calls it paused on. */
-async function show(events, printer) {
+/**
+ * Prints a reply's events; its reply_end and the calls it paused on. The session id of its
+ * reply_start goes into `where.session` as soon as it arrives (Ctrl-C names it).
+ */
+async function show(events, printer, where) {
   let end;
-  let session;
   let paused = [];
   for await (const event of events) {
     if (printer) printer.print(event);
     else process.stdout.write(`${jsonLine(event)}\n`);
     if (event.type === 'require_user_confirm') paused = event.tool_calls;
-    if (event.type === 'reply_start') session = event.session_id;
+    if (event.type === 'reply_start' && event.session_id) where.session = event.session_id;
     if (event.type === 'reply_end') end = event;
   }
-  return { end, paused, session };
+  return { end, paused };
 }
 
-/** The `error: ...` line(s) for a failure. */
-function describe(err) {
-  if (!(err instanceof AgentClientError)) return `error: ${err?.stack ?? err}`;
-  const what = [err.codeName ?? (err.source || 'reply'), err.reason].filter(Boolean).join(' ');
-  const lines = [`error: ${what}: ${err.details}`];
-  for (const v of err.violations) {
-    const line = `${v.field}: ${v.description}`;
-    if (!err.details.includes(line)) lines.push(`  ${line}`);
+/**
+ * What Ctrl-C leaves behind, as `hookmesh chat` says it: a durable reply goes on (follow
+ * it), an `exit` one was interrupted with the call (continue the session).
+ */
+function interruptedHint(sessionId, durability) {
+  if (!sessionId) return '';
+  if (durability === 'exit') return `; continue with --session ${sessionId}`;
+  return (
+    `; the reply goes on: follow it with --attach ${sessionId}, or continue with ` +
+    `--session ${sessionId}`
+  );
+}
+
+/** The `error: …` line of a reply that ended with an error, as `hookmesh chat` prints it. */
+function replyFailure(error) {
+  return `error: ${error?.reason ?? ''}: ${error?.message || 'the reply failed'}`;
+}
+
+/**
+ * Refuses a --session that does not exist (a typo would start a new conversation) unless
+ * --new-session asks for it, and one that does with --new-session.
+ */
+async function checkSession(client, sessionId, isNew, signal) {
+  try {
+    await client.getSession(sessionId, { signal });
+  } catch (err) {
+    if (isNew && err instanceof AgentClientError && err.code === grpc.status.NOT_FOUND) return;
+    throw err;
   }
-  return lines.join('\n');
+  if (isNew) {
+    throw new AgentClientError({
+      code: grpc.status.ALREADY_EXISTS,
+      codeName: 'ALREADY_EXISTS',
+      details: `session ${sessionId} already exists`,
+      reason: 'SESSION_EXISTS',
+    });
+  }
 }
 
 async function main() {
@@ -346,37 +398,52 @@ async function main() {
     token: opts.token,
     credentials: opts.credentials,
   });
+  const callee = {
+    address: opts.target,
+    service: 'agent',
+    timeoutS: opts.timeoutS,
+    credentials: opts.credentials,
+  };
   const abort = new AbortController();
   process.once('SIGINT', () => abort.abort());
   const printer = opts.json ? null : new HumanPrinter();
   let end;
+  const where = { session: opts.attach || opts.reply.sessionId };
   const lines = new Lines(process.stdin);
   try {
-    const events = client.reply(opts.text, { ...opts.reply, signal: abort.signal });
-    const first = await show(events, printer);
-    ({ end } = first);
-    let { paused } = first;
-    const sessionId = first.session || opts.reply.sessionId;
+    if (opts.reply.sessionId) {
+      await checkSession(client, opts.reply.sessionId, opts.newSession, abort.signal);
+    }
+    const events = opts.attach
+      ? client.watch(opts.attach, { signal: abort.signal })
+      : client.reply(opts.text, { ...opts.reply, signal: abort.signal });
+    let paused;
+    ({ end, paused } = await show(events, printer, where));
     while (paused.length) {
       const confirmations = await review(paused, lines);
       if (confirmations === null) break;
       try {
         ({ end, paused } = await show(
-          client.resume(sessionId, { confirmations, signal: abort.signal }),
+          client.resume(where.session, { confirmations, signal: abort.signal }),
           printer,
+          where,
         ));
       } catch (err) {
         if (!(err instanceof AgentClientError) || err.reason !== 'INVALID_SCHEMA') throw err;
-        process.stderr.write(`refused: ${describe(err)}\n`);
+        const { line } = await failureLine(err, callee);
+        process.stderr.write(`refused: ${line.replace(/^error: /, '')}\n`);
       }
     }
   } catch (err) {
     if (abort.signal.aborted) {
-      process.stderr.write('interrupted\n');
+      const hint = interruptedHint(where.session, opts.reply.durability);
+      process.stderr.write(`interrupted${hint}\n`);
       return EXIT_SIGINT;
     }
-    process.stderr.write(`${describe(err)}\n`);
-    return EXIT_ERROR;
+    if (!(err instanceof AgentClientError)) throw err;
+    const { line, code } = await failureLine(err, callee);
+    process.stderr.write(`${line}\n`);
+    return code;
   } finally {
     lines.close();
     client.close();
@@ -386,7 +453,7 @@ async function main() {
     return EXIT_ERROR;
   }
   if (end.finish_reason === 'FINISH_REASON_ERROR') {
-    process.stderr.write(`${describe(AgentClientError.fromReplyError(end.error))}\n`);
+    process.stderr.write(`${replyFailure(end.error)}\n`);
     return EXIT_ERROR;
   }
   return EXIT_OK;

@@ -77,17 +77,19 @@ def channel_credentials(tls: ClientTLS) -> tuple[grpc.ChannelCredentials, list[t
 def open_channel(
     target: str, tls: ClientTLS | None = None, options: Sequence[tuple[str, Any]] = ()
 ) -> grpc.aio.Channel:
-    """A grpc.aio channel to `target`, TLS when `tls` is given, carrying trace context."""
+    """A grpc.aio channel to `target`, TLS when `tls` is given, carrying trace context;
+    `options` go over the defaults (`CLIENT_KEEPALIVE`)."""
     interceptors = aio_client_interceptors()
+    # NOTE(security): gRPC takes the first of repeated options, so the caller's go first.
     if tls is None:
         return grpc.aio.insecure_channel(
-            target, options=[*CLIENT_KEEPALIVE, *options], interceptors=interceptors
+            target, options=[*options, *CLIENT_KEEPALIVE], interceptors=interceptors
         )
     creds, tls_options = channel_credentials(tls)
     return grpc.aio.secure_channel(
         target,
         creds,
-        options=[*CLIENT_KEEPALIVE, *options, *tls_options],
+        options=[*options, *tls_options, *CLIENT_KEEPALIVE],
         interceptors=interceptors,
     )
 

@@ -25,7 +25,9 @@ async def target(tmp_path: Path) -> AsyncIterator[str]:
 
 async def test_chat_edits_a_call_after_a_refused_edit(target: str) -> None:
     answers = 'e\n{"path": 1}\nx\ne\n{"path": "/tmp/y"}\n'
-    code, out, err = await run("chat", "--target", target, "--session", "s1", "go", stdin=answers)
+    code, out, err = await run(
+        "chat", "--target", target, "--session", "s1", "--new-session", "go", stdin=answers
+    )
     assert code == 0, err
     assert "paused: require user confirm: delete_file" in out
     assert "confirmations[0].arguments: invalid arguments for delete_file: path" in err
@@ -41,7 +43,9 @@ async def test_chat_edits_a_call_after_a_refused_edit(target: str) -> None:
 
 
 async def test_chat_leaves_the_reply_paused_at_end_of_input(target: str) -> None:
-    code, out, err = await run("chat", "--target", target, "--session", "s2", "go", stdin="")
+    code, out, err = await run(
+        "chat", "--target", target, "--session", "s2", "--new-session", "go", stdin=""
+    )
     assert code == 0, err
     assert "paused: require user confirm" in out
     async with AgentClient(target, timeout=10) as client:
@@ -50,7 +54,14 @@ async def test_chat_leaves_the_reply_paused_at_end_of_input(target: str) -> None
 
 async def test_chat_rejects_with_a_reason(target: str) -> None:
     code, out, err = await run(
-        "chat", "--target", target, "--session", "s3", "go", stdin="r\nnot that file\n"
+        "chat",
+        "--target",
+        target,
+        "--session",
+        "s3",
+        "--new-session",
+        "go",
+        stdin="r\nnot that file\n",
     )
     assert code == 0, err
     assert "← delete_file denied: The user denied this call: not that file" in out

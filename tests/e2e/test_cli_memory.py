@@ -63,7 +63,7 @@ async def test_add_search_list_delete(service: MemoryService) -> None:
     code, _, err = await run("memory", "delete", veg_id, "-u", "alice", *target)
     assert code == 1 and "[MEMORY_NOT_FOUND]" in err
     code, _, err = await run("memory", "search", " ", "-u", "", "--top-k", "99", *target)
-    assert code == 1 and "[INVALID_SCHEMA]" in err and "scope.user_id" in err
+    assert code == 2 and "[INVALID_SCHEMA]" in err and "scope.user_id" in err
     code, out, _ = await run("memory", "delete", "--all", "-u", "alice", *target)
     assert (code, out.strip()) == (0, "deleted 1 memories")
 

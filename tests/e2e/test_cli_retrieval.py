@@ -143,4 +143,4 @@ async def test_ingest_reports_failures_and_bad_usage(server: str, tmp_path: Path
 
 async def test_commands_without_a_service_fail_cleanly() -> None:
     code, _, err = await run("kb", "list", "--target", "127.0.0.1:1", "--timeout", "2")
-    assert code == 1 and err.startswith("error: UNAVAILABLE")
+    assert code == 1 and err.startswith("error: nothing listens on 127.0.0.1:1: ")

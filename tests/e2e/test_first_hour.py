@@ -1,6 +1,7 @@
-"""The README's first hour, run as written: `hookmesh up` with no config on the default ports,
-then every command of the README's second block against it, a second `up` refused in one
-line, and Ctrl-C leaving a clean log."""
+"""The README's first hour, run as written: `hookmesh up` with no config on the default ports
+(the demo model), then every command of the README's second block against it — a tool call,
+a cited search, a memory recall, a confirmation and speech among them — a second `up` refused
+in one line, and Ctrl-C leaving a clean log."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ async def test_the_readme_first_hour_as_written(tmp_path: Path) -> None:
     (tmp_path / "docs").symlink_to(ROOT / "docs")
     suite = await start_up(*up[2:], cwd=tmp_path)
     outputs: dict[str, str] = {}
+    """Each command's stdout, by its words after `hookmesh` (unquoted)."""
     try:
         assert suite.addresses == {
             "agent": "127.0.0.1:7000",
@@ -65,8 +67,7 @@ async def test_the_readme_first_hour_as_written(tmp_path: Path) -> None:
             assert command[0] == "hookmesh"
             code, out, err = await run(*command[1:], cwd=tmp_path)
             assert code == 0, f"{shlex.join(command)} exited {code}: {err}"
-            outputs[command[1] if command[1] not in ("kb", "memory", "sessions") else
-                    f"{command[1]} {command[2]}"] = out  # fmt: skip
+            outputs[" ".join(command[1:])] = out
 
         async with httpx.AsyncClient(timeout=DEADLINE) as http:
             card = (await http.get(suite.addresses["a2a"])).json()
@@ -85,15 +86,38 @@ async def test_the_readme_first_hour_as_written(tmp_path: Path) -> None:
 
     for name in ("agent", "sidecar audit", "retrieval", "tts", "memory", "agui", "a2a", "mcp"):
         assert re.search(rf"^{name} +\S+ +serving$", outputs["status"], flags=re.M), name
-    assert "end: completed" in outputs["chat"]
-    session = re.search(r"session (\w+)", outputs["chat"])
-    assert session is not None and session.group(1) in outputs["sessions list"]
-    with wave.open(str(tmp_path / "hello.wav")) as wav:
-        assert wav.getnframes() > wav.getframerate() // 2  # over half a second of speech
-    assert "created knowledge base handbook" in outputs["kb create"]
-    assert re.search(r"ingested [1-9]\d* documents into handbook", outputs["ingest"])
-    assert "[1] handbook/" in outputs["search"]
-    assert "green tea" in outputs["memory search"]
+    chats = {k.removeprefix("chat "): v for k, v in outputs.items() if k.startswith("chat ")}
+    assert all("end: completed" in out or "end: awaiting_confirmation" in out
+               for out in chats.values()), chats  # fmt: skip
+    assert "I am hookmesh's demo model" in chats["Hello, what can you do?"]
+    weather = chats["What's the weather in Oslo?"]
+    assert "→ get_weather" in weather and "← get_weather success: -3 °C, snow" in weather
+    assert "It is -3 °C, snow in Oslo." in weather
+    cited = chats["How does a sidecar authenticate?"]
+    assert "→ search_knowledge" in cited
+    assert re.search(r"\[1\]\n\nSources: \[1\] handbook/docs/\S+\.md", cited), cited
+    recalled = chats["What do I like to drink?"]
+    assert (
+        "[hint from memory]" in recalled and "You told me: The user prefers green tea." in recalled
+    )
+    confirm = chats["Delete the file notes.txt"]
+    assert "paused: require user confirm: delete_file" in confirm
+    assert "end: awaiting_confirmation" in confirm
+    spoken = chats["Say hello out loud --speak hi.wav"]
+    assert "Hello." in spoken and "[data audio/pcm;rate=22050;channels=1 speech]" in spoken
+    sessions = outputs["sessions list"]
+    for out in chats.values():
+        session = re.search(r"session (\w+)", out)
+        assert session is not None and session.group(1) in sessions
+    for name in ("hello.wav", "hi.wav"):
+        with wave.open(str(tmp_path / name)) as wav:
+            assert wav.getnframes() > wav.getframerate() // 4  # speech, not silence
+    assert "created knowledge base handbook" in outputs["kb create handbook"]
+    assert re.search(
+        r"ingested [1-9]\d* documents into handbook", outputs["ingest docs --kb handbook"]
+    )
+    assert "[1] handbook/" in outputs["search how does a sidecar authenticate"]
+    assert "green tea" in outputs["memory search what does the user drink --user me"]
     # The gateways front the same suite: the agent's card, the handbook through MCP.
     assert card["name"] == "assistant" and card["skills"]
     assert not found.is_error and "handbook/" in found.content[0].text  # type: ignore[union-attr]

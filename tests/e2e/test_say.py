@@ -101,11 +101,11 @@ async def test_say_through_the_tts_service(tmp_path: Path, tts_server: str) -> N
 async def test_say_reports_bad_input_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "none.wav"
     code, _, err = await run("say", "   ", "-o", str(out), "--local")
-    assert code == 1 and "[EMPTY_TEXT]" in err
+    assert (code, err) == (2, "error: give the text to say\n")
     code, _, err = await run("say", "hi", "-o", str(out), "--voice", "no-such-voice", "--local")
-    assert code == 1 and "[INVALID_OPTIONS]" in err and "config.voice" in err
+    assert code == 2 and "[INVALID_OPTIONS]" in err and "config.voice" in err
     code, _, err = await run("say", "hi", "-o", str(out), "--target", "127.0.0.1:1")
-    assert code == 1 and "UNAVAILABLE" in err
+    assert code == 1 and "or use --local" in err
     code, _, err = await run("say", "hi", "-o", str(out), "--target", "nonsense")
     assert code == 2 and "is not host:port" in err
     assert files_in(tmp_path) == []

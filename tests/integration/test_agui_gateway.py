@@ -173,6 +173,31 @@ async def test_approving_a_confirmation_runs_the_tool(http: httpx.AsyncClient) -
     assert_valid_agui(events, max_warnings=0)
 
 
+async def test_approving_with_edited_arguments_runs_the_edited_call(
+    http: httpx.AsyncClient,
+) -> None:
+    history, interrupt = await _interrupted(http, "t-edit")
+    edited = {"approved": True, "arguments": {"path": "other.txt"}}
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": edited}]
+    _, events = await post_run(http, run_input("t-edit", "r2", history, resume=resume))
+    [result] = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert result["content"] == "deleted other.txt"
+
+
+async def test_an_edit_the_tool_refuses_is_400_and_the_thread_stays_paused(
+    http: httpx.AsyncClient, stack: Stack
+) -> None:
+    history, interrupt = await _interrupted(http, "t-bad-edit")
+    bad = {"approved": True, "arguments": {"path": 3}}
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": bad}]
+    response, _ = await post_run(http, run_input("t-bad-edit", "r2", history, resume=resume))
+    error = response.json()["error"]
+    assert (response.status_code, error["reason"]) == (400, "INVALID_SCHEMA")
+    assert [v["field"] for v in error["violations"]] == ["confirmations[0].arguments"]
+    session = await stack.gateway.client.get_session("t-bad-edit")
+    assert session.status == "awaiting_confirmation"
+
+
 @pytest.mark.parametrize(
     ("entry", "said"),
     [
@@ -385,15 +410,24 @@ async def test_the_bearer_token_is_passed_to_the_agent(stack: Stack) -> None:
     assert right.status_code == 200 and text(events) == "Hello! You said: hi"
 
 
-async def test_an_unreachable_agent_is_503(tmp_path: Path) -> None:
+async def test_an_unreachable_agent_is_503_in_words_a_page_can_show(tmp_path: Path) -> None:
     config = load_agui_config(None, agent="127.0.0.1:9", run_timeout=5)
     gateway = await start_agui_gateway(config, address="127.0.0.1:0")
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}") as http:
             response, _ = await post_run(http, run_input("t", "r", [user("u", "hi")]))
+            listing = await http.get("/agui/threads")
     finally:
         await gateway.stop(0.5)
-    assert response.status_code == 503
+    down = {
+        "error": {
+            "code": 503,
+            "reason": "AGENT_UNAVAILABLE",
+            "message": "the agent service at 127.0.0.1:9 does not answer: is it up?",
+        }
+    }
+    assert (response.status_code, response.json()) == (503, down)
+    assert (listing.status_code, listing.json()) == (503, down)
 
 
 # --- the stream's life ---------------------------------------------------------------------

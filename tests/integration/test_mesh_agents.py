@@ -1,7 +1,7 @@
 """Two agent service processes on one PostgreSQL behind a real Envoy (deploy/envoy/): replies
 spread over both, tokens pass through, and a replica killed under load fails only its own
 replies, fast, while the survivor takes every new reply and the broken sessions; both
-clients (Python and Node) report such a reset alike."""
+clients (Python and Node) re-attach after such a reset by themselves."""
 
 from __future__ import annotations
 
@@ -17,15 +17,16 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from hookmesh.cli._printer import event_json
 from hookmesh.client import AgentClient, AgentClientError
 from hookmesh.schema import AgentEvent, text_of
-from hookmesh.testing import EnvoyProxy, ServerProcess
+from hookmesh.testing import EnvoyProxy, ServerProcess, hookmesh_process
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.envoy import CONFIG as ENVOY_CONFIG
 from tests.mesh_app import PARK, Gate
 from tests.node_process import NODE_DIR, node_binary
 from tests.session_backends import postgres_schema
-from tests.sidecar_process import agent_process
+from tests.sidecar_process import ROOT, agent_process
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 
@@ -199,11 +200,13 @@ async def _continue(client: AgentClient, session_id: str) -> str:
             await asyncio.sleep(0.1)
 
 
-async def test_the_node_client_reports_a_reset_stream_as_the_python_one_does(
+async def test_the_node_client_reattaches_through_envoy_to_a_restarted_replica(
     tmp_path: Path,
 ) -> None:
-    """chat.js through Envoy, its replica killed after the reply began: Envoy resets the
-    stream, and the Node client says UNAVAILABLE STREAM_RESET (grpc-js says INTERNAL)."""
+    """chat.js through Envoy, its replica SIGKILLed after the reply began (Envoy resets the
+    stream: grpc-js says INTERNAL, the client reads STREAM_RESET, as the Python one does),
+    then started again on the same store and address: the replica continues its orphaned
+    reply, and chat.js re-attaches by itself and prints the whole reply, each event once."""
     async with AsyncExitStack() as stack:
         gate = await stack.enter_async_context(Gate(tmp_path / "gate.sock"))
         config = tmp_path / "agent.yaml"
@@ -226,7 +229,7 @@ async def test_the_node_client_reports_a_reset_stream_as_the_python_one_does(
             EnvoyProxy({"agent": [replica.address]}, ENVOY_CONFIG)
         )
         chat = await asyncio.create_subprocess_exec(
-            node_binary(), str(NODE_DIR / "chat.js"), "--json",
+            node_binary(), str(NODE_DIR / "chat.js"), "--json", "--timeout", str(SHORT_TIMEOUT),
             "--target", envoy.address("agent"), PARK,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
@@ -237,10 +240,20 @@ async def test_the_node_client_reports_a_reset_stream_as_the_python_one_does(
             await gate.wait_for(1, SHORT_TIMEOUT)
         assert first["type"] == "reply_start"
         await replica.kill()
+        await stack.enter_async_context(
+            hookmesh_process(
+                "serve", "agent", "--config", str(config), "--listen", replica.address,
+                "--app-dir", str(ROOT), ready="agent service listening on ",
+            )
+        )  # fmt: skip
         async with asyncio.timeout(SHORT_TIMEOUT):
-            _, err = await chat.communicate()
-    assert chat.returncode == 1
-    assert err.decode().startswith("error: UNAVAILABLE STREAM_RESET: "), err.decode()
+            out, err = await chat.communicate()
+        assert (chat.returncode, err.decode()) == (0, "")
+        lines = [first, *(json.loads(line) for line in out.splitlines())]
+        async with AgentClient(envoy.address("agent"), timeout=SHORT_TIMEOUT) as client:
+            whole = [event_json(e) async for e in client.watch(first["session_id"])]
+    assert lines == whole
+    assert whole[-1]["finish_reason"] == "FINISH_REASON_COMPLETED"
 
 
 async def _reap(process: asyncio.subprocess.Process) -> None:

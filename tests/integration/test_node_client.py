@@ -120,13 +120,14 @@ async def test_chat_continues_a_session(target: str) -> None:
     assert events[0]["session_id"] == events[-1]["session_id"] == session_id
 
 
-async def test_chat_bad_request_exits_1_with_code_and_reason(target: str) -> None:
+async def test_chat_a_value_the_service_refuses_exits_2_with_its_reason(target: str) -> None:
     run = await _chat(target, "--session", "bad id!", "hello")
 
-    assert run.code == 1
+    assert run.code == 2
     assert run.stdout == ""
-    first = run.stderr.splitlines()[0]
-    assert first.startswith("error: INVALID_ARGUMENT INVALID_SCHEMA: session_id: ")
+    assert run.stderr == (
+        "error: session_id: use 1-128 characters of A-Z a-z 0-9 . _ : - [INVALID_SCHEMA]\n"
+    )
 
 
 async def test_chat_unreachable_target_exits_1() -> None:
@@ -137,7 +138,10 @@ async def test_chat_unreachable_target_exits_1() -> None:
     run = await _chat(f"127.0.0.1:{port}", "hello")
 
     assert run.code == 1
-    assert run.stderr.startswith("error: UNAVAILABLE: ")
+    assert run.stderr == (
+        f"error: nothing listens on 127.0.0.1:{port}: start it with 'hookmesh up' or pass "
+        "--target\n"
+    )
 
 
 @pytest.mark.parametrize(

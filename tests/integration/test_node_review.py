@@ -90,13 +90,14 @@ async def test_chat_js_asks_and_edits(target: str) -> None:
         "15",
         "--session",
         "n2",
+        "--new-session",
         "go",
         stdin=answers,
     )
     code, out, err = run.code, run.stdout, run.stderr
     assert code == 0, err
     assert "? confirm delete_file" in out
-    assert "refused: error: INVALID_ARGUMENT INVALID_SCHEMA" in err
+    assert "refused: confirmations[0].arguments: " in err and "[INVALID_SCHEMA]" in err
     assert "type a, e or r" in err
     assert "← delete_file success: deleted /tmp/z" in out
     assert out.splitlines()[-1] == "end: completed"

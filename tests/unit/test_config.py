@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from hookmesh.models import OpenAIModelConfig, ScriptedModelConfig
+from hookmesh.models import DemoModelConfig, OpenAIModelConfig, ScriptedModelConfig
 from hookmesh.services.agent import _config as cfg
 from hookmesh.services.agent import load_config
 
@@ -146,7 +146,7 @@ def test_openai_base_url_picks_the_model_of_up_and_the_demo(
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     for config in (default_suite_config(tmp_path), demo_config(str(tmp_path))):
-        assert isinstance(config.models[config.agent.model], ScriptedModelConfig)
+        assert isinstance(config.models[config.agent.model], DemoModelConfig)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
     monkeypatch.setenv("OPENAI_MODEL", "smollm2")
     for config in (default_suite_config(tmp_path), demo_config(str(tmp_path))):

@@ -2,6 +2,7 @@
 import * as grpc from '@grpc/grpc-js';
 
 import { loadHookmesh } from './proto.js';
+import { BACKOFF_MS, pause, Reattach } from './reattach.js';
 import { statusDetails } from './rpc-status.js';
 import { fromValue } from './struct.js';
 
@@ -160,6 +161,22 @@ function toMessages(input) {
   throw new TypeError('messagesOrText must be a string, a Message object or an array of them');
 }
 
+/** `step`, `event` or `exit` as the Durability enum name; '' for the service's default. */
+const DURABILITY = {
+  '': 'DURABILITY_UNSPECIFIED',
+  step: 'DURABILITY_STEP',
+  event: 'DURABILITY_EVENT',
+  exit: 'DURABILITY_EXIT',
+};
+
+function durabilityName(durability) {
+  const name = DURABILITY[durability ?? ''];
+  if (name === undefined) {
+    throw new TypeError(`durability must be step, event, exit or '', not ${durability}`);
+  }
+  return name;
+}
+
 function checkTimeout(timeoutMs) {
   if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
     throw new TypeError(`timeoutMs must be a finite number of milliseconds > 0, not ${timeoutMs}`);
@@ -264,9 +281,42 @@ export class AgentClient {
     });
   }
 
-  async *#stream(method, request, { timeoutMs, signal } = {}) {
+  /**
+   * A reply's events from `method` (Reply, Resume or WatchReply), re-attached with
+   * WatchReply after a failure `Reattach.canRetry` allows, with a backoff, until the
+   * deadline; an event whose number was delivered is dropped.
+   */
+  async *#followed(method, request, sessionId, { timeoutMs, signal } = {}) {
+    const deadline = Date.now() + checkTimeout(timeoutMs ?? this.#timeoutMs);
+    const where = new Reattach(sessionId);
+    let attempt = 0;
+    for (;;) {
+      try {
+        for await (const response of this.#responses(method, request, deadline, signal)) {
+          const event = where.take(response, normaliseEvent);
+          if (event !== null) {
+            attempt = 0;
+            yield event;
+          }
+        }
+        return;
+      } catch (err) {
+        const error = wrapError(err, signal);
+        const left = deadline - Date.now();
+        if (!where.canRetry(error) || left <= 0 || signal?.aborted) throw error;
+        await pause(Math.min(BACKOFF_MS[Math.min(attempt, BACKOFF_MS.length - 1)], left), signal);
+        if (signal?.aborted) throw AgentClientError.aborted(signal);
+        attempt += 1;
+        method = 'WatchReply';
+        request = where.request();
+      }
+    }
+  }
+
+  /** The raw responses of one server-streaming call, cancelled when the reader stops. */
+  async *#responses(method, request, deadline, signal) {
     if (signal?.aborted) throw AgentClientError.aborted(signal);
-    const call = this.#stub[method](request, this.#metadata(), this.#callOptions(timeoutMs));
+    const call = this.#stub[method](request, this.#metadata(), { deadline });
     // NOTE(node): grpc-js reports a non-OK status as an 'error' event, also after the
     // reader has gone (we cancel in `finally`); with no listener left that event would be
     // an uncaught exception. The iterator below still sees every error.
@@ -278,13 +328,13 @@ export class AgentClient {
         // NOTE(node): events already buffered are still delivered after cancel(); an
         // aborted stream must stop at once, so check before each one.
         if (signal?.aborted) throw AgentClientError.aborted(signal);
-        yield normaliseEvent(response.event);
+        yield response;
       }
     } catch (err) {
       throw wrapError(err, signal);
     } finally {
       signal?.removeEventListener('abort', onAbort);
-      // Ending early (break, abort, an error) cancels the call, which interrupts the reply.
+      // Ending early (break, abort, an error) cancels the call; a durable reply goes on.
       call.cancel();
     }
   }
@@ -301,24 +351,62 @@ export class AgentClient {
    * @param {number} [options.maxIters] Most reasoning steps; 0 for the agent's setting.
    * @param {string} [options.toolChoice] `auto`, `none`, `required` or a tool name.
    * @param {string} [options.model] A configured model name, if the server allows it.
-   * @param {number} [options.timeoutMs] Deadline of the whole stream, milliseconds.
-   * @param {AbortSignal} [options.signal] Aborting cancels the call (the reply is
-   *   interrupted) and the iteration throws CANCELLED.
-   * @returns {AsyncGenerator<object>} The events, reply_start first and reply_end last.
-   *   Breaking out of the loop cancels the call too.
+   * @param {string} [options.durability] `step`, `event` or `exit` (docs/durability.md);
+   *   the service's default when empty.
+   * @param {number} [options.timeoutMs] Deadline of the whole stream (re-attaching
+   *   included), milliseconds.
+   * @param {AbortSignal} [options.signal] Aborting cancels the call and the iteration
+   *   throws CANCELLED; the reply goes on on the server unless its durability is `exit`
+   *   (call `interrupt` to stop it).
+   * @returns {AsyncGenerator<object>} The events, reply_start first and reply_end last,
+   *   each once: a stream that breaks (the connection, the replica running it, a proxy's
+   *   reset) is re-attached by itself with WatchReply until the deadline. Breaking out of
+   *   the loop cancels the call too.
    * @throws {AgentClientError} From the iteration: the call failed (INVALID_ARGUMENT with
    *   `violations`, FAILED_PRECONDITION `SESSION_BUSY`/`REPLY_PAUSED`, ...).
    */
   reply(
     messagesOrText,
-    { sessionId = '', maxIters = 0, toolChoice = '', model = '', timeoutMs, signal } = {},
+    {
+      sessionId = '',
+      maxIters = 0,
+      toolChoice = '',
+      model = '',
+      durability = '',
+      timeoutMs,
+      signal,
+    } = {},
   ) {
     const request = {
       session_id: sessionId,
       messages: toMessages(messagesOrText),
-      options: { max_iters: maxIters, tool_choice: toolChoice, model },
+      options: {
+        max_iters: maxIters,
+        tool_choice: toolChoice,
+        model,
+        durability: durabilityName(durability),
+      },
     };
-    return this.#stream('Reply', request, { timeoutMs, signal });
+    return this.#followed('Reply', request, sessionId, { timeoutMs, signal });
+  }
+
+  /**
+   * Follows a reply that is running (or ended within the journal's retention), on
+   * whichever replica runs it: its saved events after `afterSeq`, then the live ones, until
+   * reply_end; re-attached as `reply` is.
+   *
+   * @param {string} sessionId The session.
+   * @param {object} [options] Options.
+   * @param {string} [options.replyId] The reply; the session's latest when empty.
+   * @param {number} [options.afterSeq] The last sequence number already seen (0: all).
+   * @param {number} [options.timeoutMs] Deadline of the whole stream, milliseconds.
+   * @param {AbortSignal} [options.signal] Aborting cancels the call.
+   * @returns {AsyncGenerator<object>} The events.
+   * @throws {AgentClientError} From the iteration: NOT_FOUND `REPLY_NOT_FOUND`, ...
+   */
+  watch(sessionId, { replyId = '', afterSeq = 0, timeoutMs, signal } = {}) {
+    const request = { session_id: sessionId, reply_id: replyId, after_seq: String(afterSeq) };
+    return this.#followed('WatchReply', request, sessionId, { timeoutMs, signal });
   }
 
   /**
@@ -369,7 +457,7 @@ export class AgentClient {
       confirmations: confirmations.map(toConfirmation),
       external_results: externalResults.map(toExternalResult),
     };
-    return this.#stream('Resume', request, { timeoutMs, signal });
+    return this.#followed('Resume', request, sessionId, { timeoutMs, signal });
   }
 
   /**

@@ -9,12 +9,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
-
-if TYPE_CHECKING:
-    from hookmesh.client import AgentClientError
 
 # NOTE(hookmesh): the suite forks processes (sidecars, espeak-ng) from a process that runs
 # gRPC; its fork handlers can abort the child, and nothing here relies on them.
@@ -135,10 +132,11 @@ def client_tls(ca: Path | None) -> Any:
     return ClientTLS(ca, cert, key)
 
 
-def client_error(exc: AgentClientError) -> str:
-    """One line for a failed call: code, message and reason, then each field violation."""
-    fields = "".join(f"\n  {v.field}: {v.description}" for v in exc.violations)
-    return f"error: {exc}{fields}"
+def check_timeout(timeout: float) -> float:
+    """`timeout` when it is a number of seconds above 0; a one-line usage error if not."""
+    if not timeout > 0:
+        die(f"--timeout must be seconds above 0, not {timeout:g}")
+    return timeout
 
 
 def call_service(
@@ -146,12 +144,23 @@ def call_service(
     address: str,
     deadline: float | None,
     work: Callable[[Any], Awaitable[int]],
+    *,
+    service: str,
+    tls: Any = None,
+    timeout: float | None = None,
 ) -> NoReturn:
     """Run `work(client)` and exit with its code; a failure the service reports, or its
-    silence past `deadline`, prints one line and exits 1 (never a traceback).
+    silence past `deadline`, prints one line with a way out (`hookmesh.cli._errors`) and
+    exits 1, or 2 for a value the service refused (never a traceback).
 
     A `deadline` of None leaves each call to its own timeout, for work of many calls.
+
+    Args:
+        service: What `address` should be (``agent``, ``retrieval``…), for the words.
+        tls: The client's TLS settings, to ask a wrong server what it is.
+        timeout: Each call's deadline, named when one passes (`deadline` when None).
     """
+    from hookmesh.cli._errors import Callee, failure_line
     from hookmesh.client import AgentClientError
 
     async def call() -> int:
@@ -159,7 +168,11 @@ def call_service(
             async with asyncio.timeout(deadline), open_client() as client:
                 return await work(client)
         except AgentClientError as exc:
-            print(client_error(exc), file=sys.stderr)
+            line, code = await failure_line(
+                exc, Callee(address, service, timeout or deadline, tls=tls)
+            )
+            print(line, file=sys.stderr)
+            return code
         except TimeoutError:
             if deadline is None:  # not the deadline's: a bug, so keep its traceback
                 raise
@@ -179,10 +192,18 @@ def call_with(
 ) -> NoReturn:
     """`call_service` on a `client_class` client built from a client command's shared flags
     (--target, --timeout, --token-env, --tls-ca), so each command is only its `work`."""
+    from hookmesh.cli._errors import service_of
+
     address = host_port(target, "--target")
+    check_timeout(timeout)
     token, tls = token_from_env(token_env), client_tls(tls_ca)
     call_service(
-        lambda: client_class(address, timeout=timeout, token=token, tls=tls), address, timeout, work
+        lambda: client_class(address, timeout=timeout, token=token, tls=tls),
+        address,
+        timeout,
+        work,
+        service=service_of(client_class),
+        tls=tls,
     )
 
 

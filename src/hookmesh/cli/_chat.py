@@ -12,6 +12,7 @@ from hookmesh.cli._app import (
     TlsCaOption,
     TokenEnvOption,
     app,
+    check_timeout,
     client_tls,
     die,
     host_port,
@@ -34,7 +35,19 @@ def chat(
         str | None, typer.Argument(help="One message; omit for an interactive chat.")
     ] = None,
     target: Annotated[str, typer.Option(help="Agent service address.")] = "127.0.0.1:7000",
-    session: Annotated[str, typer.Option(help="Session id; a new session when empty.")] = "",
+    session: Annotated[
+        str,
+        typer.Option(
+            help="Continue this session (an error when there is none: see --new-session); a "
+            "new session when empty."
+        ),
+    ] = "",
+    new_session: Annotated[
+        bool,
+        typer.Option(
+            "--new-session", help="Start the session --session names (an error if it exists)."
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print each event as one JSON line (docs/chat.md).")
     ] = False,
@@ -77,8 +90,9 @@ def chat(
     Exit status: 0 when the reply ends (completed, paused, interrupted or out of steps), 1
     when the call or the reply fails, 2 on bad usage, 130 on Ctrl-C.
     """
+    from hookmesh.cli._errors import Callee
     from hookmesh.cli._printer import EventPrinter
-    from hookmesh.client import AgentClient
+    from hookmesh.client import AgentClient, AgentClientError
 
     if message is not None and not message.strip():
         die("give the message to send (or omit it for an interactive chat)")
@@ -90,6 +104,9 @@ def chat(
         die("--durability must be step, event or exit")
     if attach and message is not None:
         die("--attach follows a reply: give no message with it")
+    if attach and (session or new_session):
+        die("--attach names the session: give no --session or --new-session with it")
+    check_timeout(timeout)
     address = host_port(target, "--target")
     token = token_from_env(token_env)
     tls = client_tls(tls_ca)
@@ -101,30 +118,78 @@ def chat(
     }
     printer = EventPrinter(as_json=as_json)
     state = {"session": attach or session}
+    callee = Callee(address, "agent", timeout, tls=tls)
 
     async def talk() -> int:
         async with AgentClient(address, timeout=timeout, token=token, tls=tls) as client:
+            try:
+                if session:
+                    await _check_session(client, session, new_session)
+            except AgentClientError as exc:
+                return await _fail(exc, callee)
             if attach:
-                return await _turn(client, printer, None, state, options, speak)
+                return await _turn(client, printer, None, state, options, speak, callee)
             if message is not None:
-                return await _turn(client, printer, message, state, options, speak)
+                return await _turn(client, printer, message, state, options, speak, callee)
             status = EXIT_OK
             while (text := _prompt()) is not None:
-                status = await _turn(client, printer, text, state, options, speak)
+                status = await _turn(client, printer, text, state, options, speak, callee)
             return status
 
     try:
         code = run(talk())
     except KeyboardInterrupt:
-        hint = (
-            f"; the reply goes on: follow it with --attach {state['session']}, or continue "
-            f"with --session {state['session']}"
-            if state["session"]
-            else ""
-        )
+        hint = _interrupted_hint(state["session"], durability)
         print(f"interrupted{hint}", file=sys.stderr)
         code = EXIT_INTERRUPTED
     raise typer.Exit(code)
+
+
+def _interrupted_hint(session_id: str, durability: str) -> str:
+    """What Ctrl-C leaves behind: a durable reply goes on (follow it), an ``exit`` one was
+    interrupted with the call (continue the session)."""
+    if not session_id:
+        return ""
+    if durability == "exit":
+        return f"; continue with --session {session_id}"
+    return (
+        f"; the reply goes on: follow it with --attach {session_id}, or continue with "
+        f"--session {session_id}"
+    )
+
+
+async def _check_session(client: AgentClient, session_id: str, new: bool) -> None:
+    """Refuse a --session that does not exist (a typo would start a new conversation) unless
+    --new-session asks for it, and one that does with --new-session.
+
+    Raises:
+        AgentClientError: NOT_FOUND ``SESSION_NOT_FOUND``; ALREADY_EXISTS ``SESSION_EXISTS``.
+    """
+    import grpc
+
+    from hookmesh.client import AgentClientError
+
+    try:
+        await client.get_session(session_id)
+    except AgentClientError as exc:
+        if new and exc.code == grpc.StatusCode.NOT_FOUND:
+            return
+        raise
+    if new:
+        raise AgentClientError(
+            grpc.StatusCode.ALREADY_EXISTS,
+            f"session {session_id} already exists",
+            "SESSION_EXISTS",
+        )
+
+
+async def _fail(exc: Any, callee: Any) -> int:
+    """Print the one line for a failed call; its exit status."""
+    from hookmesh.cli._errors import failure_line
+
+    line, code = await failure_line(exc, callee)
+    print(line, file=sys.stderr)
+    return code
 
 
 async def _turn(
@@ -134,6 +199,7 @@ async def _turn(
     state: dict[str, str],
     options: dict[str, Any],
     speak: Path | None,
+    callee: Any,
 ) -> int:
     """One message and its reply (or, with no text, the session's latest reply followed);
     the status chat.js would exit with."""
@@ -160,13 +226,12 @@ async def _turn(
             elif event.type == "reply_end":
                 end = event
         if paused:
-            end = await _review(client, state["session"], paused, printer.show) or end
+            end = await _review(client, state["session"], paused, printer.show, callee) or end
     except AgentClientError as exc:
         printer.flush()
-        print(f"error: {exc}", file=sys.stderr)
         if recorder is not None:
             recorder.writer.discard()
-        return EXIT_ERROR
+        return await _fail(exc, callee)
     if recorder is not None:
         _save_speech(recorder)
     if end is None:
@@ -178,11 +243,12 @@ async def _turn(
     return EXIT_OK
 
 
-async def _review(client: Any, session_id: str, calls: list[Any], show: Any) -> Any:
+async def _review(client: Any, session_id: str, calls: list[Any], show: Any, callee: Any) -> Any:
     """While the reply waits for confirmation, ask about each call (approve, edit its
     arguments, or reject with a reason) and resume; a refused edit is asked again. Prompts
     go to stderr (stdout may be JSON lines); at end of input the reply stays paused."""
     from hookmesh.agent import Confirmation
+    from hookmesh.cli._errors import failure_line
     from hookmesh.client import AgentClientError
 
     end = None
@@ -213,7 +279,8 @@ async def _review(client: Any, session_id: str, calls: list[Any], show: Any) -> 
         except AgentClientError as exc:
             if exc.reason != "INVALID_SCHEMA":
                 raise
-            print(f"refused: {exc}", file=sys.stderr)
+            line, _ = await failure_line(exc, callee)
+            print(f"refused: {line.removeprefix('error: ')}", file=sys.stderr)
             continue
         calls = paused
     return end

@@ -15,6 +15,7 @@ from hookmesh.cli._app import (
     TokenEnvOption,
     app,
     call_service,
+    check_timeout,
     client_tls,
     die,
     token_from_env,
@@ -46,11 +47,12 @@ def _call(
     command: an ingest makes one call per batch."""
     from hookmesh.client import RetrievalClient
 
+    check_timeout(timeout)
     token, tls = token_from_env(token_env), client_tls(tls_ca)
     open_client = partial(
         RetrievalClient, target, timeout=timeout, ingest_timeout=timeout, token=token, tls=tls
     )
-    call_service(open_client, target, None, work)
+    call_service(open_client, target, None, work, service="retrieval", tls=tls, timeout=timeout)
 
 
 # -- knowledge bases -------------------------------------------------------------------------
@@ -185,8 +187,12 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Text or markdown files, or directories.")],
     kb: Annotated[str, typer.Option("--kb", help="The knowledge base to ingest into.")],
     batch: Annotated[
-        int, typer.Option(help="Documents per Ingest call (each acknowledged durably).")
-    ] = 64,
+        int,
+        typer.Option(
+            help="Documents per Ingest call, each acknowledged durably (1: the bar moves per "
+            "document; more is faster for many small files)."
+        ),
+    ] = 1,
     target: Target = DEFAULT_TARGET,
     timeout: Annotated[float, typer.Option(help="Seconds each Ingest call may take.")] = 600.0,
     token_env: TokenEnvOption = None,
@@ -198,7 +204,7 @@ def ingest(
     types are skipped with a note.
     """
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if batch < 1:
         die("--batch must be at least 1")
@@ -206,21 +212,25 @@ def ingest(
     if missing:
         die(f"no such file or directory: {missing[0]}")
     files, skipped = find_files(paths)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     for path in skipped:
         err.print(f"skipped {path}: only {', '.join(sorted(TEXT_SUFFIXES))} files are read")
 
     async def work(client: RetrievalClient) -> int:
         reports: list[IngestReport] = []
         unreadable = 0
+        # NOTE(cli): a bar on a terminal only; elsewhere rich would still end it with a newline.
         with Progress(
             TextColumn("ingesting into [bold]{task.fields[kb]}[/bold]"),
             BarColumn(),
             MofNCompleteColumn(),
+            TextColumn("documents, {task.fields[chunks]} chunks"),
+            TimeElapsedColumn(),
             console=err,
             transient=True,
+            disable=not err.is_terminal,
         ) as progress:
-            task = progress.add_task("ingest", total=len(files), kb=kb)
+            task = progress.add_task("ingest", total=len(files), kb=kb, chunks=0)
             for group in _batches(files, batch):
                 docs = []
                 for doc_id, path in group:
@@ -230,7 +240,9 @@ def ingest(
                         unreadable += 1
                         err.print(f"[red]unreadable {path}: {exc}[/red]")
                 reports.append(await client.ingest(kb, docs))
-                progress.advance(task, len(group))
+                written = sum(r.chunk_count for r in reports)
+                progress.update(task, advance=len(group), chunks=written)
+                progress.refresh()  # each document shows, however fast the next one comes
         failed = [e for r in reports for e in r.errors]
         for e in failed:
             err.print(f"[red]failed {e.document_id}: {e.message} [{e.reason}][/red]")
@@ -300,7 +312,7 @@ def search(
                     )
                 )
             return 0
-        console = Console(highlight=False)
+        console = Console(highlight=False, soft_wrap=True)
         if not hits:
             console.print("no hits")
         for hit in hits:

@@ -14,6 +14,7 @@ from hookmesh.cli._app import (
     TlsCaOption,
     TokenEnvOption,
     app,
+    check_timeout,
     client_tls,
     die,
     host_port,
@@ -28,13 +29,23 @@ Local = Annotated[
 ]
 
 
-def _error(exc: BaseException, timeout: float) -> int:
-    message = str(exc) or f"no audio within {timeout:g} s"
-    reason = getattr(exc, "reason", "")
-    if reason and f"[{reason}]" not in message:
-        message += f" [{reason}]"
-    print(f"error: {message}", file=sys.stderr)
-    return 1
+async def _error(exc: BaseException, address: str, timeout: float, tls: Any) -> int:
+    """Print the one line for a failure (the service's, or espeak-ng's in this process, whose
+    errors carry the same codes and reasons) and return the exit status."""
+    from hookmesh.cli._errors import Callee, failure_line
+    from hookmesh.client import AgentClientError
+    from hookmesh.errors import HookmeshError, SchemaError
+
+    if isinstance(exc, HookmeshError):
+        violations = exc.violations if isinstance(exc, SchemaError) else []
+        exc = AgentClientError(exc.code, exc.message, exc.reason, violations)
+    if not isinstance(exc, AgentClientError):
+        print(f"error: {exc or f'no audio within {timeout:g} s'}", file=sys.stderr)
+        return 1
+    callee = Callee(address, "TTS", timeout, alternative="use --local", tls=tls)
+    line, code = await failure_line(exc, callee)
+    print(line, file=sys.stderr)
+    return code
 
 
 @app.command()
@@ -56,8 +67,11 @@ def say(
     from hookmesh.errors import HookmeshError
     from hookmesh.tts import TTSEngine, WavWriter
 
+    if not text.strip():
+        die("give the text to say")
     if not output.parent.is_dir():
         die(f"--output: folder {output.parent} does not exist")
+    check_timeout(timeout)
     address = host_port(target, "--target")
     token = token_from_env(token_env)
     tls = client_tls(tls_ca)
@@ -75,7 +89,7 @@ def say(
                             writer.add_chunk(chunk)
         except (AgentClientError, HookmeshError, TimeoutError, OSError) as exc:
             writer.discard()
-            return _error(exc, timeout)
+            return await _error(exc, address, timeout, tls)
         if not writer.close():
             print("error: the engine produced no audio", file=sys.stderr)
             return 1
@@ -101,6 +115,7 @@ def voices(
     from hookmesh.errors import HookmeshError
     from hookmesh.tts import TTSEngine
 
+    check_timeout(timeout)
     address = host_port(target, "--target")
     token = token_from_env(token_env)
     tls = client_tls(tls_ca)
@@ -115,7 +130,7 @@ def voices(
                     async with TTSClient(address, timeout=timeout, token=token, tls=tls) as client:
                         catalog = await client.list_voices(language=language)
         except (AgentClientError, HookmeshError, TimeoutError, OSError) as exc:
-            return _error(exc, timeout)
+            return await _error(exc, address, timeout, tls)
         for v in catalog.voices:
             languages = ", ".join(v.languages)
             print(f"{v.name:24s} {v.display_name:32s} {v.gender or '-':7s} {languages}")

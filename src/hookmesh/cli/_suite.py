@@ -59,8 +59,10 @@ def up(
     """Start the whole suite on loopback: retrieval, TTS and memory services, the sidecars,
     the agent, the AG-UI and A2A gateways and the MCP server. Ctrl-C stops everything.
 
-    With --token-env or --token-file every server requires a bearer token (the suite's
-    parts get one of their own); TLS flags apply to the agent service. With --replicas,
+    With --config, exactly what the file configures runs: the agent, its `sidecars` and its
+    `services` (docs/config.md). With --token-env or --token-file every server requires a
+    bearer token (the suite's parts get one of their own); TLS flags apply to the agent
+    service. With --replicas,
     SIGHUP reloads every replica's middlewares from the config."""
     from hookmesh.services import wait_for_signal
     from hookmesh.suite import SuiteError, describe_model, start_suite
@@ -83,6 +85,8 @@ def up(
             async with start_suite(settings, app_dir=app_dir.resolve()) as suite:
                 print(f"agent      {suite.agent_address}   model: {describe_model(settings)}")
                 _print_parts(suite.sidecars, suite.services)
+                if config is not None and not settings.services:
+                    _note_agent_only(config, bool(settings.sidecars))
                 print("Ctrl-C stops everything.", flush=True)
                 await wait_for_signal()
                 print("stopping…", flush=True)
@@ -113,6 +117,18 @@ def _suite_settings(
     else:
         settings = load_config(config, **overrides)
     return secure_suite(settings, auth) if auth else settings
+
+
+def _note_agent_only(config: Path, sidecars: bool) -> None:
+    """Say that a config without ``services`` runs no suite (an agent's own config, usually),
+    on stderr: stdout lists what runs."""
+    parts = "the agent and its sidecars run" if sidecars else "the agent runs"
+    print(
+        f"note: {config} has no `services:`, so only {parts} (no retrieval, memory, TTS or "
+        "gateways; add them as docs/config.md shows, or run `hookmesh up` without --config)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _print_parts(sidecars: dict[str, str], services: dict[str, str]) -> None:
@@ -278,4 +294,6 @@ def demo(
     from hookmesh.cli._printer import EventPrinter
     from hookmesh.suite.demo import run_demo
 
-    raise typer.Exit(run(run_demo(Console(highlight=False), EventPrinter, serve=serve)))
+    raise typer.Exit(
+        run(run_demo(Console(highlight=False, soft_wrap=True), EventPrinter, serve=serve))
+    )

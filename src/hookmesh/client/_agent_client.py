@@ -126,6 +126,10 @@ connection or the replica went away). A store outage is reported instead: re-att
 only wait for the store."""
 _BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
 """Seconds between re-attach attempts (the last one repeats until the deadline)."""
+_TRIES_BEFORE_ANY_EVENT = 3
+"""Re-attach attempts for a call that got no event yet: enough to find a reply that a dying
+replica started, not so many that a server that is down keeps the caller waiting (it is told
+at once, in a third of a second)."""
 
 
 class Reattach:
@@ -140,7 +144,7 @@ class Reattach:
             client chose.
     """
 
-    __slots__ = ("reply_id", "resend", "seq", "session_id")
+    __slots__ = ("reply_id", "resend", "seen", "seq", "session_id")
 
     def __init__(
         self,
@@ -152,12 +156,14 @@ class Reattach:
         self.reply_id = reply_id
         self.resend = resend
         self.seq = 0
+        self.seen = False
 
     def take(self, response: Any) -> AgentEvent | None:
         """The response's event, or None when it was seen before (a re-sent number)."""
         if response.seq and response.seq <= self.seq:
             return None
         self.seq = response.seq or self.seq
+        self.seen = True
         event = event_from_proto(response.event)
         if not self.reply_id and event.type == "reply_start" and not event.source_path:
             self.reply_id = event.reply_id
@@ -166,9 +172,14 @@ class Reattach:
             self.reply_id = event.reply_id
         return event
 
-    def after(self, error: AgentClientError) -> Literal["watch", "resend", "raise"]:
-        """What to do after `error`: follow the reply, send it again, or give up."""
+    def after(
+        self, error: AgentClientError, attempt: int = 0
+    ) -> Literal["watch", "resend", "raise"]:
+        """What to do after `error` (the `attempt`-th retry in a row): follow the reply, send
+        it again, or give up."""
         if not (self.reply_id and self.session_id):
+            return "raise"
+        if not self.seen and attempt >= _TRIES_BEFORE_ANY_EVENT:
             return "raise"
         if error.code == grpc.StatusCode.UNAVAILABLE and error.reason in REATTACH_REASONS:
             return "watch"
@@ -362,14 +373,14 @@ class AgentClient:
                 error = AgentClientError.from_rpc_error(exc)
             finally:
                 call.cancel()
-            step, left = where.after(error), deadline - loop.time()
+            step, left = where.after(error, attempt), deadline - loop.time()
             if step == "raise" or left <= 0:
                 raise error
+            attempt += 1
             if step == "resend" and where.resend is not None:
                 call = where.resend(left)
                 continue
-            await asyncio.sleep(min(_BACKOFF[min(attempt, len(_BACKOFF) - 1)], left))
-            attempt += 1
+            await asyncio.sleep(min(_BACKOFF[min(attempt - 1, len(_BACKOFF) - 1)], left))
             call = self._stub.WatchReply(
                 where.request(),
                 timeout=max(deadline - loop.time(), 0.001),
@@ -540,11 +551,17 @@ class AgentClient:
         return _session(response.session)
 
     async def list_sessions(
-        self, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
+        self,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        token: str | None = None,
     ) -> tuple[list[SessionInfo], str]:
-        """One page of sessions (without context) and the next page's token."""
+        """One page of the caller's sessions (without context) and the next page's token
+        (`token` as in `reply`)."""
         request = _agent_pb2.ListSessionsRequest(page_size=page_size, page_token=page_token)
-        response = await self._unary(self._stub.ListSessions, request, timeout)
+        response = await self._unary(self._stub.ListSessions, request, timeout, token)
         return [_session(s) for s in response.sessions], response.next_page_token
 
     async def delete_session(self, session_id: str, *, timeout: float | None = None) -> None:
@@ -610,14 +627,14 @@ class SyncAgentClient:
                 error = AgentClientError.from_rpc_error(exc)
             finally:
                 call.cancel()
-            step, left = where.after(error), deadline - time.monotonic()
+            step, left = where.after(error, attempt), deadline - time.monotonic()
             if step == "raise" or left <= 0:
                 raise error
+            attempt += 1
             if step == "resend" and where.resend is not None:
                 call = where.resend(left)
                 continue
-            time.sleep(min(_BACKOFF[min(attempt, len(_BACKOFF) - 1)], left))
-            attempt += 1
+            time.sleep(min(_BACKOFF[min(attempt - 1, len(_BACKOFF) - 1)], left))
             call = self._stub.WatchReply(
                 where.request(),
                 timeout=max(deadline - time.monotonic(), 0.001),

@@ -1,5 +1,5 @@
-"""Chat models: the interface, a scripted model, an OpenAI-compatible HTTP model, and
-helpers for asking one for a (JSON) answer."""
+"""Chat models: the interface, a scripted model, the offline demo model, an OpenAI-compatible
+HTTP model, and helpers for asking one for a (JSON) answer."""
 
 from hookmesh.models._answers import answer_text, json_answer
 from hookmesh.models._base import (
@@ -14,19 +14,27 @@ from hookmesh.models._base import (
     ToolChoice,
 )
 from hookmesh.models._config import (
+    DemoModelConfig,
     ModelConfig,
     OpenAIModelConfig,
     ScriptedModelConfig,
     build_model,
     openai_model_from_env,
 )
+from hookmesh.models._demo import HELP as DEMO_HELP
+from hookmesh.models._demo import DemoChatModel
+from hookmesh.models._demo_intents import Intent, intent_of
 from hookmesh.models._openai import OpenAIChatModel
 from hookmesh.models._scripted import NO_TOOLS_TEXT, ScriptedChatModel, ScriptedTurn
 
 __all__ = [
+    "DEMO_HELP",
     "NO_TOOLS_TEXT",
     "TOOL_CHOICE_MODES",
     "ChatModel",
+    "DemoChatModel",
+    "DemoModelConfig",
+    "Intent",
     "ModelChunk",
     "ModelConfig",
     "ModelError",
@@ -42,6 +50,7 @@ __all__ = [
     "ToolChoice",
     "answer_text",
     "build_model",
+    "intent_of",
     "json_answer",
     "openai_model_from_env",
 ]

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hookmesh.models._base import ChatModel
+from hookmesh.models._demo import DemoChatModel
 from hookmesh.models._openai import OpenAIChatModel
 from hookmesh.models._scripted import ScriptedChatModel, ScriptedTurn
 
@@ -38,6 +39,16 @@ class ScriptedModelConfig(_Strict):
     start (with ids that depend only on the prompt)."""
 
 
+class DemoModelConfig(_Strict):
+    """The demo model: rule based, offline (the suite's default without a model server)."""
+
+    type: Literal["demo"] = "demo"
+    stream: bool = True
+    """Stream the answer in chunks."""
+    chunk_size: int = Field(8, ge=1)
+    """Characters per streamed chunk."""
+
+
 class OpenAIModelConfig(_Strict):
     """An OpenAI-compatible Chat Completions endpoint."""
 
@@ -64,12 +75,16 @@ def openai_model_from_env() -> dict[str, Any] | None:
     return {"type": "openai", "base_url": base_url, "model": model}
 
 
-ModelConfig = Annotated[ScriptedModelConfig | OpenAIModelConfig, Field(discriminator="type")]
+ModelConfig = Annotated[
+    ScriptedModelConfig | DemoModelConfig | OpenAIModelConfig, Field(discriminator="type")
+]
 """One configured model, tagged by ``type``."""
 
 
-def build_model(config: ScriptedModelConfig | OpenAIModelConfig) -> ChatModel:
+def build_model(config: ScriptedModelConfig | DemoModelConfig | OpenAIModelConfig) -> ChatModel:
     """The chat model a config entry describes."""
+    if isinstance(config, DemoModelConfig):
+        return DemoChatModel(stream=config.stream, chunk_size=config.chunk_size)
     if isinstance(config, ScriptedModelConfig):
         turns = []
         for turn in config.turns:

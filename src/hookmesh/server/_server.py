@@ -128,7 +128,7 @@ async def start_server(
         tls: Serve TLS (mTLS when it names a client CA), when `auth` is not given.
         authenticator: Checks credentials, when `auth` is not given.
         interceptors: More server interceptors, run after the caller is known.
-        options: gRPC server options.
+        options: gRPC server options (over the defaults, keepalive included).
         metrics_listen: ``host:port`` of a Prometheus scrape endpoint (``/metrics``) for the
             process's metrics (`hookmesh.metrics`); empty for none. With the OTLP variables
             set, metrics are exported over OTLP either way.
@@ -152,7 +152,8 @@ async def start_server(
     chain = [ServerCallInterceptor(authenticator, open_services), *interceptors]
     server = grpc.aio.server(
         interceptors=chain,
-        options=[("grpc.so_reuseport", 0), *SERVER_KEEPALIVE, *options],
+        # NOTE(server): gRPC takes the first of repeated options, so the caller's go first.
+        options=[*options, ("grpc.so_reuseport", 0), *SERVER_KEEPALIVE],
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

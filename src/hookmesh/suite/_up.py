@@ -55,24 +55,43 @@ class Suite:
 
 def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
     """The suite `hookmesh up` runs without ``--config``: every service on its own port, data
-    under `data_dir`, an audit sidecar, long-term memory, and the scripted model (or the
-    OpenAI-compatible server named by ``OPENAI_BASE_URL``, ``OPENAI_MODEL``,
-    ``OPENAI_API_KEY``)."""
+    under `data_dir`, an audit sidecar, and the demo model (or the OpenAI-compatible server
+    named by ``OPENAI_BASE_URL``, ``OPENAI_MODEL``, ``OPENAI_API_KEY``) with what the demo
+    model shows: a weather tool, a file deletion that asks for confirmation, a search of the
+    ``handbook`` knowledge base, long-term memory of user ``me`` (the README's), and speech
+    when the user asks for it."""
     from hookmesh.models import openai_model_from_env
     from hookmesh.services.agent import load_config
 
     data = Path(data_dir)
-    models = {"default": openai_model_from_env() or {"type": "scripted"}}
+    models = {"default": openai_model_from_env() or {"type": "demo"}}
     return load_config(
         None,
         listen=AGENT_ADDRESS,
         store=f"sqlite:///{data / 'agent.db'}",
         models=models,
+        tools=["hookmesh.suite.demo:get_weather", "hookmesh.suite.demo:delete_file"],
         middlewares=[
+            {"type": "local", "import": "hookmesh.suite.demo:UsageMeter"},
             {
                 "type": "local",
                 "import": "hookmesh.middleware.builtin.memory:MemoryMiddleware",
-                "params": {"target": "service:memory", "mode": "static_control"},
+                "params": {
+                    "target": "service:memory",
+                    "mode": "both",
+                    "user_id": "me",
+                    "write_back": False,
+                },
+            },
+            {
+                "type": "local",
+                "import": "hookmesh.middleware.builtin.rag:RAGMiddleware",
+                "params": {"knowledge_bases": ["handbook"], "target": "service:retrieval"},
+            },
+            {
+                "type": "local",
+                "import": "hookmesh.suite.demo:SpokenAnswers",
+                "params": {"target": "service:tts"},
             },
             {"type": "remote", "sidecar": "audit", "failure_mode": "fail_open"},
         ],
@@ -162,6 +181,11 @@ def secure_suite(config: AgentServiceConfig, auth: dict[str, Any]) -> AgentServi
 def describe_model(config: AgentServiceConfig) -> str:
     """One line on the agent's default model, for people starting the suite."""
     model = config.models[config.agent.model]
+    if model.type == "demo":
+        return (
+            'demo (offline, rule based: ask it "what can you do?"); set OPENAI_BASE_URL for '
+            "an OpenAI-compatible server"
+        )
     if model.type == "scripted":
         return "scripted (offline); set OPENAI_BASE_URL for an OpenAI-compatible server"
     return f"{model.model} at {model.base_url}"

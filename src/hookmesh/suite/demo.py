@@ -1,4 +1,5 @@
-"""The demo: the suite on loopback and one conversation through a local and a remote middleware."""
+"""The demo: the suite on loopback and one conversation through a local and a remote middleware;
+the demo tools and middlewares `hookmesh up` offers the demo model."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from hookmesh.middleware import (
     ReplyArgs,
     ReplyNext,
 )
-from hookmesh.models import openai_model_from_env
-from hookmesh.schema import AgentEvent, CustomEvent
+from hookmesh.middleware.builtin.tts import TTSMiddleware
+from hookmesh.models import intent_of, openai_model_from_env
+from hookmesh.schema import AgentEvent, CustomEvent, is_user, text_of
 from hookmesh.services.agent import AgentServiceConfig, load_config
 
 SKILLS = str(Path(__file__).with_name("demo_skills"))
@@ -39,8 +41,40 @@ def get_weather(city: str) -> str:
     return table.get(city.lower(), "12 °C, cloudy")
 
 
+@tool(needs_confirmation=True)
+def delete_file(path: str) -> str:
+    """Delete a file (the user confirms first). The demo's: it shows the confirmation and
+    touches nothing.
+
+    Args:
+        path: The file to delete.
+    """
+    return f"deleted {path} (a demo: no file was touched)"
+
+
+def where_it_runs(agent: AgentView) -> str:
+    """``sidecar`` or ``in-process``: where the hook calling it runs (a sidecar's agent view
+    has no model to call; the agent's own always has one)."""
+    return "sidecar" if agent.model is None else "in-process"
+
+
+class SpokenAnswers(TTSMiddleware):
+    """Speaks only the replies whose user asked to hear them (the demo model's ``speak``
+    intent: "say …", "… out loud"), so the rest of the suite's replies stay silent. Same
+    parameters as `TTSMiddleware`."""
+
+    def on_reply(
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
+    ) -> AsyncIterator[AgentEvent]:
+        asked = " ".join(text_of(m) for m in kwargs["inputs"] if is_user(m))
+        intent = intent_of(asked)
+        if intent is None or intent.name != "speak":
+            return next_handler()
+        return super().on_reply(agent, kwargs, next_handler)
+
+
 class UsageMeter(Middleware):
-    """In process: counts model calls and tokens per reply, reported before reply_end."""
+    """Counts model calls and tokens per reply, reported before reply_end with where it ran."""
 
     async def on_model_call(
         self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
@@ -59,14 +93,15 @@ class UsageMeter(Middleware):
             if event.type == "reply_end" and not event.source_path:
                 yield CustomEvent(
                     reply_id=event.reply_id,
-                    name="usage_meter (in-process)",
+                    name=f"usage_meter ({where_it_runs(agent)})",
                     value=self.state(agent),
                 )
             yield event
 
 
 class AuditTrail(Middleware):
-    """Served by a sidecar: records each tool run and announces it to the client."""
+    """Records each tool run and announces it to the client, saying where it ran (the suite
+    serves it by a sidecar)."""
 
     subscriptions: Mapping[str, tuple[str, ...]] = {"on_acting": ("tool_result_end",)}
 
@@ -81,7 +116,7 @@ class AuditTrail(Middleware):
                 audited.append(call.name)
                 yield CustomEvent(
                     reply_id=event.reply_id,
-                    name="audit_trail (sidecar)",
+                    name=f"audit_trail ({where_it_runs(agent)})",
                     value={"tool": call.name, "call_id": call.id, "state": event.state},
                 )
 
@@ -108,30 +143,16 @@ SECOND = "What should I cook tonight?"
 
 
 def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
-    """The embedded demo configuration (OpenAI-compatible model when OPENAI_BASE_URL is set).
+    """The embedded demo configuration: the demo model (an OpenAI-compatible one when
+    OPENAI_BASE_URL is set).
 
     The suite: a retrieval service (knowledge base ``wardrobe``), a memory service whose
     scripted model extracts facts, a sidecar serving `AuditTrail`, and the agent with
-    in-process middlewares for memory, RAG, usage metering and skills (`SKILLS`).
+    in-process middlewares for memory, RAG, usage metering and skills (`SKILLS`, for a real
+    model: the demo model loads none).
     """
     data_dir = data_dir or tempfile.mkdtemp(prefix="hookmesh-demo-")
-    models: dict[str, Any] = {
-        "default": {
-            "type": "scripted",
-            "turns": [
-                {
-                    "reasoning": "The user needs the weather first, and the winter-layers skill.",
-                    "tool_calls": [
-                        {"name": "get_weather", "arguments": {"city": "Oslo"}},
-                        {"name": "skill", "arguments": {"name": "winter-layers"}},
-                    ],
-                },
-                "It is -3 °C with snow in Oslo. Dress in layers: a merino base layer, a fleece "
-                "and an insulated coat, with a warm hat, gloves and waterproof boots [1].",
-                "You told me you are vegetarian, so: a mushroom risotto.",
-            ],
-        }
-    }
+    models: dict[str, Any] = {"default": {"type": "demo"}}
     if (openai := openai_model_from_env()) is not None:
         models = {"default": openai}
     extractor = {"type": "scripted", "turns": ['{"facts": ["The user is vegetarian."]}']}
@@ -167,6 +188,7 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
                     "top_k": 1,
                     "search_mode": "dense",
                     "score_threshold": 0.3,
+                    "persist_hint": True,
                     "hint_template": "Wardrobe notes (cite by number):\n{context}",
                 },
             },

@@ -11,8 +11,7 @@ from importlib.resources import files
 from typing import Any
 
 import grpc
-from ag_ui.core import BaseEvent, Message
-from pydantic import TypeAdapter, ValidationError
+from ag_ui.core import BaseEvent
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -20,7 +19,6 @@ from starlette.routing import Route
 
 from hookmesh.client import AgentClient, AgentClientError
 from hookmesh.errors import SchemaError
-from hookmesh.schema import AgentEvent
 from hookmesh.server import HttpServer
 from hookmesh.services.agui._config import AguiGatewayConfig
 from hookmesh.services.agui._events import RunEvents
@@ -32,32 +30,21 @@ from hookmesh.services.agui._input import (
     parse_run_input,
     plan_run,
 )
-from hookmesh.services.agui._request import HttpError, bearer_token
+from hookmesh.services.agui._relay import messages_snapshot, relay
+from hookmesh.services.agui._request import HttpError, bearer_token, refusal
 from hookmesh.services.agui._sse import event_stream
+from hookmesh.services.agui._threads import thread_routes
 
 log = logging.getLogger("hookmesh.agui")
 
 _LOOKUP_TIMEOUT = 30.0
 """Seconds the session lookup before a run may take."""
-_HTTP_STATUS = {
-    grpc.StatusCode.INVALID_ARGUMENT: 400,
-    grpc.StatusCode.UNAUTHENTICATED: 401,
-    grpc.StatusCode.PERMISSION_DENIED: 403,
-    grpc.StatusCode.UNAVAILABLE: 503,
-}
-"""Agent refusals that answer the request itself; any other becomes the run's RUN_ERROR."""
-_MESSAGES = TypeAdapter(list[Message])
+_VENDORED = ("marked.esm.js", "purify.es.mjs")
+"""The chat page's vendored modules (static/vendor/README.md), served at /vendor/<name>."""
 
 
 def _schema_error(exc: SchemaError) -> HttpError:
     return HttpError(400, exc.reason, exc.message, exc.violations)
-
-
-def _refusal(exc: AgentClientError) -> HttpError | None:
-    status = _HTTP_STATUS.get(exc.code)
-    if status is None:
-        return None
-    return HttpError(status, exc.reason or exc.code.name, exc.message, exc.violations)
 
 
 class _Runner:
@@ -92,7 +79,7 @@ class _Runner:
         except AgentClientError as exc:
             if exc.code != grpc.StatusCode.NOT_FOUND:
                 failed = HttpError(502, exc.reason or exc.code.name, exc.message)
-                raise (_refusal(exc) or failed) from None
+                raise (refusal(exc, self.config.agent) or failed) from None
             session = None
         events = RunEvents(run.thread_id, run.run_id)
         try:
@@ -105,21 +92,21 @@ class _Runner:
         if isinstance(plan, ResumePlan):
             events = RunEvents(run.thread_id, run.run_id, plan.answered)
             if plan.confirmations:
-                snapshot = _snapshot(run.messages)
+                snapshot = messages_snapshot(run.messages)
         stream = self._call(run, plan, token)
         try:
             first = await anext(stream)
         except AgentClientError as exc:
             await stream.aclose()
-            refusal = _refusal(exc)
-            if refusal is not None:
-                raise refusal from None
+            answer = refusal(exc, self.config.agent)
+            if answer is not None:
+                raise answer from None
             body_events = self._refused(events, run, exc.message, exc.reason or exc.code.name)
             return self._respond(body_events)
         except StopAsyncIteration:
             body_events = self._refused(events, run, "the agent sent no events", "NO_EVENTS")
             return self._respond(body_events)
-        return self._respond(self._events(events, run, snapshot, first, stream))
+        return self._respond(relay(events, run.state, snapshot, first, stream))
 
     def _respond(self, events: AsyncIterator[BaseEvent]) -> Response:
         return event_stream(events, self.config.keepalive_seconds)
@@ -152,41 +139,6 @@ class _Runner:
         for event in events.fail(message, code):
             yield event
 
-    async def _events(
-        self,
-        events: RunEvents,
-        run: RunRequest,
-        snapshot: list[Any] | None,
-        first: AgentEvent,
-        stream: Any,
-    ) -> AsyncIterator[BaseEvent]:
-        try:
-            for event in events.start(run.state, snapshot):
-                yield event
-            for event in events.map(first):
-                yield event
-            try:
-                async for agent_event in stream:
-                    for event in events.map(agent_event):
-                        yield event
-            except AgentClientError as exc:
-                for event in events.fail(exc.message, exc.reason or exc.code.name):
-                    yield event
-            if not events.finished:
-                for event in events.fail("the agent's stream ended early", "INCOMPLETE_REPLY"):
-                    yield event
-        finally:
-            await stream.aclose()
-
-
-def _snapshot(messages: list[Any]) -> list[Any] | None:
-    """The client's messages for a MESSAGES_SNAPSHOT, when they are valid AG-UI messages (the
-    snapshot only makes the resumed stream self-contained; it is skipped otherwise)."""
-    try:
-        return _MESSAGES.validate_python(messages)
-    except ValidationError:
-        return None
-
 
 def create_app(config: AguiGatewayConfig, client: AgentClient) -> Starlette:
     """The gateway's ASGI app over an agent client; `start_agui_gateway` serves it behind the
@@ -194,11 +146,20 @@ def create_app(config: AguiGatewayConfig, client: AgentClient) -> Starlette:
 
     ``app.state.stopping`` set to True makes ``/healthz`` answer 503.
     """
-    page = files("hookmesh.services.agui").joinpath("static/index.html").read_text("utf-8")
+    static = files("hookmesh.services.agui").joinpath("static")
+    page = static.joinpath("index.html").read_text("utf-8")
     page_headers = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+    vendored = {name: static.joinpath("vendor", name).read_text("utf-8") for name in _VENDORED}
 
     async def index(unused_request: Request) -> Response:
         return HTMLResponse(page, headers=page_headers)
+
+    async def vendor(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in vendored:
+            return Response(status_code=404)
+        headers = {**page_headers, "Cache-Control": "public, max-age=86400"}
+        return Response(vendored[name], media_type="text/javascript", headers=headers)
 
     async def healthz(request: Request) -> Response:
         if request.app.state.stopping:
@@ -208,8 +169,10 @@ def create_app(config: AguiGatewayConfig, client: AgentClient) -> Starlette:
     app = Starlette(
         routes=[
             Route("/", index, methods=["GET"]),
+            Route("/vendor/{name}", vendor, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/agui", _Runner(config, client).handle, methods=["POST"]),
+            *thread_routes(config, client),
         ],
     )
     app.state.stopping = False

@@ -53,6 +53,10 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     "properties": {
         "approved": {"type": "boolean", "description": "Run the call (true) or not (false)."},
         "reason": {"type": "string", "description": "Why not; shown to the model."},
+        "arguments": {
+            "type": "object",
+            "description": "With approved: run the call with these arguments instead (an edit).",
+        },
     },
     "required": ["approved"],
 }
@@ -178,6 +182,8 @@ class RunEvents:
         yield TextMessageStartEvent(message_id=event.block_id, role="assistant", timestamp=_now())
 
     def _text_delta(self, event: Any) -> Iterator[BaseEvent]:
+        if event.block_id not in self._open_texts:  # re-attached mid-block: open it here
+            yield from self._text_start(event)
         if event.delta:
             yield TextMessageContentEvent(
                 message_id=event.block_id, delta=event.delta, timestamp=_now()
@@ -193,6 +199,8 @@ class RunEvents:
         yield ReasoningMessageStartEvent(message_id=event.block_id, timestamp=_now())
 
     def _reasoning_delta(self, event: Any) -> Iterator[BaseEvent]:
+        if event.block_id not in self._open_reasoning:  # re-attached mid-block
+            yield from self._reasoning_start(event)
         if event.delta:
             yield ReasoningMessageContentEvent(
                 message_id=event.block_id, delta=event.delta, timestamp=_now()
@@ -226,6 +234,8 @@ class RunEvents:
         yield from ()
 
     def _result_delta(self, event: Any) -> Iterator[BaseEvent]:
+        if event.call_id not in self._results and event.call_id not in self._answered:
+            self._results[event.call_id] = ("", [])  # re-attached after its start
         pending = self._results.get(event.call_id)
         if pending is not None:
             output = pending[1]
@@ -239,6 +249,8 @@ class RunEvents:
 
     def _result_end(self, event: Any) -> Iterator[BaseEvent]:
         pending = self._results.pop(event.call_id, None)
+        if pending is None and event.call_id not in self._answered:
+            pending = ("", [])  # re-attached after its start and its output
         if pending is None:
             return
         name, output = pending

@@ -3,6 +3,7 @@ resumption of a paused one."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from hookmesh.errors import FieldViolation, SchemaError
 from hookmesh.schema import Message, ToolResultBlock
 from hookmesh.schema.agui import message_from_agui
 
-_THREAD_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+THREAD_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _NEW_INPUT_ROLES = ("user", "system", "developer")
 _OPTIONS = {"toolChoice": str, "maxIters": int, "model": str}
 
@@ -121,7 +122,7 @@ def parse_run_input(data: Any) -> RunRequest:
         parsed = RunAgentInput.model_validate({**data, "messages": []})
     except ValidationError as exc:
         raise SchemaError(_violations(exc)) from None
-    if not _THREAD_ID.match(parsed.thread_id):
+    if not THREAD_ID.match(parsed.thread_id):
         raise SchemaError.single("threadId", "use 1-128 characters of A-Z a-z 0-9 . _ : -")
     state = parsed.state if parsed.state is not None else {}
     if not isinstance(state, dict):
@@ -228,15 +229,24 @@ def _require_all(pending: set[str], answered: set[str], code: str, what: str) ->
 def _confirmation(entry: ResumeEntry) -> Confirmation:
     if entry.status == "cancelled":
         return Confirmation(call_id=entry.interrupt_id, confirmed=False, reason="cancelled")
-    payload = entry.payload
-    approved = payload.get("approved") if isinstance(payload, dict) else None
-    reason = payload.get("reason", "") if isinstance(payload, dict) else ""
-    if not isinstance(approved, bool) or not isinstance(reason, str):
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    approved, reason = payload.get("approved"), payload.get("reason", "")
+    edited = payload.get("arguments")
+    if isinstance(edited, dict):
+        edited = json.dumps(edited)
+    if (
+        not isinstance(approved, bool)
+        or not isinstance(reason, str)
+        or not isinstance(edited, str | None)
+    ):
         raise RunRefused(
             "INVALID_RESUME_PAYLOAD",
-            f"the answer to {entry.interrupt_id!r} must be {{approved: boolean, reason?: string}}",
+            f"the answer to {entry.interrupt_id!r} must be {{approved: boolean, reason?: "
+            "string, arguments?: object}}",
         )
-    return Confirmation(call_id=entry.interrupt_id, confirmed=approved, reason=reason)
+    return Confirmation(
+        call_id=entry.interrupt_id, confirmed=approved, reason=reason, arguments=edited
+    )
 
 
 def _results(request: RunRequest, session: SessionInfo) -> list[ExternalResult]:
