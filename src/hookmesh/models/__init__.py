@@ -1,7 +1,7 @@
 """Chat models: the interface, a scripted model, an OpenAI-compatible HTTP model, and
 helpers for asking one for a (JSON) answer."""
 
-from hookmesh.models._answers import answer_text, json_answer
+from hookmesh.models._answers import answer_text, json_answer, json_text
 from hookmesh.models._base import (
     TOOL_CHOICE_MODES,
     ChatModel,
@@ -10,6 +10,7 @@ from hookmesh.models._base import (
     ModelRef,
     ModelResponse,
     ModelResult,
+    OutputFormat,
     ToolCallDelta,
     ToolChoice,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "ModelResult",
     "OpenAIChatModel",
     "OpenAIModelConfig",
+    "OutputFormat",
     "ScriptedChatModel",
     "ScriptedModelConfig",
     "ScriptedTurn",
@@ -43,5 +45,6 @@ __all__ = [
     "answer_text",
     "build_model",
     "json_answer",
+    "json_text",
     "openai_model_from_env",
 ]
