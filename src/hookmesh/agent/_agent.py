@@ -7,9 +7,13 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from hookmesh.agent._acting import ActingSteps, check_resume
+from hookmesh.agent._answer import AnswerSteps
 from hookmesh.agent._checkpoint import Checkpoint, OutcomePolicy, StepKind, StepPoint
-from hookmesh.agent._run import DEFAULT_MAX_ITERS, ReplyRun, drain, new_id
+from hookmesh.agent._output import FINAL_TOOL, OutputSpec, output_spec, spec_from_key
+from hookmesh.agent._run import DEFAULT_MAX_ITERS, ReplyOutput, ReplyRun, drain, new_id
 from hookmesh.agent._state import AgentState, PendingReply
 from hookmesh.agent._stream import StreamOutcome, response_events
 from hookmesh.errors import HookmeshError
@@ -42,6 +46,7 @@ from hookmesh.schema import (
     ReplyError,
     ReplyStartEvent,
     Resume,
+    StructuredOutput,
     ToolCall,
     check_messages,
     make_assistant,
@@ -68,7 +73,12 @@ class UnknownModelError(HookmeshError):
     reason = "UNKNOWN_MODEL"
 
 
-class Agent(ActingSteps):
+Output = type[BaseModel] | Mapping[str, Any] | OutputSpec
+"""What a structured answer must look like: a pydantic model, a JSON Schema, or an
+`OutputSpec` (`output_spec`)."""
+
+
+class Agent(ActingSteps, AnswerSteps):
     """A ReAct agent: reply → (compress context → reasoning → model call → acting)* → end.
 
     Everything beyond that loop is a middleware. Hooks are bucketed once, here: each hook
@@ -91,6 +101,8 @@ class Agent(ActingSteps):
             ``next_handler(model=agent.resolve_model(name))`` in on_model_call.
         outcome_unknown: What a continued reply (`redrive`) does with a call cut off mid-run
             whose tool is not safe to run twice (`OutcomePolicy`).
+        output: The structured answer every reply asks for unless `reply` names another
+            (docs/structured-output.md); checked and compiled here, once.
     """
 
     def __init__(
@@ -108,6 +120,7 @@ class Agent(ActingSteps):
         user_id: str = "",
         models: Mapping[str, ChatModel] | None = None,
         outcome_unknown: OutcomePolicy = "ask",
+        output: Output | None = None,
     ) -> None:
         if kind not in ("flat", "agentic"):
             raise ValueError(f"kind must be 'flat' or 'agentic', not {kind!r}")
@@ -129,6 +142,7 @@ class Agent(ActingSteps):
                 f"outcome_unknown must be 'ask', 'tell_model' or 'fail', not {outcome_unknown!r}"
             )
         self.outcome_unknown: OutcomePolicy = outcome_unknown
+        self._output = output_spec(output) if output is not None else None
         self.middlewares = list(middlewares)
         for mw in self.middlewares:
             check_middleware(mw)
@@ -194,11 +208,12 @@ class Agent(ActingSteps):
         max_iters: int | None = None,
         checkpoint: Checkpoint | None = None,
         reply_id: str = "",
+        output: Output | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Answer `inputs` (text, or messages of either kind), streaming events.
 
-        The stream always ends with reply_end. Raises `SchemaError` for malformed inputs and
-        `AgentBusyError` when a reply is running or paused.
+        The stream always ends with reply_end. Raises `SchemaError` for malformed inputs or
+        a bad `output` schema, and `AgentBusyError` when a reply is running or paused.
 
         Args:
             inputs: A user text, or messages of either kind (converted to the agent's kind).
@@ -209,6 +224,11 @@ class Agent(ActingSteps):
                 `checkpoint_state()` there and another process can continue the reply.
             reply_id: The reply's id (a fresh one when empty), for a caller that names it
                 before the first event.
+            output: The structured answer this reply asks for instead of the agent's: the
+                final reply_end then carries it validated (`ReplyEndEvent.output`; with a
+                pydantic model, an instance of it), or the reply ends with reason
+                ``OUTPUT_INVALID`` once the model's answers failed more often than the
+                spec's retries allow.
         """
         self._check_idle()
         if self.state.pending is not None:
@@ -224,6 +244,7 @@ class Agent(ActingSteps):
         messages = [m if m.id else m.model_copy(update={"id": new_id()}) for m in messages]
         if max_iters is not None and max_iters < 1:
             raise ValueError("max_iters must be at least 1")
+        spec = output_spec(output) if output is not None else self._output
         kwargs = {"inputs": messages, "resume": None}
         return self._drive(
             reply_id or new_id(),
@@ -232,6 +253,7 @@ class Agent(ActingSteps):
             max_iters or self.max_iters,
             checkpoint,
             max_iters,
+            spec,
         )
 
     def resume(
@@ -283,6 +305,7 @@ class Agent(ActingSteps):
             direct_call_id=run.direct_call_id,
             started_calls=sorted(run.started),
             max_iters=run.own_max_iters or 0,
+            output=run.output.state() if run.output is not None else None,
             blocks=run.blocks,
         )
         # NOTE(durability): built without validation: the context is this agent's own, already
@@ -320,6 +343,13 @@ class Agent(ActingSteps):
         """The tool called `name` (the agent's own or a middleware's), or None."""
         return self.toolkit.get(name)
 
+    @property
+    def output(self) -> StructuredOutput | None:
+        """The running reply's structured answer once it validated (so `after_agent` sees
+        it); None before, and for a reply that asks for none."""
+        run = self._run
+        return run.output.result if run is not None and run.output is not None else None
+
     def interrupt(self) -> bool:
         """Stop the running reply; it ends with reply_end interrupted. False if none runs.
 
@@ -349,6 +379,7 @@ class Agent(ActingSteps):
         max_iters: int,
         checkpoint: Checkpoint | None,
         own_max_iters: int | None,
+        output: OutputSpec | None = None,
     ) -> AsyncIterator[AgentEvent]:
         run = self._run = ReplyRun(reply_id)
         run.start = len(self.state.context)
@@ -356,8 +387,19 @@ class Agent(ActingSteps):
         run.max_iters = max_iters
         run.own_max_iters = own_max_iters
         run.checkpoint = checkpoint
-        if self.state.pending is not None:
-            run.blocks = self.state.pending.blocks
+        pending = self.state.pending
+        if pending is not None:
+            run.blocks = pending.blocks
+            if pending.output is not None:
+                saved = pending.output
+                same = self._output is not None and self._output.key == saved.key
+                spec = self._output if same else spec_from_key(saved.key)
+                run.output = ReplyOutput(spec, saved.strategy, saved.failures)  # type: ignore[arg-type]
+        elif output is not None:
+            strategy = output.strategy
+            if strategy == "auto":
+                strategy = "native" if self.model.native_output else "tool"
+            run.output = ReplyOutput(output, strategy)
         self.reply_id = reply_id
         self.last_finish_reason = None
         stream = self._reply_chain(kwargs)
@@ -411,9 +453,18 @@ class Agent(ActingSteps):
         for by_reply in self.state.middle_context.values():
             by_reply.pop(run.reply_id, None)
 
-    def _end(self, reason: FinishReason, error: ReplyError | None = None) -> ReplyEndEvent:
+    def _end(
+        self,
+        reason: FinishReason,
+        error: ReplyError | None = None,
+        output: StructuredOutput | None = None,
+    ) -> ReplyEndEvent:
         return ReplyEndEvent(
-            reply_id=self.reply_id, finish_reason=reason, error=error, session_id=self.session_id
+            reply_id=self.reply_id,
+            finish_reason=reason,
+            error=error,
+            session_id=self.session_id,
+            output=output,
         )
 
     def _error_end(self, exc: BaseException) -> ReplyEndEvent:
@@ -489,6 +540,17 @@ class Agent(ActingSteps):
                     async for event in self._reasoning_chain({"tool_choice": choice}):
                         yield event
                     calls: list[ToolCall] = [] if run.message is None else tool_calls(run.message)
+                    answer = run.output
+                    if answer is not None:
+                        async for event in self._take_answer(run, answer, calls):
+                            yield event
+                        if answer.result is not None:
+                            reason = "completed"
+                            break
+                        if answer.again:
+                            run.iteration = iteration
+                            await self._commit("results")
+                            continue
                     if not calls:
                         run.final = run.message
                         reason = "completed"
@@ -504,12 +566,15 @@ class Agent(ActingSteps):
                 return
             if run.direct_call_id:
                 self._finish_directly(run)
+                if run.output is not None:
+                    self._take_direct_answer(run, run.output)
                 reason = "completed"
             if reason == "completed":
                 await self._after_agent(run)
             for event in drain(run.outbox):
                 yield event
-            run.end = self._end(reason)
+            result = run.output.result if run.output is not None else None
+            run.end = self._end(reason, output=result if reason == "completed" else None)
             yield run.end
         except Exception as exc:
             run.end = self._error_end(exc)
@@ -592,18 +657,50 @@ class Agent(ActingSteps):
                 f"{model.model_name!r} is not a model: choose one with agent.resolve_model(name)",
                 metadata={"model": model.model_name},
             )
-        if self._run is not None:
-            self._run.model_name = model.model_name  # model_call_end names who answered
+        run = self._run
+        if run is not None:
+            run.model_name = model.model_name  # model_call_end names who answered
+        answer = run.output if run is not None else None
+        if answer is None:
+            return await model(
+                kwargs["messages"],
+                tools=kwargs["tools"],
+                tool_choice=kwargs["tool_choice"],
+                kind=self.kind,
+            )
+        # NOTE(output): added here, below every middleware, so none can hide the final-answer
+        # tool or the format from the model; a model without a JSON-schema mode (one a
+        # fallback chose) is asked plainly, and its answer is still validated.
+        if answer.strategy == "tool":
+            return await model(
+                kwargs["messages"],
+                tools=[*kwargs["tools"], answer.spec.tool],
+                tool_choice=_ANSWER_CHOICE.get(kwargs["tool_choice"], kwargs["tool_choice"]),
+                kind=self.kind,
+            )
+        if not model.native_output:
+            return await model(
+                kwargs["messages"],
+                tools=kwargs["tools"],
+                tool_choice=kwargs["tool_choice"],
+                kind=self.kind,
+            )
         return await model(
             kwargs["messages"],
             tools=kwargs["tools"],
             tool_choice=kwargs["tool_choice"],
             kind=self.kind,
+            output=answer.spec.format,
         )
 
     @core_step
     async def _core_permission(self, kwargs: dict[str, Any]) -> PermissionDecision:
         return ASK if kwargs["tool"].needs_confirmation else ALLOW
+
+
+_ANSWER_CHOICE = {"auto": "required", "none": FINAL_TOOL}
+"""Under the tool strategy, a step's tool choice as the model gets it: a reply ends only
+through the final-answer tool, so some call is required (``none``: that one)."""
 
 
 async def _close(stream: AsyncIterator[Any]) -> None:

@@ -20,7 +20,7 @@ from hookmesh.remote._sidecar_agent import HostState, SidecarAgent
 from hookmesh.remote._subscriptions import Routes
 from hookmesh.remote._sync import Sync
 from hookmesh.remote._tools import serve_call
-from hookmesh.schema import message_from_proto
+from hookmesh.schema import message_from_proto, output_from_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
@@ -246,6 +246,8 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
             request.user_id,
         )
         final = message_from_proto(request.final_message, "final_message")
+        if request.HasField("output"):
+            agent.output = output_from_proto(request.output, "output")
         sync = Sync(self.middleware.state(agent), agent.state.context, "after_agent", "")
         try:
             await self.middleware.after_agent(agent, final)
