@@ -3,7 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 
 import { loadHookmesh } from './proto.js';
 import { statusDetails } from './rpc-status.js';
-import { fromValue } from './struct.js';
+import { fromValue, toStruct } from './struct.js';
 
 /** Deadline of every call unless the constructor or the call sets another: 300 s. */
 export const DEFAULT_TIMEOUT_MS = 300_000;
@@ -134,7 +134,8 @@ function wrapError(err, signal) {
  *
  * `type` is the name of the `event` oneof arm (`reply_start`, `text_block_delta`, ...).
  * Field names, enum names (`FINISH_REASON_COMPLETED`), 64-bit integers (strings) and bytes
- * (Buffers) are as proto-loader gives them, but a custom event's `value` is plain JSON.
+ * (Buffers) are as proto-loader gives them, but a custom event's `value` and a reply_end's
+ * `output.value` are plain JSON.
  *
  * @param {object | null | undefined} event The AgentEvent.
  * @returns {{type: string, reply_id: string} & Record<string, unknown>} The event.
@@ -145,6 +146,9 @@ export function normaliseEvent(event) {
   delete fields[type];
   const out = { type, reply_id: '', ...fields, ...arm };
   if (type === 'custom') out.value = fromValue(out.value);
+  if (type === 'reply_end' && out.output) {
+    out.output = { ...out.output, value: fromValue(out.output.value) };
+  }
   return out;
 }
 
@@ -301,6 +305,9 @@ export class AgentClient {
    * @param {number} [options.maxIters] Most reasoning steps; 0 for the agent's setting.
    * @param {string} [options.toolChoice] `auto`, `none`, `required` or a tool name.
    * @param {string} [options.model] A configured model name, if the server allows it.
+   * @param {{name?: string, schema: object, description?: string}} [options.outputSchema]
+   *   Ask for a structured answer: a JSON Schema and its name (`output` by default); the
+   *   reply_end then carries `output: {value, schema_name}`, the value plain JSON.
    * @param {number} [options.timeoutMs] Deadline of the whole stream, milliseconds.
    * @param {AbortSignal} [options.signal] Aborting cancels the call (the reply is
    *   interrupted) and the iteration throws CANCELLED.
@@ -311,13 +318,28 @@ export class AgentClient {
    */
   reply(
     messagesOrText,
-    { sessionId = '', maxIters = 0, toolChoice = '', model = '', timeoutMs, signal } = {},
+    {
+      sessionId = '',
+      maxIters = 0,
+      toolChoice = '',
+      model = '',
+      outputSchema,
+      timeoutMs,
+      signal,
+    } = {},
   ) {
     const request = {
       session_id: sessionId,
       messages: toMessages(messagesOrText),
       options: { max_iters: maxIters, tool_choice: toolChoice, model },
     };
+    if (outputSchema) {
+      request.output_schema = {
+        name: outputSchema.name ?? '',
+        schema: toStruct(outputSchema.schema),
+        description: outputSchema.description ?? '',
+      };
+    }
     return this.#stream('Reply', request, { timeoutMs, signal });
   }
 
