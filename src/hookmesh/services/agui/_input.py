@@ -10,7 +10,15 @@ from typing import Any
 from ag_ui.core import ResumeEntry, RunAgentInput
 from pydantic import ValidationError
 
-from hookmesh.agent import Confirmation, ExternalResult, Tool, external_tool
+from hookmesh.agent import (
+    INVALID_OUTPUT_SCHEMA,
+    Confirmation,
+    ExternalResult,
+    OutputSpec,
+    Tool,
+    external_tool,
+    output_spec,
+)
 from hookmesh.client import SessionInfo
 from hookmesh.errors import FieldViolation, SchemaError
 from hookmesh.schema import Message, ToolResultBlock
@@ -44,7 +52,8 @@ class RunRequest:
     resume: list[ResumeEntry] | None
     state: dict[str, Any]
     options: dict[str, Any]
-    """ReplyOptions from ``forwardedProps.hookmesh``: tool_choice, max_iters, model."""
+    """ReplyOptions from ``forwardedProps.hookmesh``: tool_choice, max_iters, model, and the
+    output schema (``output``, from ``outputSchema``)."""
 
 
 @dataclass
@@ -99,7 +108,29 @@ def _options(props: Any) -> dict[str, Any]:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise SchemaError.single(f"forwardedProps.hookmesh.{key}", f"must be a {kind.__name__}")
         out[{"toolChoice": "tool_choice", "maxIters": "max_iters"}.get(key, key)] = value
+    if own.get("outputSchema") is not None:
+        out["output"] = _output(own["outputSchema"])
     return out
+
+
+def _output(raw: Any) -> OutputSpec:
+    """``forwardedProps.hookmesh.outputSchema``: ``{name, schema, description, strategy,
+    maxRetries}``, checked here as the agent would check it."""
+    field = "forwardedProps.hookmesh.outputSchema"
+    if not isinstance(raw, dict) or not isinstance(raw.get("schema"), dict):
+        raise SchemaError.single(
+            field, "must be {schema, name?, description?, strategy?, maxRetries?}",
+            reason=INVALID_OUTPUT_SCHEMA,
+        )  # fmt: skip
+    retries = raw.get("maxRetries")
+    return output_spec(
+        raw["schema"],
+        name=str(raw.get("name") or "output"),
+        description=str(raw.get("description") or ""),
+        strategy=raw.get("strategy") or "auto",
+        max_retries=retries if isinstance(retries, int) else None,
+        field=field,
+    )
 
 
 def parse_run_input(data: Any) -> RunRequest:
