@@ -28,6 +28,7 @@ from hookmesh.agent._output import (
     OutputSpec,
     OutputStrategy,
     output_spec,
+    output_spec_of,
 )
 from hookmesh.agent._state import AgentState, OutputState, PendingReply
 from hookmesh.schema import Confirmation, ExternalResult, Resume
@@ -67,5 +68,6 @@ __all__ = [
     "external_tool",
     "new_id",
     "output_spec",
+    "output_spec_of",
     "tool",
 ]

@@ -205,6 +205,29 @@ def output_spec(
     return _compiled(_key(name or "output", dict(output), description, strategy, retries), field)
 
 
+def output_spec_of(raw: Any, field: str) -> OutputSpec:
+    """The spec a JSON request gives (``{schema, name?, description?, strategy?,
+    maxRetries?}``, as the AG-UI and A2A gateways take it).
+
+    Raises:
+        SchemaError: Reason ``INVALID_OUTPUT_SCHEMA``, the violation under `field`.
+    """
+    if not isinstance(raw, dict) or not isinstance(raw.get("schema"), dict):
+        raise SchemaError.single(
+            field, "must be {schema, name?, description?, strategy?, maxRetries?}",
+            reason=INVALID_OUTPUT_SCHEMA,
+        )  # fmt: skip
+    retries = raw.get("maxRetries")
+    return output_spec(
+        raw["schema"],
+        name=str(raw.get("name") or "output"),
+        description=str(raw.get("description") or ""),
+        strategy=raw.get("strategy") or "auto",
+        max_retries=retries if isinstance(retries, int) and not isinstance(retries, bool) else None,
+        field=field,
+    )
+
+
 def spec_from_key(key: str) -> OutputSpec:
     """The spec a `key` describes (a reply continued from its saved state): the one built
     from a pydantic model in this process when there is one, so answers parse into it."""

@@ -13,9 +13,11 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue_v2 import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import a2a_pb2
+from google.protobuf import json_format
 
 from hookmesh.a2a import (
     EVENT_METADATA_KEY,
+    OUTPUT_SCHEMA_METADATA_KEY,
     AnswerError,
     Awaiting,
     answer_of,
@@ -24,12 +26,14 @@ from hookmesh.a2a import (
     parts_from_blocks,
     pause_parts,
 )
-from hookmesh.agent import Confirmation, ExternalResult
+from hookmesh.agent import Confirmation, ExternalResult, OutputSpec, output_spec_of
 from hookmesh.client import AgentClient, AgentClientError
+from hookmesh.errors import SchemaError
 from hookmesh.schema import (
     AgentEvent,
     AgenticMessage,
     ReplyEndEvent,
+    StructuredOutput,
     ToolCall,
     is_assistant,
     to_agentic,
@@ -76,7 +80,9 @@ class HookmeshAgentExecutor(AgentExecutor):
     resumes it. Progress travels as ``working`` status updates whose metadata holds the
     hookmesh event (``hookmeshEvent``); the reply's end sets the task's state: completed
     (the final message's blocks as the ``answer`` artifact), input-required (a paused reply:
-    what it waits for, see `pause_parts`), failed, or canceled.
+    what it waits for, see `pause_parts`), failed, or canceled. A message whose metadata
+    holds ``hookmeshOutputSchema`` asks for a structured answer: the artifact is then one
+    data part, the answer's JSON value.
 
     Args:
         client: The agent service's client (the caller's token is passed per call).
@@ -114,13 +120,22 @@ class HookmeshAgentExecutor(AgentExecutor):
             else:
                 user = AgenticMessage(role="user", blocks=blocks_from_parts(message.parts))
                 stream = self.client.reply(
-                    [user], session_id=session, timeout=self.run_timeout, token=token
+                    [user],
+                    session_id=session,
+                    timeout=self.run_timeout,
+                    token=token,
+                    output=_output_of(message),
                 )
             await updater.start_work()
             await self._follow(stream, updater, session, token)
         except AgentClientError as exc:
             reason = exc.reason or exc.code.name
             await updater.failed(_message(updater, exc.message, {"reason": reason}))
+        except SchemaError as exc:
+            field = exc.violations[0].field
+            await updater.failed(
+                _message(updater, exc.message, {"reason": exc.reason, "field": field})
+            )
 
     async def _resume(
         self,
@@ -181,7 +196,7 @@ class HookmeshAgentExecutor(AgentExecutor):
         if end is None:
             await updater.failed(_message(updater, "the agent's stream ended early"))
         elif end.finish_reason == "completed":
-            await self._complete(updater, session, token)
+            await self._complete(updater, session, token, end.output)
         elif end.finish_reason in _AWAITING:
             awaiting = _AWAITING[end.finish_reason]
             await updater.requires_input(updater.new_agent_message(pause_parts(awaiting, paused)))
@@ -193,7 +208,19 @@ class HookmeshAgentExecutor(AgentExecutor):
             reason = error.reason if error is not None else end.finish_reason.upper()
             await updater.failed(_message(updater, text, {"reason": reason}))
 
-    async def _complete(self, updater: TaskUpdater, session: str, token: str | None) -> None:
+    async def _complete(
+        self,
+        updater: TaskUpdater,
+        session: str,
+        token: str | None,
+        output: StructuredOutput | None,
+    ) -> None:
+        if output is not None:
+            await updater.add_artifact(
+                [data_part(output.as_json())], name="answer", last_chunk=True
+            )
+            await updater.complete()
+            return
         info = await self.client.get_session(session, timeout=_LOOKUP_TIMEOUT, token=token)
         final = next((m for m in reversed(info.context) if is_assistant(m)), None)
         blocks = to_agentic([final])[0].blocks if final is not None else []
@@ -243,3 +270,15 @@ class HookmeshAgentExecutor(AgentExecutor):
         )
         async for _ in stream:  # the reply goes on to its end; nobody reads it
             pass
+
+
+def _output_of(message: a2a_pb2.Message) -> OutputSpec | None:
+    """The structured answer a message's metadata asks for, if any.
+
+    Raises:
+        SchemaError: The metadata holds no valid output schema.
+    """
+    if OUTPUT_SCHEMA_METADATA_KEY not in message.metadata:
+        return None
+    raw = json_format.MessageToDict(message.metadata).get(OUTPUT_SCHEMA_METADATA_KEY)
+    return output_spec_of(raw, f"metadata.{OUTPUT_SCHEMA_METADATA_KEY}")

@@ -10,15 +10,7 @@ from typing import Any
 from ag_ui.core import ResumeEntry, RunAgentInput
 from pydantic import ValidationError
 
-from hookmesh.agent import (
-    INVALID_OUTPUT_SCHEMA,
-    Confirmation,
-    ExternalResult,
-    OutputSpec,
-    Tool,
-    external_tool,
-    output_spec,
-)
+from hookmesh.agent import Confirmation, ExternalResult, Tool, external_tool, output_spec_of
 from hookmesh.client import SessionInfo
 from hookmesh.errors import FieldViolation, SchemaError
 from hookmesh.schema import Message, ToolResultBlock
@@ -109,28 +101,8 @@ def _options(props: Any) -> dict[str, Any]:
             raise SchemaError.single(f"forwardedProps.hookmesh.{key}", f"must be a {kind.__name__}")
         out[{"toolChoice": "tool_choice", "maxIters": "max_iters"}.get(key, key)] = value
     if own.get("outputSchema") is not None:
-        out["output"] = _output(own["outputSchema"])
+        out["output"] = output_spec_of(own["outputSchema"], "forwardedProps.hookmesh.outputSchema")
     return out
-
-
-def _output(raw: Any) -> OutputSpec:
-    """``forwardedProps.hookmesh.outputSchema``: ``{name, schema, description, strategy,
-    maxRetries}``, checked here as the agent would check it."""
-    field = "forwardedProps.hookmesh.outputSchema"
-    if not isinstance(raw, dict) or not isinstance(raw.get("schema"), dict):
-        raise SchemaError.single(
-            field, "must be {schema, name?, description?, strategy?, maxRetries?}",
-            reason=INVALID_OUTPUT_SCHEMA,
-        )  # fmt: skip
-    retries = raw.get("maxRetries")
-    return output_spec(
-        raw["schema"],
-        name=str(raw.get("name") or "output"),
-        description=str(raw.get("description") or ""),
-        strategy=raw.get("strategy") or "auto",
-        max_retries=retries if isinstance(retries, int) else None,
-        field=field,
-    )
 
 
 def parse_run_input(data: Any) -> RunRequest:
