@@ -30,6 +30,7 @@ from hookmesh.middleware import (
     check_middleware,
     core_step,
     culprit,
+    is_trip,
     skip_failed,
 )
 from hookmesh.models import ChatModel, ModelResult
@@ -402,7 +403,10 @@ class Agent(ActingSteps, AnswerSteps):
             run.output = ReplyOutput(output, strategy)
         self.reply_id = reply_id
         self.last_finish_reason = None
-        stream = self._reply_chain(kwargs)
+        try:
+            stream = self._reply_chain(kwargs)
+        except Exception as exc:  # an on_reply written as a plain function raised at once
+            stream = _raising(exc)
         try:
             # NOTE(hookmesh): `inside` tells interrupt() whether the task is suspended in the
             # reply's own code (safe to cancel) or in the consumer's (only flag it).
@@ -432,6 +436,12 @@ class Agent(ActingSteps, AnswerSteps):
             yield self._end("interrupted")
         except Exception as exc:
             self.last_finish_reason = "error"
+            if is_trip(exc) and not run.begun:
+                # A guardrail stopped the input before the core took it: the reply still
+                # begins and ends, as every reply does.
+                yield ReplyStartEvent(
+                    reply_id=reply_id, session_id=self.session_id, agent_name=self.name
+                )
             yield self._error_end(exc)
         finally:
             if self.last_finish_reason is None:
@@ -469,6 +479,8 @@ class Agent(ActingSteps, AnswerSteps):
 
     def _error_end(self, exc: BaseException) -> ReplyEndEvent:
         mw = culprit(exc)
+        if is_trip(exc):
+            return self._tripped(exc, mw)
         if mw is not None:
             # A middleware's own HookmeshError (a sidecar's `done` error among them) keeps
             # its reason and metadata; anything else is MIDDLEWARE_FAILED.
@@ -500,6 +512,36 @@ class Agent(ActingSteps, AnswerSteps):
         log.error("reply %s failed: %s", self.reply_id, error.message, exc_info=trace)
         return self._end("error", error)
 
+    def _tripped(self, trip: HookmeshError, mw: Middleware | None) -> ReplyEndEvent:
+        """End a reply a guardrail stopped, keeping out of the context what tripped (and,
+        for the input, everything the reply added): docs/middleware/guardrails.md."""
+        run = self._run
+        stage = trip.metadata.get("stage", "")
+        if run is not None:
+            context = self.state.context
+            if stage == "input":
+                del context[_input_start(context, trip.metadata.get("inputId", ""), run.start) :]
+            elif stage == "output" and run.final is not None:
+                for i in range(len(context) - 1, -1, -1):
+                    if context[i] is run.final:
+                        del context[i]
+                        break
+            else:
+                tail = context[run.start :] if run.start <= len(context) else context
+                for call in unanswered_tool_calls(tail):
+                    self._answer(call, f"Stopped: {trip.message}", "denied")
+        key = mw.middleware_key() if mw is not None else ""
+        log.info("reply %s: %s", self.reply_id, trip.message)
+        return self._end(
+            "error",
+            ReplyError(
+                reason=trip.reason,
+                message=trip.message,
+                source=f"middleware:{key}" if key else "agent",
+                metadata={**trip.metadata, **({"middleware": key} if key else {})},
+            ),
+        )
+
     # --- core steps --------------------------------------------------------------------------
 
     @core_step
@@ -514,6 +556,7 @@ class Agent(ActingSteps, AnswerSteps):
             for msg in kwargs["inputs"]:
                 self._write(msg)
             await self._commit("input")
+        run.begun = True
         if pending is None or pending.awaiting != "running" or pending.iteration < 0:
             # A continuation from the inputs' checkpoint begins as the reply did: its events
             # then carry the numbers the cut-off reply's had.
@@ -594,7 +637,7 @@ class Agent(ActingSteps, AnswerSteps):
             try:
                 prompt = await mw.on_system_prompt(self, prompt)
             except Exception as exc:
-                if mw.failure_mode != "fail_open":
+                if mw.failure_mode != "fail_open" or is_trip(exc):
                     blame(exc, mw)
                     raise
                 skip_failed(mw, "on_system_prompt", exc)
@@ -607,7 +650,7 @@ class Agent(ActingSteps, AnswerSteps):
             try:
                 await mw.after_agent(self, final)
             except Exception as exc:
-                if mw.failure_mode != "fail_open":
+                if mw.failure_mode != "fail_open" or is_trip(exc):
                     blame(exc, mw)
                     raise
                 skip_failed(mw, "after_agent", exc)
@@ -701,6 +744,22 @@ class Agent(ActingSteps, AnswerSteps):
 _ANSWER_CHOICE = {"auto": "required", "none": FINAL_TOOL}
 """Under the tool strategy, a step's tool choice as the model gets it: a reply ends only
 through the final-answer tool, so some call is required (``none``: that one)."""
+
+
+def _input_start(context: list[Message], input_id: str, start: int) -> int:
+    """Where a reply's input begins in the context: the message `input_id` (a guardrail
+    names it for a reply continued after its input), else where the reply began."""
+    if input_id:
+        for i in range(len(context) - 1, -1, -1):
+            if context[i].id == input_id:
+                return i
+    return min(start, len(context))
+
+
+async def _raising(exc: Exception) -> AsyncIterator[AgentEvent]:
+    """A stream that fails with `exc` at its first step."""
+    raise exc
+    yield  # an async generator
 
 
 async def _close(stream: AsyncIterator[Any]) -> None:

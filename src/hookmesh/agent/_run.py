@@ -23,6 +23,7 @@ class ReplyRun:
     """Per-reply bookkeeping, created once per reply and dropped when it ends."""
 
     __slots__ = (
+        "begun",
         "blocks",
         "cancelled",
         "checkpoint",
@@ -75,6 +76,8 @@ class ReplyRun:
         """Calls whose tool run started and whose result is not yet in the context."""
         self.output: ReplyOutput | None = None
         """The structured answer the reply asks for, if any."""
+        self.begun = False
+        """The core took the reply on (its inputs are in the context, reply_start is out)."""
 
     def block_id(self) -> str:
         self.blocks += 1

@@ -104,6 +104,8 @@ class ScriptedChatModel(ChatModel):
         self.native_output = native_output
         self.last_output: OutputFormat | None = None
         """The output format of the most recent call (None when it asked for none)."""
+        self.last_messages: list[Message] = []
+        """The prompt of the most recent call."""
         self._ids = 0
 
     def _next_turn(
@@ -145,6 +147,7 @@ class ScriptedChatModel(ChatModel):
         self.calls += 1
         self.last_tool_choice = tool_choice
         self.last_output = output
+        self.last_messages = list(messages)
         turn = self._next_turn(messages, tools, tool_choice)
         if turn.error:
             raise ModelError(turn.error)

@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 from opentelemetry import propagate, trace
 
-from hookmesh.middleware import Middleware
+from hookmesh.middleware import GUARDRAIL_TRIPPED, Middleware, is_trip
 from hookmesh.remote import _codec as c
 from hookmesh.remote._call import HostCall
 from hookmesh.remote._errors import RemoteHookError, SidecarError
@@ -156,6 +156,8 @@ class _Session:
 def _hook_failed(hook: str, exc: Exception) -> RemoteHookError:
     """ABORTED ``MIDDLEWARE_FAILED`` for whatever the middleware raised in a unary hook, a
     `HookmeshError` included: the agent's proxy blames the middleware, not the sidecar."""
+    if is_trip(exc):  # a guardrail stopped the reply: its reason and details go as they are
+        return RemoteHookError(str(exc), reason=GUARDRAIL_TRIPPED, metadata=exc.metadata)
     log.warning("middleware failed in %s: %s", hook, exc, exc_info=exc)
     return RemoteHookError(
         str(exc) or type(exc).__name__, metadata={"hook": hook, "errorType": type(exc).__name__}

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf import duration_pb2
 
-from hookmesh.errors import reason_of, status_of
+from hookmesh.errors import metadata_of, reason_of, status_of
 from hookmesh.remote._errors import RemoteHookError, SidecarError
 from hookmesh.remote._stream import InterceptStream
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
@@ -78,6 +78,7 @@ class SidecarLink:
                 raise RemoteHookError(
                     exc.details() or "the sidecar's hook failed",
                     reason=reason_of(status) if status is not None else "",
+                    metadata=metadata_of(status) if status is not None else None,
                 ) from None
             raise SidecarError(
                 f"sidecar {self.target}: {exc.code().name}",
