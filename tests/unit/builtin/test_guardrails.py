@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from hookmesh.agent import FINAL_TOOL, Agent, tool
+from hookmesh.agent import FINAL_TOOL, Agent, AgentState, ReplyHandedOver, StepPoint, tool
 from hookmesh.middleware import AgentView
 from hookmesh.middleware.builtin.guardrails import (
     Guardrail,
@@ -390,3 +390,34 @@ def test_bad_patterns_and_options_are_refused() -> None:
         ToolSchemaGuardrail({"lookup": {"type": "nope"}})
     with pytest.raises(ValueError, match="give"):
         LengthGuardrail()
+
+
+async def test_a_parallel_check_cut_off_with_its_reply_runs_first_where_it_continues(
+    kind: MessageKind,
+) -> None:
+    saved = ""
+    first = Agent(
+        ScriptedChatModel(["unused"]),
+        kind=kind,
+        middlewares=[AfterTheModelStarts(asyncio.Event(), trips=True)],
+    )
+
+    async def checkpoint(point: StepPoint) -> None:  # the replica dies at the first save
+        nonlocal saved
+        saved = first.checkpoint_state().model_dump_json()
+        raise ReplyHandedOver
+
+    with pytest.raises(ReplyHandedOver):
+        await collect(first.reply("forbidden", checkpoint=checkpoint))
+    state = AgentState.model_validate_json(saved)
+    (pending,) = state.middle_context["guardrail.watcher"].values()
+    assert pending["input"]["text"] == "forbidden"
+    decided = asyncio.Event()
+    decided.set()
+    model = ScriptedChatModel(["answer"])
+    second = Agent(
+        model, kind=kind, state=state, middlewares=[AfterTheModelStarts(decided, trips=True)]
+    )
+    events = await collect(second.redrive())
+    _tripped(events, "watcher", "input")
+    assert model.calls == 0 and second.state.context == []
