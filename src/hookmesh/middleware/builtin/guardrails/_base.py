@@ -7,8 +7,8 @@ import functools
 import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 from hookmesh.middleware import (
     ActingArgs,
@@ -38,11 +38,11 @@ _HOOKS: dict[str, tuple[GuardrailStage, ...]] = {
     "on_acting": ("tool_arguments", "tool_result"),
 }
 _NO_ITEMS: tuple[str, ...] = ()
+_NO_ARGUMENTS: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class GuardrailSubject:
-    """What one check looks at."""
+class GuardrailSubject(NamedTuple):
+    """What one check looks at (a tuple: made once per check, on the reply's path)."""
 
     stage: GuardrailStage
     """Which stage."""
@@ -51,7 +51,7 @@ class GuardrailSubject:
     call's arguments as JSON, or a tool's result text."""
     tool: str = ""
     """The tool, for the tool stages."""
-    arguments: Mapping[str, Any] = field(default_factory=dict)
+    arguments: Mapping[str, Any] = _NO_ARGUMENTS
     """The parsed arguments, for ``tool_arguments``."""
 
 
@@ -144,26 +144,28 @@ class Guardrail(Middleware):
     ) -> AsyncIterator[AgentEvent]:
         """The input stage: blocking, the check ends before the core sees the input (a trip:
         it is never saved or sent); parallel, it runs alongside the first model call."""
-        pending = self.state(agent).get("input") if kwargs["resume"] is not None else None
-        if pending is not None:  # a parallel check cut off with its reply: check first
-            subject = GuardrailSubject("input", pending["text"])
-            return self._blocking(agent, subject, next_handler, pending["inputId"])
         inputs = kwargs["inputs"]
         if not inputs:
+            pending = self.state(agent).get("input") if kwargs["resume"] is not None else None
+            if pending is not None:  # a parallel check cut off with its reply: check first
+                subject = GuardrailSubject("input", pending["text"])
+                return self._blocking(agent, subject, next_handler, pending["inputId"])
             return next_handler()
         subject = GuardrailSubject("input", _input_text(inputs))
+        verdict = self.check(agent, subject)
+        # NOTE(guardrails): a check that is a plain function has decided already, before any
+        # model call could start: it runs blocking in either mode, at no cost per event.
+        if verdict is None:
+            return next_handler()
         first = inputs[0].id
+        if isinstance(verdict, str):
+            raise self.trip("input", verdict, inputId=first)
         if self.mode == "parallel":
             state = self.state(agent)
             state["input"] = {"text": subject.text, "inputId": first}
             trip = functools.partial(self.trip, "input", inputId=first)
-            return alongside(self, self._verdict(agent, subject), trip, state, next_handler())
-        verdict = self.check(agent, subject)
-        if inspect.isawaitable(verdict):
-            return self._after(verdict, next_handler, first)
-        if verdict is not None:
-            raise self.trip("input", verdict, inputId=first)
-        return next_handler()
+            return alongside(self, verdict, trip, state, next_handler())
+        return self._after(verdict, next_handler, first)
 
     async def _blocking(
         self, agent: AgentView, subject: GuardrailSubject, next_handler: ReplyNext, first: str
@@ -249,5 +251,7 @@ class Guardrail(Middleware):
 
 
 def _input_text(inputs: list[Message]) -> str:
-    """The text a user gave: every user message's text (tool results left out)."""
+    """The text a user gave: every user message's text (a tool result is not text)."""
+    if len(inputs) == 1:  # the common case, once per reply: no generator, no join
+        return text_of(inputs[0]) if is_user(inputs[0]) else ""
     return "\n".join(text_of(m) for m in inputs if is_user(m))

@@ -4,7 +4,7 @@ when it trips; the first model response (and the reply's end) waits for its verd
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from hookmesh.middleware import Middleware, blame, skip_failed
@@ -47,7 +47,7 @@ class _Race:
 
 async def alongside(
     guardrail: Middleware,
-    verdict: Coroutine[Any, Any, str | None],
+    verdict: Awaitable[str | None],
     tripped: Callable[[str], Exception],
     state: dict[str, Any],
     downstream: AsyncIterator[AgentEvent],

@@ -15,11 +15,10 @@ from hookmesh.middleware.builtin.guardrails._base import Guardrail, GuardrailSub
 class PatternGuardrail(Guardrail):
     """Trips when the text matches a deny pattern, or, with an allow list, matches none of it.
 
-    Patterns are compiled once, here, each list into one RE2 alternation, so a check is one
-    linear pass over the text per list; which deny pattern matched is worked out only when
-    one did. `literal` patterns are words or phrases (matched as they are, not as regexes).
-    The check is a plain function: as a blocking input guardrail it costs a reply no work per
-    event.
+    Patterns are compiled once, here, each list into one RE2 set, so a check is one linear
+    pass over the text per list, which also says which patterns matched. `literal` patterns
+    are words or phrases (matched as they are, not as regexes). The check is a plain
+    function: as a blocking input guardrail it costs a reply no work per event.
 
     Args:
         deny: Patterns that trip the guardrail when any of them matches.
@@ -53,29 +52,31 @@ class PatternGuardrail(Guardrail):
         self._options = re2.Options()
         self._options.log_errors = False
         self._options.case_sensitive = not ignore_case
-        self._deny = [self._compile(p, literal) for p in deny]
-        self._deny_any = self._union(deny, literal)
-        self._allow_any = self._union(allow, literal)
+        self._shown = list(deny)
+        self._deny = self._set([re2.escape(p) if literal else p for p in deny], deny)
+        self._allow = self._set([re2.escape(p) if literal else p for p in allow], allow)
 
-    def _compile(self, pattern: str, literal: bool) -> Any:
-        try:
-            return re2.compile(re2.escape(pattern) if literal else pattern, self._options)
-        except re2.error as exc:
-            raise ValueError(f"invalid pattern {pattern!r}: {exc}") from None
-
-    def _union(self, patterns: Sequence[str], literal: bool) -> Any:
+    def _set(self, patterns: Sequence[str], given: Sequence[str]) -> Any:
+        """One RE2 set of `patterns` (a search reports every pattern that matches), or None
+        for no patterns."""
         if not patterns:
             return None
-        for pattern in patterns:  # each named when it is the one RE2 refuses
-            self._compile(pattern, literal)
-        parts = (re2.escape(p) if literal else p for p in patterns)
-        return re2.compile("|".join(f"(?:{p})" for p in parts), self._options)
+        found = re2.Set.SearchSet(self._options)
+        for pattern, shown in zip(patterns, given, strict=True):
+            try:
+                re2.compile(pattern, self._options)
+                found.Add(pattern)
+            except re2.error as exc:
+                raise ValueError(f"invalid pattern {shown!r}: {exc}") from None
+        found.Compile()
+        return found
 
     def check(self, agent: AgentView, subject: GuardrailSubject) -> Verdict:
         text = subject.text
-        if self._deny_any is not None and self._deny_any.search(text):
-            pattern = next(r.pattern for r in self._deny if r.search(text))
-            return f"it matches the denied pattern {pattern!r}"
-        if self._allow_any is not None and not self._allow_any.search(text):
+        if self._deny is not None:
+            matched = self._deny.Match(text)
+            if matched:
+                return f"it matches the denied pattern {self._shown[min(matched)]!r}"
+        if self._allow is not None and not self._allow.Match(text):
             return "it matches none of the allowed patterns"
         return None
