@@ -48,6 +48,7 @@ from hookmesh.schema import (
     ReplyStartEvent,
     RequireExternalExecutionEvent,
     RequireUserConfirmEvent,
+    StructuredOutput,
     TextBlock,
     TextBlockDeltaEvent,
     TextBlockEndEvent,
@@ -416,6 +417,7 @@ def event_strategies(*, valid: bool = True) -> dict[str, SearchStrategy[Any]]:
             finish_reason=finish_reasons,
             error=st.none() | reply_errors,
             session_id=texts,
+            output=st.none() | st.builds(StructuredOutput, value=json_values, schema_name=texts),
         ),
         "model_call_start": st.builds(ModelCallStartEvent, reply_id=r, model_name=texts),
         "model_call_end": st.builds(

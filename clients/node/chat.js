@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // hookmesh chat in Node.js: sends one message to an AgentService and streams the reply.
 import { readFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import process from 'node:process';
 import readline from 'node:readline';
 import { parseArgs } from 'node:util';
@@ -33,6 +34,8 @@ that breaks (the connection, the replica, a proxy's reset) is re-attached by its
   --max-iters N       most reasoning steps (default: the agent's setting)
   --tool-choice C     auto, none, required or a tool name
   --model NAME        a configured model, if the server allows overrides
+  --output-schema FILE  ask for a structured answer valid for this JSON Schema (named after
+                      the file); it is printed as "[output NAME] json" before "end:"
 When the reply pauses for confirmation, each call is asked about on stderr: "a" approves it,
 "e" edits it (the next line is its arguments, a JSON object), "r" rejects it (the next line is
 the reason the model reads); then the reply resumes. A refused edit is asked again; at the end
@@ -69,6 +72,7 @@ function options() {
         'max-iters': { type: 'string', default: '0' },
         'tool-choice': { type: 'string', default: '' },
         model: { type: 'string', default: '' },
+        'output-schema': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -121,6 +125,20 @@ function options() {
       cert ? read('HOOKMESH_CLIENT_CERT', cert) : null,
     );
   }
+  let outputSchema;
+  if (values['output-schema'] !== undefined) {
+    const path = values['output-schema'];
+    let schema;
+    try {
+      schema = JSON.parse(readFileSync(path, 'utf8'));
+    } catch (err) {
+      usageError(`--output-schema: cannot read a JSON Schema from ${path}: ${err.message}`);
+    }
+    if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) {
+      usageError(`--output-schema: ${path} holds no JSON object`);
+    }
+    outputSchema = { name: schemaName(path), schema };
+  }
   return {
     attach,
     credentials,
@@ -137,6 +155,7 @@ function options() {
       toolChoice: values['tool-choice'],
       model: values.model,
       durability: values.durability,
+      outputSchema,
     },
   };
 }
@@ -157,6 +176,22 @@ function oneLine(text) {
  * The event's JSON line, as `hookmesh chat --json` prints it: the proto3 JSON mapping with
  * proto field names (bytes as base64, enums by name), unset messages left out.
  */
+/** The output schema's name for a schema file: its name without extension, as a name may be. */
+function schemaName(path) {
+  const stem = basename(path).replace(/\.[^.]*$/, '');
+  return stem.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 64) || 'output';
+}
+
+/** `value` as compact JSON with object keys sorted, as `hookmesh chat` prints it (a Struct
+ * keeps no key order). */
+function sortedJson(value) {
+  return JSON.stringify(value, (key, item) =>
+    item !== null && typeof item === 'object' && !Array.isArray(item)
+      ? Object.fromEntries(Object.keys(item).sort().map((k) => [k, item[k]]))
+      : item,
+  );
+}
+
 function jsonLine(event) {
   const { type, reply_id: replyId, source_path: sourcePath, ...arm } = event;
   const fields = withoutOneofNames(arm, eventArmType(type));
@@ -261,6 +296,9 @@ class HumanPrinter {
         this.#line(`[${event.name}] ${JSON.stringify(event.value)}`);
         break;
       case 'reply_end':
+        if (event.output) {
+          this.#line(`[output ${event.output.schema_name}] ${sortedJson(event.output.value)}`);
+        }
         this.#line(`end: ${shortEnum(event.finish_reason, 'FINISH_REASON_')}`);
         break;
       default:

@@ -129,6 +129,16 @@ def reason_of(status: status_pb2.Status) -> str:
     return ""
 
 
+def metadata_of(status: status_pb2.Status) -> dict[str, str]:
+    """The ErrorInfo metadata in `status` (empty when it carries none)."""
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return dict(info.metadata)
+    return {}
+
+
 def field_violations_of(status: status_pb2.Status) -> list[FieldViolation]:
     """The BadRequest field violations in `status` (empty when there are none)."""
     out: list[FieldViolation] = []

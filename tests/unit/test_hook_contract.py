@@ -260,6 +260,7 @@ def test_the_agent_and_the_sidecar_agent_both_offer_the_agent_view() -> None:
         "kind",
         "model",
         "name",
+        "output",
         "reply_id",
         "resolve_model",
         "session_id",

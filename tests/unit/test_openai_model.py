@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hookmesh.models import ModelChunk, ModelError, ModelResponse
+from hookmesh.models import ModelChunk, ModelError, ModelResponse, OutputFormat
 from hookmesh.models._openai import OpenAIChatModel
 from hookmesh.schema import (
     AgenticMessage,
@@ -794,6 +794,36 @@ async def test_conversation_request_body(model, server, conversation):
         }
     ]
     assert body["tool_choice"] == "auto"
+
+
+@pytest.mark.parametrize(
+    ("dialect", "expected"),
+    [
+        (
+            "json_schema",
+            {
+                "type": "json_schema",
+                "json_schema": {"name": "Weather", "schema": WEATHER_TOOL["parameters"]},
+            },
+        ),
+        ("json_object", {"type": "json_object", "schema": WEATHER_TOOL["parameters"]}),
+    ],
+)
+async def test_a_structured_answer_is_asked_in_the_servers_dialect(server, dialect, expected):
+    server.replies.append(Reply.json(TEXT_ANSWER))
+    output = OutputFormat("Weather", WEATHER_TOOL["parameters"])
+    async with OpenAIChatModel(
+        f"http://127.0.0.1:{server.port}/v1", "gpt-test", stream=False, response_format=dialect
+    ) as model:
+        assert model.native_output
+        await _call(model, _user("weather?"), output=output)
+    assert server.requests[0].body["response_format"] == expected
+
+
+async def test_a_server_without_a_json_schema_mode_is_not_native() -> None:
+    model = OpenAIChatModel("http://127.0.0.1:9/v1", "m", response_format="none")
+    assert not model.native_output
+    await model.aclose()
 
 
 async def test_media_parts_and_tool_output_media(model, server):

@@ -4,7 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import { loadHookmesh } from './proto.js';
 import { BACKOFF_MS, pause, Reattach } from './reattach.js';
 import { statusDetails } from './rpc-status.js';
-import { fromValue } from './struct.js';
+import { fromValue, toStruct } from './struct.js';
 
 /** Deadline of every call unless the constructor or the call sets another: 300 s. */
 export const DEFAULT_TIMEOUT_MS = 300_000;
@@ -135,7 +135,8 @@ function wrapError(err, signal) {
  *
  * `type` is the name of the `event` oneof arm (`reply_start`, `text_block_delta`, ...).
  * Field names, enum names (`FINISH_REASON_COMPLETED`), 64-bit integers (strings) and bytes
- * (Buffers) are as proto-loader gives them, but a custom event's `value` is plain JSON.
+ * (Buffers) are as proto-loader gives them, but a custom event's `value` and a reply_end's
+ * `output.value` are plain JSON.
  *
  * @param {object | null | undefined} event The AgentEvent.
  * @returns {{type: string, reply_id: string} & Record<string, unknown>} The event.
@@ -146,6 +147,9 @@ export function normaliseEvent(event) {
   delete fields[type];
   const out = { type, reply_id: '', ...fields, ...arm };
   if (type === 'custom') out.value = fromValue(out.value);
+  if (type === 'reply_end' && out.output) {
+    out.output = { ...out.output, value: fromValue(out.output.value) };
+  }
   return out;
 }
 
@@ -353,6 +357,9 @@ export class AgentClient {
    * @param {string} [options.model] A configured model name, if the server allows it.
    * @param {string} [options.durability] `step`, `event` or `exit` (docs/durability.md);
    *   the service's default when empty.
+   * @param {{name?: string, schema: object, description?: string}} [options.outputSchema]
+   *   Ask for a structured answer: a JSON Schema and its name (`output` by default); the
+   *   reply_end then carries `output: {value, schema_name}`, the value plain JSON.
    * @param {number} [options.timeoutMs] Deadline of the whole stream (re-attaching
    *   included), milliseconds.
    * @param {AbortSignal} [options.signal] Aborting cancels the call and the iteration
@@ -373,6 +380,7 @@ export class AgentClient {
       toolChoice = '',
       model = '',
       durability = '',
+      outputSchema,
       timeoutMs,
       signal,
     } = {},
@@ -387,6 +395,13 @@ export class AgentClient {
         durability: durabilityName(durability),
       },
     };
+    if (outputSchema) {
+      request.output_schema = {
+        name: outputSchema.name ?? '',
+        schema: toStruct(outputSchema.schema),
+        description: outputSchema.description ?? '',
+      };
+    }
     return this.#followed('Reply', request, sessionId, { timeoutMs, signal });
   }
 

@@ -24,9 +24,14 @@ EVENT_METADATA_KEY = "hookmeshEvent"
 """Metadata key of an A2A status message that carries a hookmesh `AgentEvent` (its JSON), so
 a hookmesh client can show the remote reply's progress as nested events."""
 
+OUTPUT_SCHEMA_METADATA_KEY = "hookmeshOutputSchema"
+"""Metadata key of an A2A message asking for a structured answer: ``{schema, name?,
+description?, strategy?, maxRetries?}``; the task's artifact is then one data part."""
+
 __all__ = [
     "DATA_MIME",
     "EVENT_METADATA_KEY",
+    "OUTPUT_SCHEMA_METADATA_KEY",
     "Answer",
     "AnswerError",
     "Awaiting",

@@ -236,6 +236,7 @@ class ActingSteps:
             confirm_calls=confirm,
             external_calls=external,
             direct_call_id=run.direct_call_id,
+            output=run.output.state() if run.output is not None else None,
             blocks=run.blocks,
         )
         run.paused = True

@@ -7,9 +7,13 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from hookmesh.agent._acting import ActingSteps, check_resume
+from hookmesh.agent._answer import AnswerSteps
 from hookmesh.agent._checkpoint import Checkpoint, OutcomePolicy, StepKind, StepPoint
-from hookmesh.agent._run import DEFAULT_MAX_ITERS, ReplyRun, drain, new_id
+from hookmesh.agent._output import FINAL_TOOL, OutputSpec, output_spec, spec_from_key
+from hookmesh.agent._run import DEFAULT_MAX_ITERS, ReplyOutput, ReplyRun, drain, new_id
 from hookmesh.agent._state import AgentState, PendingReply
 from hookmesh.agent._stream import StreamOutcome, response_events
 from hookmesh.errors import HookmeshError
@@ -26,6 +30,7 @@ from hookmesh.middleware import (
     check_middleware,
     core_step,
     culprit,
+    is_trip,
     skip_failed,
 )
 from hookmesh.models import ChatModel, ModelResult
@@ -42,6 +47,7 @@ from hookmesh.schema import (
     ReplyError,
     ReplyStartEvent,
     Resume,
+    StructuredOutput,
     ToolCall,
     check_messages,
     make_assistant,
@@ -68,7 +74,12 @@ class UnknownModelError(HookmeshError):
     reason = "UNKNOWN_MODEL"
 
 
-class Agent(ActingSteps):
+Output = type[BaseModel] | Mapping[str, Any] | OutputSpec
+"""What a structured answer must look like: a pydantic model, a JSON Schema, or an
+`OutputSpec` (`output_spec`)."""
+
+
+class Agent(ActingSteps, AnswerSteps):
     """A ReAct agent: reply → (compress context → reasoning → model call → acting)* → end.
 
     Everything beyond that loop is a middleware. Hooks are bucketed once, here: each hook
@@ -91,6 +102,8 @@ class Agent(ActingSteps):
             ``next_handler(model=agent.resolve_model(name))`` in on_model_call.
         outcome_unknown: What a continued reply (`redrive`) does with a call cut off mid-run
             whose tool is not safe to run twice (`OutcomePolicy`).
+        output: The structured answer every reply asks for unless `reply` names another
+            (docs/structured-output.md); checked and compiled here, once.
     """
 
     def __init__(
@@ -108,6 +121,7 @@ class Agent(ActingSteps):
         user_id: str = "",
         models: Mapping[str, ChatModel] | None = None,
         outcome_unknown: OutcomePolicy = "ask",
+        output: Output | None = None,
     ) -> None:
         if kind not in ("flat", "agentic"):
             raise ValueError(f"kind must be 'flat' or 'agentic', not {kind!r}")
@@ -129,6 +143,7 @@ class Agent(ActingSteps):
                 f"outcome_unknown must be 'ask', 'tell_model' or 'fail', not {outcome_unknown!r}"
             )
         self.outcome_unknown: OutcomePolicy = outcome_unknown
+        self._output = output_spec(output) if output is not None else None
         self.middlewares = list(middlewares)
         for mw in self.middlewares:
             check_middleware(mw)
@@ -194,11 +209,12 @@ class Agent(ActingSteps):
         max_iters: int | None = None,
         checkpoint: Checkpoint | None = None,
         reply_id: str = "",
+        output: Output | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Answer `inputs` (text, or messages of either kind), streaming events.
 
-        The stream always ends with reply_end. Raises `SchemaError` for malformed inputs and
-        `AgentBusyError` when a reply is running or paused.
+        The stream always ends with reply_end. Raises `SchemaError` for malformed inputs or
+        a bad `output` schema, and `AgentBusyError` when a reply is running or paused.
 
         Args:
             inputs: A user text, or messages of either kind (converted to the agent's kind).
@@ -209,6 +225,11 @@ class Agent(ActingSteps):
                 `checkpoint_state()` there and another process can continue the reply.
             reply_id: The reply's id (a fresh one when empty), for a caller that names it
                 before the first event.
+            output: The structured answer this reply asks for instead of the agent's: the
+                final reply_end then carries it validated (`ReplyEndEvent.output`; with a
+                pydantic model, an instance of it), or the reply ends with reason
+                ``OUTPUT_INVALID`` once the model's answers failed more often than the
+                spec's retries allow.
         """
         self._check_idle()
         if self.state.pending is not None:
@@ -224,6 +245,7 @@ class Agent(ActingSteps):
         messages = [m if m.id else m.model_copy(update={"id": new_id()}) for m in messages]
         if max_iters is not None and max_iters < 1:
             raise ValueError("max_iters must be at least 1")
+        spec = output_spec(output) if output is not None else self._output
         kwargs = {"inputs": messages, "resume": None}
         return self._drive(
             reply_id or new_id(),
@@ -232,6 +254,7 @@ class Agent(ActingSteps):
             max_iters or self.max_iters,
             checkpoint,
             max_iters,
+            spec,
         )
 
     def resume(
@@ -283,6 +306,7 @@ class Agent(ActingSteps):
             direct_call_id=run.direct_call_id,
             started_calls=sorted(run.started),
             max_iters=run.own_max_iters or 0,
+            output=run.output.state() if run.output is not None else None,
             blocks=run.blocks,
         )
         # NOTE(durability): built without validation: the context is this agent's own, already
@@ -320,6 +344,13 @@ class Agent(ActingSteps):
         """The tool called `name` (the agent's own or a middleware's), or None."""
         return self.toolkit.get(name)
 
+    @property
+    def output(self) -> StructuredOutput | None:
+        """The running reply's structured answer once it validated (so `after_agent` sees
+        it); None before, and for a reply that asks for none."""
+        run = self._run
+        return run.output.result if run is not None and run.output is not None else None
+
     def interrupt(self) -> bool:
         """Stop the running reply; it ends with reply_end interrupted. False if none runs.
 
@@ -349,6 +380,7 @@ class Agent(ActingSteps):
         max_iters: int,
         checkpoint: Checkpoint | None,
         own_max_iters: int | None,
+        output: OutputSpec | None = None,
     ) -> AsyncIterator[AgentEvent]:
         run = self._run = ReplyRun(reply_id)
         run.start = len(self.state.context)
@@ -356,11 +388,25 @@ class Agent(ActingSteps):
         run.max_iters = max_iters
         run.own_max_iters = own_max_iters
         run.checkpoint = checkpoint
-        if self.state.pending is not None:
-            run.blocks = self.state.pending.blocks
+        pending = self.state.pending
+        if pending is not None:
+            run.blocks = pending.blocks
+            if pending.output is not None:
+                saved = pending.output
+                same = self._output is not None and self._output.key == saved.key
+                spec = self._output if same else spec_from_key(saved.key)
+                run.output = ReplyOutput(spec, saved.strategy, saved.failures)  # type: ignore[arg-type]
+        elif output is not None:
+            strategy = output.strategy
+            if strategy == "auto":
+                strategy = "native" if self.model.native_output else "tool"
+            run.output = ReplyOutput(output, strategy)
         self.reply_id = reply_id
         self.last_finish_reason = None
-        stream = self._reply_chain(kwargs)
+        try:
+            stream = self._reply_chain(kwargs)
+        except Exception as exc:  # an on_reply written as a plain function raised at once
+            stream = _raising(exc)
         try:
             # NOTE(hookmesh): `inside` tells interrupt() whether the task is suspended in the
             # reply's own code (safe to cancel) or in the consumer's (only flag it).
@@ -390,6 +436,12 @@ class Agent(ActingSteps):
             yield self._end("interrupted")
         except Exception as exc:
             self.last_finish_reason = "error"
+            if is_trip(exc) and not run.begun:
+                # A guardrail stopped the input before the core took it: the reply still
+                # begins and ends, as every reply does.
+                yield ReplyStartEvent(
+                    reply_id=reply_id, session_id=self.session_id, agent_name=self.name
+                )
             yield self._error_end(exc)
         finally:
             if self.last_finish_reason is None:
@@ -411,13 +463,24 @@ class Agent(ActingSteps):
         for by_reply in self.state.middle_context.values():
             by_reply.pop(run.reply_id, None)
 
-    def _end(self, reason: FinishReason, error: ReplyError | None = None) -> ReplyEndEvent:
+    def _end(
+        self,
+        reason: FinishReason,
+        error: ReplyError | None = None,
+        output: StructuredOutput | None = None,
+    ) -> ReplyEndEvent:
         return ReplyEndEvent(
-            reply_id=self.reply_id, finish_reason=reason, error=error, session_id=self.session_id
+            reply_id=self.reply_id,
+            finish_reason=reason,
+            error=error,
+            session_id=self.session_id,
+            output=output,
         )
 
     def _error_end(self, exc: BaseException) -> ReplyEndEvent:
         mw = culprit(exc)
+        if is_trip(exc):
+            return self._tripped(exc, mw)
         if mw is not None:
             # A middleware's own HookmeshError (a sidecar's `done` error among them) keeps
             # its reason and metadata; anything else is MIDDLEWARE_FAILED.
@@ -449,6 +512,36 @@ class Agent(ActingSteps):
         log.error("reply %s failed: %s", self.reply_id, error.message, exc_info=trace)
         return self._end("error", error)
 
+    def _tripped(self, trip: HookmeshError, mw: Middleware | None) -> ReplyEndEvent:
+        """End a reply a guardrail stopped, keeping out of the context what tripped (and,
+        for the input, everything the reply added): docs/middleware/guardrails.md."""
+        run = self._run
+        stage = trip.metadata.get("stage", "")
+        if run is not None:
+            context = self.state.context
+            if stage == "input":
+                del context[_input_start(context, trip.metadata.get("inputId", ""), run.start) :]
+            elif stage == "output" and run.final is not None:
+                for i in range(len(context) - 1, -1, -1):
+                    if context[i] is run.final:
+                        del context[i]
+                        break
+            else:
+                tail = context[run.start :] if run.start <= len(context) else context
+                for call in unanswered_tool_calls(tail):
+                    self._answer(call, f"Stopped: {trip.message}", "denied")
+        key = mw.middleware_key() if mw is not None else ""
+        log.info("reply %s: %s", self.reply_id, trip.message)
+        return self._end(
+            "error",
+            ReplyError(
+                reason=trip.reason,
+                message=trip.message,
+                source=f"middleware:{key}" if key else "agent",
+                metadata={**trip.metadata, **({"middleware": key} if key else {})},
+            ),
+        )
+
     # --- core steps --------------------------------------------------------------------------
 
     @core_step
@@ -463,6 +556,7 @@ class Agent(ActingSteps):
             for msg in kwargs["inputs"]:
                 self._write(msg)
             await self._commit("input")
+        run.begun = True
         if pending is None or pending.awaiting != "running" or pending.iteration < 0:
             # A continuation from the inputs' checkpoint begins as the reply did: its events
             # then carry the numbers the cut-off reply's had.
@@ -489,6 +583,17 @@ class Agent(ActingSteps):
                     async for event in self._reasoning_chain({"tool_choice": choice}):
                         yield event
                     calls: list[ToolCall] = [] if run.message is None else tool_calls(run.message)
+                    answer = run.output
+                    if answer is not None:
+                        async for event in self._take_answer(run, answer, calls):
+                            yield event
+                        if answer.result is not None:
+                            reason = "completed"
+                            break
+                        if answer.again:
+                            run.iteration = iteration
+                            await self._commit("results")
+                            continue
                     if not calls:
                         run.final = run.message
                         reason = "completed"
@@ -504,12 +609,15 @@ class Agent(ActingSteps):
                 return
             if run.direct_call_id:
                 self._finish_directly(run)
+                if run.output is not None:
+                    self._take_direct_answer(run, run.output)
                 reason = "completed"
             if reason == "completed":
                 await self._after_agent(run)
             for event in drain(run.outbox):
                 yield event
-            run.end = self._end(reason)
+            result = run.output.result if run.output is not None else None
+            run.end = self._end(reason, output=result if reason == "completed" else None)
             yield run.end
         except Exception as exc:
             run.end = self._error_end(exc)
@@ -529,7 +637,7 @@ class Agent(ActingSteps):
             try:
                 prompt = await mw.on_system_prompt(self, prompt)
             except Exception as exc:
-                if mw.failure_mode != "fail_open":
+                if mw.failure_mode != "fail_open" or is_trip(exc):
                     blame(exc, mw)
                     raise
                 skip_failed(mw, "on_system_prompt", exc)
@@ -542,7 +650,7 @@ class Agent(ActingSteps):
             try:
                 await mw.after_agent(self, final)
             except Exception as exc:
-                if mw.failure_mode != "fail_open":
+                if mw.failure_mode != "fail_open" or is_trip(exc):
                     blame(exc, mw)
                     raise
                 skip_failed(mw, "after_agent", exc)
@@ -592,18 +700,66 @@ class Agent(ActingSteps):
                 f"{model.model_name!r} is not a model: choose one with agent.resolve_model(name)",
                 metadata={"model": model.model_name},
             )
-        if self._run is not None:
-            self._run.model_name = model.model_name  # model_call_end names who answered
+        run = self._run
+        if run is not None:
+            run.model_name = model.model_name  # model_call_end names who answered
+        answer = run.output if run is not None else None
+        if answer is None:
+            return await model(
+                kwargs["messages"],
+                tools=kwargs["tools"],
+                tool_choice=kwargs["tool_choice"],
+                kind=self.kind,
+            )
+        # NOTE(output): added here, below every middleware, so none can hide the final-answer
+        # tool or the format from the model; a model without a JSON-schema mode (one a
+        # fallback chose) is asked plainly, and its answer is still validated.
+        if answer.strategy == "tool":
+            return await model(
+                kwargs["messages"],
+                tools=[*kwargs["tools"], answer.spec.tool],
+                tool_choice=_ANSWER_CHOICE.get(kwargs["tool_choice"], kwargs["tool_choice"]),
+                kind=self.kind,
+            )
+        if not model.native_output:
+            return await model(
+                kwargs["messages"],
+                tools=kwargs["tools"],
+                tool_choice=kwargs["tool_choice"],
+                kind=self.kind,
+            )
         return await model(
             kwargs["messages"],
             tools=kwargs["tools"],
             tool_choice=kwargs["tool_choice"],
             kind=self.kind,
+            output=answer.spec.format,
         )
 
     @core_step
     async def _core_permission(self, kwargs: dict[str, Any]) -> PermissionDecision:
         return ASK if kwargs["tool"].needs_confirmation else ALLOW
+
+
+_ANSWER_CHOICE = {"auto": "required", "none": FINAL_TOOL}
+"""Under the tool strategy, a step's tool choice as the model gets it: a reply ends only
+through the final-answer tool, so some call is required (``none``: that one)."""
+
+
+def _input_start(context: list[Message], input_id: str, start: int) -> int:
+    """Where a reply's input begins in the context: the message `input_id` (a guardrail
+    names it for a reply continued after its input), else where the reply began."""
+    if input_id:
+        for i in range(len(context) - 1, -1, -1):
+            if context[i].id == input_id:
+                return i
+    return min(start, len(context))
+
+
+async def _raising(exc: Exception) -> AsyncIterator[AgentEvent]:
+    """A stream that fails with `exc` at its first step."""
+    raise exc
+    yield  # an async generator
 
 
 async def _close(stream: AsyncIterator[Any]) -> None:

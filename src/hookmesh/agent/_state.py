@@ -13,6 +13,18 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class OutputState(_Model):
+    """A reply's structured output as saved with it, so a resumed or continued reply asks
+    for the same shape the same way."""
+
+    key: str
+    """The output schema (`OutputSpec.key`: its name, schema, description, retries)."""
+    strategy: Literal["native", "tool"]
+    """How the model is asked, as chosen when the reply began."""
+    failures: int = 0
+    """Answers that did not validate so far."""
+
+
 class PendingReply(_Model):
     """A reply paused for the user's confirmation or for external tool results, or, in a
     checkpoint (``awaiting="running"``), a reply that was running when its state was saved:
@@ -37,6 +49,8 @@ class PendingReply(_Model):
     lacks, so their effect may have happened (see `OutcomePolicy`)."""
     max_iters: int = 0
     """In a checkpoint: the reply's own step limit (0: the agent's)."""
+    output: OutputState | None = None
+    """The reply's structured output, when it asked for one."""
     blocks: int = 0
     """Content blocks the reply has opened so far: its continuation numbers new blocks on
     from here, so block ids never repeat within a reply (and a step run again after a cut

@@ -84,6 +84,13 @@ def chat(
             "for the agent's setting."
         ),
     ] = "",
+    output_schema: Annotated[
+        Path | None,
+        typer.Option(
+            help="Ask for a structured answer valid for the JSON Schema in this file (named "
+            "after it); the answer is printed as [output NAME] json before the end."
+        ),
+    ] = None,
 ) -> None:
     """Talk to an agent service: text streams as it arrives, tools and middlewares compactly.
 
@@ -110,12 +117,14 @@ def chat(
     address = host_port(target, "--target")
     token = token_from_env(token_env)
     tls = client_tls(tls_ca)
-    options = {
+    options: dict[str, Any] = {
         "max_iters": max_iters,
         "tool_choice": tool_choice,
         "model": model,
         "durability": durability,
     }
+    if output_schema is not None:
+        options["output"] = _output(output_schema)
     printer = EventPrinter(as_json=as_json)
     state = {"session": attach or session}
     callee = Callee(address, "agent", timeout, tls=tls)
@@ -306,6 +315,28 @@ def _save_speech(recorder: Any) -> None:
     if recorder.skipped:
         note += f" ({recorder.skipped} audio block(s) of another shape skipped)"
     print(note, file=sys.stderr)
+
+
+def _output(path: Path) -> Any:
+    """The output schema in `path`, named after the file: exits 2 (a usage error) when the file
+    holds no JSON object or the schema is refused."""
+    import json
+    import re
+
+    from hookmesh.agent import output_spec
+    from hookmesh.errors import SchemaError
+
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        die(f"--output-schema: cannot read a JSON Schema from {path}: {exc}")
+    if not isinstance(schema, dict):
+        die(f"--output-schema: {path} holds no JSON object")
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "output"
+    try:
+        return output_spec(schema, name=name, field="output_schema")
+    except SchemaError as exc:  # as the service would refuse it (chat.js asks it)
+        die(f"{exc.reason}: {exc.message}")
 
 
 def _prompt() -> str | None:

@@ -129,8 +129,15 @@ class EventPrinter:
                 self._line(f"[dim]  model {escape(model)}: {tokens}[/dim]")
             case ReplyStartEvent(reply_id=reply_id, session_id=session_id):
                 self._line(f"[dim]reply {reply_id[:8]} · session {escape(session_id)}[/dim]")
-            case ReplyEndEvent(finish_reason=reason, error=error):
+            case ReplyEndEvent(finish_reason=reason, error=error, output=output):
                 self.flush()
+                if output is not None:
+                    label = escape(f"[output {output.schema_name}]")
+                    # NOTE(chat): keys sorted, as chat.js prints them: a Struct keeps no order.
+                    value = json.dumps(
+                        output.as_json(), ensure_ascii=False, separators=(",", ":"), sort_keys=True
+                    )
+                    self._line(f"[bold]{label}[/bold] {escape(value)}")
                 detail = escape(f" — {error.reason}: {error.message}") if error else ""
                 self._line(f"[dim]end: {reason}{detail}[/dim]")
 

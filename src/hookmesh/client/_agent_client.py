@@ -14,8 +14,9 @@ import grpc
 from google.protobuf import struct_pb2
 
 from hookmesh._security import ClientTLS, channel_credentials, open_channel
-from hookmesh.agent import Confirmation, ExternalResult, Tool
+from hookmesh.agent import Confirmation, ExternalResult, Output, Tool
 from hookmesh.client._errors import AgentClientError
+from hookmesh.client._output import output_schema_pb
 from hookmesh.schema import (
     AgentEvent,
     AgenticMessage,
@@ -239,6 +240,7 @@ def _reply_request(
     model: str,
     client_tools: Sequence[Tool],
     durability: Durability = "",
+    output: Output | None = None,
 ) -> _agent_pb2.ReplyRequest:
     if isinstance(messages, str):
         batch = [make_user_text("flat", messages)]
@@ -246,7 +248,7 @@ def _reply_request(
         batch = [messages]
     else:
         batch = list(messages)
-    return _agent_pb2.ReplyRequest(
+    request = _agent_pb2.ReplyRequest(
         session_id=session_id,
         messages=[message_to_proto(m) for m in batch],
         options=_agent_pb2.ReplyOptions(
@@ -257,6 +259,9 @@ def _reply_request(
         ),
         client_tools=[_client_tool(t) for t in client_tools],
     )
+    if output is not None:
+        request.output_schema.CopyFrom(output_schema_pb(output))
+    return request
 
 
 def _resume_request(
@@ -400,6 +405,7 @@ class AgentClient:
         token: str | None = None,
         durability: Durability = "",
         reply_id: str = "",
+        output: Output | None = None,
     ) -> ReplyStream:
         """Stream one reply's events. A str becomes one user message.
 
@@ -416,10 +422,13 @@ class AgentClient:
             durability: ``step``, ``event`` or ``exit`` instead of the service's default.
             reply_id: The reply's id (a fresh one when empty), for a caller that names it
                 before the reply begins.
+            output: The structured answer to ask for (a pydantic model, a JSON Schema or an
+                `OutputSpec`); reply_end's ``output.value`` is then its JSON value.
 
         Raises:
             AgentClientError: The service refused the request or the call failed (and could
                 not be re-attached before the deadline).
+            SchemaError: `output` is not a valid output schema.
         """
         request = _reply_request(
             messages,
@@ -429,6 +438,7 @@ class AgentClient:
             model,
             client_tools,
             durability,
+            output,
         )
         request.reply_id = reply_id or _new_id()
         metadata = self._call_metadata(token)
@@ -652,6 +662,7 @@ class SyncAgentClient:
         client_tools: Sequence[Tool] = (),
         timeout: float | None = None,
         durability: Durability = "",
+        output: Output | None = None,
     ) -> Iterator[AgentEvent]:
         """Stream one reply's events (re-attached as `AgentClient.reply` is)."""
         request = _reply_request(
@@ -662,6 +673,7 @@ class SyncAgentClient:
             model,
             client_tools,
             durability,
+            output,
         )
         request.reply_id = _new_id()
 

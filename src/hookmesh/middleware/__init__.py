@@ -49,6 +49,7 @@ from hookmesh.middleware._kwargs import (
     checked_overrides,
 )
 from hookmesh.middleware._permission import ALLOW, ASK, PermissionDecision
+from hookmesh.middleware._trip import GUARDRAIL_TRIPPED, GuardrailStage, GuardrailTripped, is_trip
 from hookmesh.middleware._view import AgentView, StateView
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "ALLOW",
     "ASK",
     "CORE",
+    "GUARDRAIL_TRIPPED",
     "HOOKS",
     "ITEMS",
     "ONION_HOOKS",
@@ -71,6 +73,8 @@ __all__ = [
     "EventCall",
     "EventHandler",
     "FailureMode",
+    "GuardrailStage",
+    "GuardrailTripped",
     "HookMode",
     "HookSpec",
     "Middleware",
@@ -98,5 +102,6 @@ __all__ = [
     "checked_overrides",
     "core_step",
     "culprit",
+    "is_trip",
     "skip_failed",
 ]

@@ -11,6 +11,7 @@ from hookmesh.metrics import record_middleware_error
 from hookmesh.middleware._base import Middleware
 from hookmesh.middleware._blame import blame, culprit
 from hookmesh.middleware._kwargs import checked_overrides
+from hookmesh.middleware._trip import is_trip
 from hookmesh.middleware._view import AgentView
 
 log = logging.getLogger("hookmesh.middleware")
@@ -102,6 +103,9 @@ def _open_event_layer(
         try:
             result = method(agent, kwargs, next_handler)
         except Exception as exc:
+            if is_trip(exc):
+                blame(exc, mw)
+                raise
             skip_failed(mw, hook, exc)
             return run.raw if run.raw is not None else downstream(kwargs)  # type: ignore[no-any-return]
         run.returned = True
@@ -119,7 +123,7 @@ async def _open_events(
         async for event in stream:
             yield event
     except Exception as exc:
-        if run.downstream_failed(exc, mw):
+        if run.downstream_failed(exc, mw) or is_trip(exc):
             raise
         skip_failed(mw, hook, exc)
         rest = run.guarded or run.raw
@@ -167,7 +171,7 @@ def _open_await_layer(
         try:
             result = await method(agent, kwargs, next_handler)
         except Exception as exc:
-            if run.failed:
+            if run.failed or is_trip(exc):
                 raise
             skip_failed(mw, hook, exc)
             return run.raw if called else await downstream(kwargs)
@@ -187,7 +191,7 @@ async def _open_stream(
         async for item in stream:
             yield item
     except Exception as exc:
-        if run.downstream_failed(exc, mw) or not hasattr(run.raw, "__anext__"):
+        if run.downstream_failed(exc, mw) or not hasattr(run.raw, "__anext__") or is_trip(exc):
             raise
         skip_failed(mw, hook, exc)
         async for item in run.raw:

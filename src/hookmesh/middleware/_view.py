@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from hookmesh.models import ChatModel, ModelRef
-    from hookmesh.schema import AgentEvent, Message, MessageKind
+    from hookmesh.schema import AgentEvent, Message, MessageKind, StructuredOutput
     from hookmesh.tools import ToolInfo
 
 
@@ -69,6 +69,12 @@ class AgentView(Protocol):
         """The agent's own chat model, for a middleware that asks a model itself (a
         summariser, a selector); None in a sidecar, which has no model to call: such a
         middleware takes its own model there."""
+        ...
+
+    @property
+    def output(self) -> StructuredOutput | None:
+        """The reply's structured answer once it validated (so `after_agent` sees the value
+        the reply_end will carry); None before that, and for a reply that asks for none."""
         ...
 
     def emit(self, event: AgentEvent) -> None:

@@ -1,7 +1,7 @@
 """Chat models: the interface, a scripted model, the offline demo model, an OpenAI-compatible
 HTTP model, and helpers for asking one for a (JSON) answer."""
 
-from hookmesh.models._answers import answer_text, json_answer
+from hookmesh.models._answers import answer_text, json_answer, json_text
 from hookmesh.models._base import (
     TOOL_CHOICE_MODES,
     ChatModel,
@@ -10,6 +10,7 @@ from hookmesh.models._base import (
     ModelRef,
     ModelResponse,
     ModelResult,
+    OutputFormat,
     ToolCallDelta,
     ToolChoice,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "ModelResult",
     "OpenAIChatModel",
     "OpenAIModelConfig",
+    "OutputFormat",
     "ScriptedChatModel",
     "ScriptedModelConfig",
     "ScriptedTurn",
@@ -52,5 +54,6 @@ __all__ = [
     "build_model",
     "intent_of",
     "json_answer",
+    "json_text",
     "openai_model_from_env",
 ]

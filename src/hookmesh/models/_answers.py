@@ -24,12 +24,16 @@ async def answer_text(model: ChatModel, messages: Sequence[Message], kind: Messa
     return "".join([chunk.text async for chunk in result])
 
 
+def json_text(answer: str) -> str:
+    """The JSON in `answer`: its text without a surrounding Markdown code fence, stripped."""
+    fenced = _FENCE.match(answer)
+    return (fenced.group(1) if fenced else answer).strip()
+
+
 def json_answer(answer: str, schema: type[_M]) -> _M | None:
     """`answer` parsed as JSON into `schema` (a surrounding code fence is tolerated), or
     None when it does not validate."""
-    fenced = _FENCE.match(answer)
-    body = fenced.group(1) if fenced else answer
     try:
-        return schema.model_validate_json(body.strip())
+        return schema.model_validate_json(json_text(answer))
     except ValidationError:
         return None

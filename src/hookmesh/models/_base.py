@@ -60,6 +60,19 @@ class ModelResponse:
     """The provider's response id, when sent."""
 
 
+@dataclass(frozen=True, slots=True)
+class OutputFormat:
+    """A structured answer asked of a model's own JSON-schema mode (`ChatModel.native_output`):
+    its answer text must be a JSON value valid for `schema`."""
+
+    name: str
+    """The format's name (1-64 characters of A-Z a-z 0-9 _ -)."""
+    schema: dict[str, Any]
+    """The JSON Schema of the answer."""
+    description: str = ""
+    """What the answer is for, when said."""
+
+
 ModelResult = ModelResponse | AsyncIterator[ModelChunk]
 """What a model call (and the `on_model_call` hook) returns."""
 
@@ -115,6 +128,10 @@ class ChatModel(ABC):
     """Provider reported in traces (e.g. ``openai``)."""
     stream: bool = False
     """Whether `__call__` returns a chunk stream rather than a full response."""
+    native_output: bool = False
+    """Whether the model has a JSON-schema mode: `__call__` takes ``output=`` and constrains
+    its answer to it. The agent passes ``output`` only to a model that says so (others get
+    a final-answer tool instead: docs/structured-output.md)."""
 
     @abstractmethod
     async def __call__(
@@ -124,6 +141,7 @@ class ChatModel(ABC):
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: ToolChoice = "auto",
         kind: MessageKind = "flat",
+        output: OutputFormat | None = None,
     ) -> ModelResult:
         """Answer `messages`.
 
@@ -132,6 +150,8 @@ class ChatModel(ABC):
             tools: Tool definitions: ``{"name", "description", "parameters"}`` (JSON schema).
             tool_choice: ``auto``, ``none``, ``required`` or one tool's name.
             kind: The kind of message to produce.
+            output: When set (only for a model with `native_output`), the answer text must
+                be JSON valid for this format.
 
         Returns:
             A `ModelResponse`, or an async iterator of `ModelChunk` when streaming.

@@ -37,6 +37,9 @@ class ScriptedModelConfig(_Strict):
     """Choose each turn by the prompt: the first answers a user's message, the next the
     first tool results, and so on, so concurrent replies each play the script from its
     start (with ids that depend only on the prompt)."""
+    native_output: bool = False
+    """Claim a JSON-schema mode, so structured answers are asked for natively (the turns'
+    text is the answer) rather than through the final-answer tool."""
 
 
 class DemoModelConfig(_Strict):
@@ -63,6 +66,10 @@ class OpenAIModelConfig(_Strict):
     """Use SSE streaming."""
     timeout: float = Field(60.0, gt=0)
     """Seconds per request."""
+    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    """How the server takes a JSON-schema answer format: OpenAI's ``json_schema`` (OpenAI,
+    vLLM, llama-server, Ollama), ``json_object`` with a schema (llama-cpp-python's server),
+    or ``none`` (structured answers then come through a final-answer tool)."""
 
 
 def openai_model_from_env() -> dict[str, Any] | None:
@@ -105,6 +112,7 @@ def build_model(config: ScriptedModelConfig | DemoModelConfig | OpenAIModelConfi
             chunk_size=config.chunk_size,
             repeat=config.repeat,
             per_reply=config.per_reply,
+            native_output=config.native_output,
         )
     return OpenAIChatModel(
         config.base_url,
@@ -112,4 +120,5 @@ def build_model(config: ScriptedModelConfig | DemoModelConfig | OpenAIModelConfi
         api_key=os.environ.get(config.api_key_env, ""),
         stream=config.stream,
         timeout=config.timeout,
+        response_format=config.response_format,
     )

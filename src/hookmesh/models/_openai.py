@@ -15,10 +15,11 @@ from hookmesh.models._base import (
     ModelError,
     ModelResponse,
     ModelResult,
+    OutputFormat,
     ToolCallDelta,
     ToolChoice,
 )
-from hookmesh.models._openai_wire import request_body
+from hookmesh.models._openai_wire import ResponseFormat, request_body
 from hookmesh.schema import (
     Message,
     MessageKind,
@@ -67,6 +68,7 @@ class OpenAIChatModel(ChatModel):
         extra_body: dict[str, Any] | None = None,
         client: httpx.AsyncClient | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        response_format: ResponseFormat = "json_schema",
     ) -> None:
         """Create the model; no request is sent until the first call.
 
@@ -85,6 +87,9 @@ class OpenAIChatModel(ChatModel):
                 default the model creates one and `aclose` closes it.
             max_response_bytes: Most bytes one answer (a whole stream included) may take;
                 beyond, the call fails with `ModelError` instead of filling memory.
+            response_format: How the server takes a JSON-schema answer format
+                (`ResponseFormat`); ``none`` when it has no such mode, so structured answers
+                come through a final-answer tool instead.
         """
         self.base_url = base_url.rstrip("/")
         self.model_name = model
@@ -92,6 +97,8 @@ class OpenAIChatModel(ChatModel):
         self.timeout = timeout
         self.extra_body = dict(extra_body or {})
         self.max_response_bytes = max_response_bytes
+        self.response_format: ResponseFormat = response_format
+        self.native_output = response_format != "none"
         self._api_key = api_key
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=timeout)
@@ -119,6 +126,7 @@ class OpenAIChatModel(ChatModel):
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: ToolChoice = "auto",
         kind: MessageKind = "flat",
+        output: OutputFormat | None = None,
     ) -> ModelResult:
         """Send one Chat Completions request; see `ChatModel.__call__`.
 
@@ -129,7 +137,15 @@ class OpenAIChatModel(ChatModel):
             ModelError: Unsupported content, an unreachable server, a non-2xx answer
                 (``status`` and ``body`` set), or a malformed response.
         """
-        body = request_body(self.model_name, messages, tools, tool_choice, stream=self.stream)
+        body = request_body(
+            self.model_name,
+            messages,
+            tools,
+            tool_choice,
+            stream=self.stream,
+            output=output,
+            response_format=self.response_format,
+        )
         body.update(self.extra_body)
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         if self.stream:

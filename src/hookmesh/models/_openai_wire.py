@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
-from hookmesh.models._base import TOOL_CHOICE_MODES, ModelError, ToolChoice
+from hookmesh.models._base import TOOL_CHOICE_MODES, ModelError, OutputFormat, ToolChoice
 from hookmesh.schema import FlatMessage, Message, ToolOutputBlock, text_of, to_flat, tool_results
+
+ResponseFormat = Literal["json_schema", "json_object", "none"]
+"""How a server takes a JSON-schema answer format: ``json_schema`` is OpenAI's
+``{"type": "json_schema", "json_schema": {"name", "schema"}}`` (OpenAI, vLLM, llama.cpp's
+``llama-server``, Ollama); ``json_object`` is ``{"type": "json_object", "schema"}``
+(llama-cpp-python's server, Together, Anyscale); ``none``: the server has no such mode."""
 
 _AUDIO_FORMATS = {
     "audio/wav": "wav",
@@ -26,6 +32,8 @@ def request_body(
     tool_choice: ToolChoice = "auto",
     *,
     stream: bool = False,
+    output: OutputFormat | None = None,
+    response_format: ResponseFormat = "json_schema",
 ) -> dict[str, Any]:
     """The Chat Completions request body for a call (without `extra_body`).
 
@@ -35,6 +43,8 @@ def request_body(
         tools: Tool definitions ``{"name", "description", "parameters"}``.
         tool_choice: ``auto``, ``none``, ``required`` or one tool's name; ignored without tools.
         stream: Ask for SSE with a final usage chunk.
+        output: A structured answer's format, sent as `response_format` says.
+        response_format: The server's dialect for `output` (ignored without it).
 
     Returns:
         The JSON-ready body.
@@ -63,7 +73,18 @@ def request_body(
             if tool_choice in TOOL_CHOICE_MODES
             else {"type": "function", "function": {"name": tool_choice}}
         )
+    if output is not None and response_format != "none":
+        body["response_format"] = _response_format(output, response_format)
     return body
+
+
+def _response_format(output: OutputFormat, dialect: ResponseFormat) -> dict[str, Any]:
+    if dialect == "json_object":
+        return {"type": "json_object", "schema": output.schema}
+    spec: dict[str, Any] = {"name": output.name, "schema": output.schema}
+    if output.description:
+        spec["description"] = output.description
+    return {"type": "json_schema", "json_schema": spec}
 
 
 def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:

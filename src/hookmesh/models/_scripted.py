@@ -14,6 +14,7 @@ from hookmesh.models._base import (
     ModelError,
     ModelResponse,
     ModelResult,
+    OutputFormat,
     ToolCallDelta,
     ToolChoice,
 )
@@ -66,6 +67,10 @@ class ScriptedChatModel(ChatModel):
     With ``tool_choice="none"`` a turn's tool calls are dropped (and the text defaults to
     `NO_TOOLS_TEXT`); with a specific tool name only calls of that tool are kept. Streaming
     splits text into `chunk_size`-character chunks, with `delay` seconds between chunks.
+
+    With `native_output` it claims a JSON-schema mode (so the agent asks it for structured
+    answers natively) and plays its text as the answer; `last_output` records the format
+    it was asked for. Without it, structured answers come through the final-answer tool.
     """
 
     provider_name = "scripted"
@@ -80,6 +85,7 @@ class ScriptedChatModel(ChatModel):
         repeat: bool = False,
         model_name: str = "scripted",
         per_reply: bool = False,
+        native_output: bool = False,
     ) -> None:
         self._script: Script | None = turns if callable(turns) else None
         self._turns = (
@@ -95,6 +101,11 @@ class ScriptedChatModel(ChatModel):
         """How many times the model was called."""
         self.last_tool_choice: ToolChoice | None = None
         """The tool_choice of the most recent call."""
+        self.native_output = native_output
+        self.last_output: OutputFormat | None = None
+        """The output format of the most recent call (None when it asked for none)."""
+        self.last_messages: list[Message] = []
+        """The prompt of the most recent call."""
         self._ids = 0
 
     def _next_turn(
@@ -131,9 +142,12 @@ class ScriptedChatModel(ChatModel):
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: ToolChoice = "auto",
         kind: MessageKind = "flat",
+        output: OutputFormat | None = None,
     ) -> ModelResult:
         self.calls += 1
         self.last_tool_choice = tool_choice
+        self.last_output = output
+        self.last_messages = list(messages)
         turn = self._next_turn(messages, tools, tool_choice)
         if turn.error:
             raise ModelError(turn.error)

@@ -12,7 +12,7 @@ import grpc
 from opentelemetry import propagate, trace
 
 from hookmesh.errors import SchemaError
-from hookmesh.middleware import Middleware
+from hookmesh.middleware import GUARDRAIL_TRIPPED, Middleware, is_trip
 from hookmesh.remote import _codec as c
 from hookmesh.remote._call import HostCall
 from hookmesh.remote._errors import RemoteHookError, SidecarError
@@ -21,7 +21,7 @@ from hookmesh.remote._sidecar_agent import HostState, SidecarAgent
 from hookmesh.remote._subscriptions import Routes
 from hookmesh.remote._sync import Sync
 from hookmesh.remote._tools import serve_call
-from hookmesh.schema import Message, message_from_proto
+from hookmesh.schema import Message, message_from_proto, output_from_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
@@ -169,6 +169,8 @@ class _Session:
 def _hook_failed(hook: str, exc: Exception) -> RemoteHookError:
     """ABORTED ``MIDDLEWARE_FAILED`` for whatever the middleware raised in a unary hook, a
     `HookmeshError` included: the agent's proxy blames the middleware, not the sidecar."""
+    if is_trip(exc):  # a guardrail stopped the reply: its reason and details go as they are
+        return RemoteHookError(str(exc), reason=GUARDRAIL_TRIPPED, metadata=exc.metadata)
     log.warning("middleware failed in %s: %s", hook, exc, exc_info=exc)
     return RemoteHookError(
         str(exc) or type(exc).__name__, metadata={"hook": hook, "errorType": type(exc).__name__}
@@ -263,6 +265,8 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
             request.user_id,
         )
         final = message_from_proto(request.final_message, "final_message")
+        if request.HasField("output"):
+            agent.output = output_from_proto(request.output, "output")
         sync = Sync(self.middleware.state(agent), agent.state.context, "after_agent", "")
         try:
             await self.middleware.after_agent(agent, final)

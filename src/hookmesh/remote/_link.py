@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf import duration_pb2
 
-from hookmesh.errors import reason_of, status_of
+from hookmesh.errors import metadata_of, reason_of, status_of
 from hookmesh.metrics import record_circuit, record_circuit_rejection
 from hookmesh.remote import _codec as c
 from hookmesh.remote._breaker import BreakerSettings, CircuitBreaker
@@ -130,6 +130,7 @@ class SidecarLink:
                 raise RemoteHookError(
                     exc.details() or "the sidecar's hook failed",
                     reason=reason_of(status) if status is not None else "",
+                    metadata=metadata_of(status) if status is not None else None,
                 ) from None
             raise SidecarError(
                 f"sidecar {self.target}: {exc.code().name}",

@@ -41,7 +41,7 @@ from hookmesh.remote._invocation import invoke
 from hookmesh.remote._link import GRPC_DEFAULT_MESSAGE_BYTES, SidecarLink
 from hookmesh.remote._subscriptions import Routes
 from hookmesh.remote._tools import tool_proxy
-from hookmesh.schema import AgentEvent, Message, message_to_proto
+from hookmesh.schema import AgentEvent, Message, message_to_proto, output_to_proto
 from hookmesh.tools import Tool
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 
@@ -326,6 +326,8 @@ class RemoteMiddleware(Middleware):
             if self.needs_context
             else [],
         )
+        if agent.output is not None:
+            request.output.CopyFrom(output_to_proto(agent.output))
         await self._unary(agent, self.link.stub.AfterAgent, request)
 
     async def _unary(self, agent: AgentView, method: Callable[..., Any], request: Any) -> Any:

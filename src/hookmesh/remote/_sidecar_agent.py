@@ -9,7 +9,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from hookmesh.models import ChatModel
-from hookmesh.schema import AgentEvent, Message, MessageKind
+from hookmesh.schema import AgentEvent, Message, MessageKind, StructuredOutput
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 
 
@@ -39,6 +39,7 @@ class SidecarAgent:
         state: HostState,
         emit: Callable[[AgentEvent], None] | None = None,
         user_id: str = "",
+        output: StructuredOutput | None = None,
     ) -> None:
         self.name = name
         self.kind: MessageKind = kind
@@ -49,6 +50,8 @@ class SidecarAgent:
         self.state = state
         self.model: ChatModel | None = None
         """Always None: the agent's model cannot be called from a sidecar."""
+        self.output = output
+        """The reply's structured answer: set in `after_agent` when the reply has one."""
         self._emit = emit
 
     def emit(self, event: AgentEvent) -> None:

@@ -39,6 +39,7 @@ from hookmesh.schema._events import (
     ReplyStartEvent,
     RequireExternalExecutionEvent,
     RequireUserConfirmEvent,
+    StructuredOutput,
     TextBlockDeltaEvent,
     TextBlockEndEvent,
     TextBlockStartEvent,
@@ -99,7 +100,12 @@ from hookmesh.schema._proto import (
     usage_from_proto,
     usage_to_proto,
 )
-from hookmesh.schema._proto_events import event_from_proto, event_to_proto
+from hookmesh.schema._proto_events import (
+    event_from_proto,
+    event_to_proto,
+    output_from_proto,
+    output_to_proto,
+)
 from hookmesh.schema._resume import Confirmation, ExternalResult, Resume
 from hookmesh.schema._validate import check_messages, message_violations
 
@@ -143,6 +149,7 @@ __all__ = [
     "RequireExternalExecutionEvent",
     "RequireUserConfirmEvent",
     "Resume",
+    "StructuredOutput",
     "TextBlock",
     "TextBlockDeltaEvent",
     "TextBlockEndEvent",
@@ -190,6 +197,8 @@ __all__ = [
     "message_violations",
     "messages_from_proto",
     "nest",
+    "output_from_proto",
+    "output_to_proto",
     "reasoning_of",
     "struct_from_proto",
     "text_of",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from hookmesh.schema._blocks import MediaBlock, ToolResultState, _Model
 from hookmesh.schema._messages import ToolCall, Usage
@@ -65,6 +65,22 @@ class ReplyError(_Model):
     """Variable parts of the message, lowerCamel keys."""
 
 
+class StructuredOutput(_Model):
+    """A reply's structured answer: its final answer, parsed and validated against the output
+    schema the reply asked for (docs/structured-output.md)."""
+
+    value: Any
+    """The answer, a JSON value valid for the schema; in process, when the reply asked with
+    a pydantic model, an instance of that model (over the wire it is the JSON value)."""
+    schema_name: str = ""
+    """The output schema's name."""
+
+    def as_json(self) -> Any:
+        """The value as plain JSON (a pydantic instance dumped in JSON mode)."""
+        value = self.value
+        return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
 class ReplyEndEvent(_Event):
     """The reply ended; always the last event of a reply."""
 
@@ -75,6 +91,8 @@ class ReplyEndEvent(_Event):
     """Set when `finish_reason` is ``error``."""
     session_id: str = ""
     """The session; empty for a session-less agent."""
+    output: StructuredOutput | None = None
+    """The structured answer, when the reply asked for one and completed."""
 
 
 class ModelCallStartEvent(_Event):

@@ -99,6 +99,8 @@ def text_of(msg: Message) -> str:
     if msg.kind == "flat":
         if msg.role == "tool":
             return ""
+        if not msg.parts:  # the common case, on hot paths (input checks): no list, no join
+            return msg.content
         texts = [msg.content] if msg.content else []
         texts.extend(p.text for p in msg.parts if p.type == "text")
         return "\n".join(texts)

@@ -50,10 +50,29 @@ _SCALAR_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
+def output_to_proto(output: e.StructuredOutput) -> _event_pb2.StructuredOutput:
+    """A structured answer as its proto (a pydantic value dumped to JSON)."""
+    pb = _event_pb2.StructuredOutput(schema_name=output.schema_name)
+    json_format.ParseDict(output.as_json(), pb.value)
+    return pb
+
+
+def output_from_proto(pb: _event_pb2.StructuredOutput, path: str) -> e.StructuredOutput:
+    """A structured answer from its proto, the value as plain JSON.
+
+    Raises:
+        SchemaError: The value holds a NaN or infinite number.
+    """
+    value = struct_from_proto(pb.value, f"{path}.value") if pb.HasField("value") else None
+    return e.StructuredOutput(value=value, schema_name=pb.schema_name)
+
+
 def _reply_end_to_proto(ev: e.ReplyEndEvent) -> _event_pb2.ReplyEndEvent:
     pb = _event_pb2.ReplyEndEvent(
         finish_reason=_FINISH_TO_PB[ev.finish_reason], session_id=ev.session_id
     )
+    if ev.output is not None:
+        pb.output.CopyFrom(output_to_proto(ev.output))
     if ev.error is not None:
         pb.error.CopyFrom(
             _event_pb2.ReplyError(
@@ -84,6 +103,7 @@ def _reply_end_from_proto(
         ),
         error=error,
         session_id=pb.session_id,
+        output=output_from_proto(pb.output, f"{path}.output") if pb.HasField("output") else None,
     )
 
 

@@ -22,6 +22,12 @@ class SessionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SESSION_STATUS_AWAITING_CONFIRMATION: _ClassVar[SessionStatus]
     SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION: _ClassVar[SessionStatus]
 
+class OutputStrategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTPUT_STRATEGY_UNSPECIFIED: _ClassVar[OutputStrategy]
+    OUTPUT_STRATEGY_NATIVE: _ClassVar[OutputStrategy]
+    OUTPUT_STRATEGY_TOOL: _ClassVar[OutputStrategy]
+
 class Durability(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DURABILITY_UNSPECIFIED: _ClassVar[Durability]
@@ -33,24 +39,43 @@ SESSION_STATUS_IDLE: SessionStatus
 SESSION_STATUS_RUNNING: SessionStatus
 SESSION_STATUS_AWAITING_CONFIRMATION: SessionStatus
 SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION: SessionStatus
+OUTPUT_STRATEGY_UNSPECIFIED: OutputStrategy
+OUTPUT_STRATEGY_NATIVE: OutputStrategy
+OUTPUT_STRATEGY_TOOL: OutputStrategy
 DURABILITY_UNSPECIFIED: Durability
 DURABILITY_STEP: Durability
 DURABILITY_EVENT: Durability
 DURABILITY_EXIT: Durability
 
 class ReplyRequest(_message.Message):
-    __slots__ = ("session_id", "messages", "options", "client_tools", "reply_id")
+    __slots__ = ("session_id", "messages", "options", "client_tools", "reply_id", "output_schema")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOLS_FIELD_NUMBER: _ClassVar[int]
     REPLY_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     messages: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     options: ReplyOptions
     client_tools: _containers.RepeatedCompositeFieldContainer[ClientTool]
     reply_id: str
-    def __init__(self, session_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., options: _Optional[_Union[ReplyOptions, _Mapping]] = ..., client_tools: _Optional[_Iterable[_Union[ClientTool, _Mapping]]] = ..., reply_id: _Optional[str] = ...) -> None: ...
+    output_schema: OutputSchema
+    def __init__(self, session_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., options: _Optional[_Union[ReplyOptions, _Mapping]] = ..., client_tools: _Optional[_Iterable[_Union[ClientTool, _Mapping]]] = ..., reply_id: _Optional[str] = ..., output_schema: _Optional[_Union[OutputSchema, _Mapping]] = ...) -> None: ...
+
+class OutputSchema(_message.Message):
+    __slots__ = ("name", "schema", "description", "strategy", "max_retries")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    schema: _struct_pb2.Struct
+    description: str
+    strategy: OutputStrategy
+    max_retries: int
+    def __init__(self, name: _Optional[str] = ..., schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., description: _Optional[str] = ..., strategy: _Optional[_Union[OutputStrategy, str]] = ..., max_retries: _Optional[int] = ...) -> None: ...
 
 class ClientTool(_message.Message):
     __slots__ = ("name", "description", "parameters")

@@ -102,14 +102,24 @@ class ReplyStartEvent(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., agent_name: _Optional[str] = ...) -> None: ...
 
 class ReplyEndEvent(_message.Message):
-    __slots__ = ("finish_reason", "error", "session_id")
+    __slots__ = ("finish_reason", "error", "session_id", "output")
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
     finish_reason: FinishReason
     error: ReplyError
     session_id: str
-    def __init__(self, finish_reason: _Optional[_Union[FinishReason, str]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
+    output: StructuredOutput
+    def __init__(self, finish_reason: _Optional[_Union[FinishReason, str]] = ..., error: _Optional[_Union[ReplyError, _Mapping]] = ..., session_id: _Optional[str] = ..., output: _Optional[_Union[StructuredOutput, _Mapping]] = ...) -> None: ...
+
+class StructuredOutput(_message.Message):
+    __slots__ = ("value", "schema_name")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_NAME_FIELD_NUMBER: _ClassVar[int]
+    value: _struct_pb2.Value
+    schema_name: str
+    def __init__(self, value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., schema_name: _Optional[str] = ...) -> None: ...
 
 class ReplyError(_message.Message):
     __slots__ = ("reason", "message", "source", "metadata")

@@ -441,7 +441,7 @@ class TransformSystemPromptResponse(_message.Message):
     def __init__(self, prompt: _Optional[str] = ..., mutation: _Optional[_Union[StateMutation, _Mapping]] = ...) -> None: ...
 
 class AfterAgentRequest(_message.Message):
-    __slots__ = ("reply_id", "agent_name", "session_id", "kind", "final_message", "state", "context", "user_id")
+    __slots__ = ("reply_id", "agent_name", "session_id", "kind", "final_message", "state", "context", "user_id", "output")
     REPLY_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -450,6 +450,7 @@ class AfterAgentRequest(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
     reply_id: str
     agent_name: str
     session_id: str
@@ -458,7 +459,8 @@ class AfterAgentRequest(_message.Message):
     state: _struct_pb2.Struct
     context: _containers.RepeatedCompositeFieldContainer[_message_pb2.Message]
     user_id: str
-    def __init__(self, reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., final_message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., user_id: _Optional[str] = ...) -> None: ...
+    output: _event_pb2.StructuredOutput
+    def __init__(self, reply_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[MessageKind, str]] = ..., final_message: _Optional[_Union[_message_pb2.Message, _Mapping]] = ..., state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Iterable[_Union[_message_pb2.Message, _Mapping]]] = ..., user_id: _Optional[str] = ..., output: _Optional[_Union[_event_pb2.StructuredOutput, _Mapping]] = ...) -> None: ...
 
 class AfterAgentResponse(_message.Message):
     __slots__ = ("mutation",)

@@ -120,12 +120,18 @@ def test_every_builtin_is_registered_and_importable() -> None:
     "page",
     [
         "events.md",
+        "structured-output.md",
         "middleware/agents_md.md",
         "middleware/filesystem.md",
+        "middleware/guardrails.md",
+        "middleware/judge_guardrail.md",
+        "middleware/length_guardrail.md",
         "middleware/mcp_tools.md",
+        "middleware/pattern_guardrail.md",
         "middleware/remote_agent.md",
         "middleware/skills.md",
         "middleware/tasks.md",
+        "middleware/tool_schema_guardrail.md",
         "middleware/tool_search.md",
     ],
 )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from hookmesh.agent import Agent, tool
+from hookmesh.agent import Agent, output_spec, tool
 from hookmesh.middleware.builtin.tracing import TracingMiddleware
 from hookmesh.models import ModelChunk, ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import Message, MessageKind, Usage
@@ -162,3 +162,18 @@ async def test_without_an_sdk_provider_nothing_is_traced(kind: MessageKind) -> N
         assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
     finally:
         tracing._recording = real  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("valid", [True, False])
+async def test_the_reply_span_records_the_output_schema(
+    kind: MessageKind, attach: Attach, span_exporter: Any, valid: bool
+) -> None:
+    answer = '{"n": 1}' if valid else "no json"
+    model = ScriptedChatModel([answer], native_output=True, repeat=True)
+    agent = Agent(model, kind=kind, middlewares=[await attach(TracingMiddleware())])
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    span_exporter.clear()
+    await collect(agent.reply("go", output=output_spec(schema, name="Count", max_retries=0)))
+    (root,) = spans_by_name(span_exporter)["invoke_agent agent"]
+    assert root.attributes["hookmesh.output.schema_name"] == "Count"
+    assert root.attributes["hookmesh.finish_reason"] == ("completed" if valid else "error")

@@ -12,9 +12,11 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue_v2 import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import a2a_pb2
+from google.protobuf import json_format
 
 from hookmesh.a2a import (
     EVENT_METADATA_KEY,
+    OUTPUT_SCHEMA_METADATA_KEY,
     AnswerError,
     Awaiting,
     answer_of,
@@ -23,11 +25,13 @@ from hookmesh.a2a import (
     parts_from_blocks,
     pause_parts,
 )
-from hookmesh.agent import Confirmation, ExternalResult, new_id
+from hookmesh.agent import Confirmation, ExternalResult, OutputSpec, new_id, output_spec_of
 from hookmesh.client import AgentClient, AgentClientError, ReplyStream
+from hookmesh.errors import SchemaError
 from hookmesh.schema import (
     AgenticMessage,
     ReplyEndEvent,
+    StructuredOutput,
     ToolCall,
     is_assistant,
     to_agentic,
@@ -84,7 +88,9 @@ class HookmeshAgentExecutor(AgentExecutor):
     resumes it. Progress travels as ``working`` status updates whose metadata holds the
     hookmesh event (``hookmeshEvent``); the reply's end sets the task's state: completed
     (the final message's blocks as the ``answer`` artifact), input-required (a paused reply:
-    what it waits for, see `pause_parts`), failed, or canceled.
+    what it waits for, see `pause_parts`), failed, or canceled. A message whose metadata
+    holds ``hookmeshOutputSchema`` asks for a structured answer: the artifact is then one
+    data part, the answer's JSON value.
 
     Args:
         client: The agent service's client (the caller's token is passed per call).
@@ -130,11 +136,17 @@ class HookmeshAgentExecutor(AgentExecutor):
                     timeout=self.run_timeout,
                     token=token,
                     reply_id=reply_id,
+                    output=_output_of(message),
                 )
             await updater.start_work()
             await self.follow(stream, updater, session, token)
         except AgentClientError as exc:
             await _failed(updater, exc)
+        except SchemaError as exc:
+            field = exc.violations[0].field
+            await updater.failed(
+                _message(updater, exc.message, {"reason": exc.reason, "field": field})
+            )
 
     async def follow_or_fail(
         self, stream: ReplyStream, updater: TaskUpdater, session: str, token: str | None
@@ -205,7 +217,7 @@ class HookmeshAgentExecutor(AgentExecutor):
         if end is None:
             await updater.failed(_message(updater, "the agent's stream ended early"))
         elif end.finish_reason == "completed":
-            await self._complete(updater, session, token, end.reply_id)
+            await self._complete(updater, session, token, end.reply_id, end.output)
         elif end.finish_reason in _AWAITING:
             awaiting = _AWAITING[end.finish_reason]
             if not paused:  # paused before this stream began (a follower's): ask the session
@@ -221,17 +233,30 @@ class HookmeshAgentExecutor(AgentExecutor):
             await updater.failed(_message(updater, text, {"reason": reason}))
 
     async def _complete(
-        self, updater: TaskUpdater, session: str, token: str | None, reply_id: str
+        self,
+        updater: TaskUpdater,
+        session: str,
+        token: str | None,
+        reply_id: str,
+        output: StructuredOutput | None,
     ) -> None:
+        # NOTE(durability): the artifact is named by the reply, so a second replica following
+        # the same reply writes the same artifact, not another one.
+        artifact_id = f"answer-{reply_id}"
+        if output is not None:
+            await updater.add_artifact(
+                [data_part(output.as_json())],
+                artifact_id=artifact_id,
+                name="answer",
+                last_chunk=True,
+            )
+            await updater.complete()
+            return
         info = await self.client.get_session(session, timeout=_LOOKUP_TIMEOUT, token=token)
         final = next((m for m in reversed(info.context) if is_assistant(m)), None)
         blocks = to_agentic([final])[0].blocks if final is not None else []
         parts = parts_from_blocks(blocks) or [a2a_pb2.Part(text="")]
-        # NOTE(durability): named by the reply, so a second replica following the same reply
-        # writes the same artifact, not another one.
-        await updater.add_artifact(
-            parts, artifact_id=f"answer-{reply_id}", name="answer", last_chunk=True
-        )
+        await updater.add_artifact(parts, artifact_id=artifact_id, name="answer", last_chunk=True)
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -281,3 +306,15 @@ class HookmeshAgentExecutor(AgentExecutor):
         )
         async for _ in stream:  # the reply goes on to its end; nobody reads it
             pass
+
+
+def _output_of(message: a2a_pb2.Message) -> OutputSpec | None:
+    """The structured answer a message's metadata asks for, if any.
+
+    Raises:
+        SchemaError: The metadata holds no valid output schema.
+    """
+    if OUTPUT_SCHEMA_METADATA_KEY not in message.metadata:
+        return None
+    raw = json_format.MessageToDict(message.metadata).get(OUTPUT_SCHEMA_METADATA_KEY)
+    return output_spec_of(raw, f"metadata.{OUTPUT_SCHEMA_METADATA_KEY}")

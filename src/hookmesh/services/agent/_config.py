@@ -77,6 +77,22 @@ class SidecarConfig(_Strict):
     """Environment variable holding the tokens the sidecar accepts (``--token-env``)."""
 
 
+class OutputSchemaConfig(_Strict):
+    """The structured answer every reply asks for unless its request names another
+    (docs/structured-output.md)."""
+
+    name: str = "output"
+    """The shape's name: 1-64 characters of A-Z a-z 0-9 _ -."""
+    json_schema: dict[str, Any] = Field(alias="schema")
+    """The JSON Schema the answer must satisfy."""
+    description: str = ""
+    """What the answer is for, told to the model."""
+    strategy: Literal["auto", "native", "tool"] = "auto"
+    """How the model is asked: its JSON-schema mode, a final-answer tool, or chosen."""
+    max_retries: int = Field(2, ge=0, le=10)
+    """Times the model is asked again after an answer that does not validate."""
+
+
 class AgentSettings(_Strict):
     """The agent itself."""
 
@@ -94,6 +110,8 @@ class AgentSettings(_Strict):
     """Name of the default model in `models`."""
     allow_model_override: bool = False
     """Whether ReplyOptions.model may pick another configured model."""
+    output_schema: OutputSchemaConfig | None = None
+    """The structured answer replies ask for by default; unset: plain answers."""
 
 
 def _default_models() -> dict[str, ModelConfig]:

@@ -36,6 +36,7 @@ from hookmesh.services.agent._client_tools import client_tools
 from hookmesh.services.agent._config import AgentServiceConfig
 from hookmesh.services.agent._desk import ReplyDesk
 from hookmesh.services.agent._flight import Durability, Flight
+from hookmesh.services.agent._output_schema import configured_output, request_output
 from hookmesh.services.agent._store import (
     SessionStore,
     SessionSummary,
@@ -139,6 +140,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         self.models = models
         self.tools = list(tools)
         self.chain = chain
+        self.output = configured_output(config.agent.output_schema)
+        """The configured output schema, compiled once (None: plain answers by default)."""
         self.claims = SessionClaims(store.leases)
         self.desk = ReplyDesk(
             store, self.claims, config.durability, lambda: self.chain, self._continued
@@ -179,6 +182,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             user_id="" if owner == ANONYMOUS else owner,
             models=self.models,
             outcome_unknown=self.config.durability.outcome_unknown,
+            output=self.output,
         )
 
     def _check_size(self, request: Any, field: str) -> None:
@@ -288,6 +292,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         check_messages(messages, "messages")
         client_tools = self._client_tools(request.client_tools)
         model, choice, max_iters = self._options(request.options, client_tools)
+        output = request_output(request, self.output)
         key = (current_user(), session_id or new_id())
         durability = self._durability(request.options)
         saved = _agent_pb2.ReplyRequest(options=request.options, client_tools=request.client_tools)
@@ -324,6 +329,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                 max_iters=max_iters,
                 checkpoint=f.checkpoint(),
                 reply_id=reply_id,
+                output=output,
             ),
             durability=durability,
             request=saved.SerializeToString(),

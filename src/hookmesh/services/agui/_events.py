@@ -316,10 +316,14 @@ class RunEvents:
             outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=pending)
         usage = [_token_usage(m, u) for m, u in self._usage.items()] or None
         self.finished = True
+        result: dict[str, Any] = {"finishReason": event.finish_reason}
+        if event.output is not None:
+            result["output"] = event.output.as_json()
+            result["outputSchema"] = event.output.schema_name
         yield RunFinishedEvent(
             thread_id=self.thread_id,
             run_id=self.run_id,
-            result={"finishReason": event.finish_reason},
+            result=result,
             outcome=outcome,
             usage=usage,
             timestamp=_now(),

@@ -11,7 +11,7 @@ from typing import Any
 from ag_ui.core import ResumeEntry, RunAgentInput
 from pydantic import ValidationError
 
-from hookmesh.agent import Confirmation, ExternalResult, Tool, external_tool
+from hookmesh.agent import Confirmation, ExternalResult, Tool, external_tool, output_spec_of
 from hookmesh.client import SessionInfo
 from hookmesh.errors import FieldViolation, SchemaError
 from hookmesh.schema import Message, ToolResultBlock
@@ -45,7 +45,8 @@ class RunRequest:
     resume: list[ResumeEntry] | None
     state: dict[str, Any]
     options: dict[str, Any]
-    """ReplyOptions from ``forwardedProps.hookmesh``: tool_choice, max_iters, model."""
+    """ReplyOptions from ``forwardedProps.hookmesh``: tool_choice, max_iters, model, and the
+    output schema (``output``, from ``outputSchema``)."""
 
 
 @dataclass
@@ -100,6 +101,8 @@ def _options(props: Any) -> dict[str, Any]:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise SchemaError.single(f"forwardedProps.hookmesh.{key}", f"must be a {kind.__name__}")
         out[{"toolChoice": "tool_choice", "maxIters": "max_iters"}.get(key, key)] = value
+    if own.get("outputSchema") is not None:
+        out["output"] = output_spec_of(own["outputSchema"], "forwardedProps.hookmesh.outputSchema")
     return out
 
 

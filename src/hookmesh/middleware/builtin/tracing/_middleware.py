@@ -30,6 +30,7 @@ from hookmesh.middleware.builtin.tracing._genai import (
 from hookmesh.models import ModelResponse
 from hookmesh.schema import (
     AgentEvent,
+    ReplyEndEvent,
     RequireExternalExecutionEvent,
     RequireUserConfirmEvent,
     ToolCall,
@@ -42,6 +43,14 @@ _PAUSES = {
     "require_user_confirm": "hookmesh.pending_confirmation_tools",
     "require_external_execution": "hookmesh.pending_external_tools",
 }
+
+
+def _schema_name(end: ReplyEndEvent) -> str:
+    """The output schema a reply asked for, as its end says: the answer's, or, for a reply
+    whose answers never validated, the error's."""
+    if end.output is not None:
+        return end.output.schema_name
+    return end.error.metadata.get("schemaName", "") if end.error is not None else ""
 
 
 def _recording(tracer: trace.Tracer) -> bool:
@@ -177,6 +186,9 @@ class TracingMiddleware(Middleware):
                     )
                 elif event.type == "reply_end":
                     span.set_attribute("hookmesh.finish_reason", event.finish_reason)
+                    schema = _schema_name(event)
+                    if schema:
+                        span.set_attribute("hookmesh.output.schema_name", schema)
                     if event.error is not None:
                         _mark_error(span, event.error.message, event.error.reason)
                 yield event
