@@ -4,6 +4,7 @@ kept. `make -n` shows what it would run; the check itself runs as make reads the
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -34,8 +35,11 @@ def _checkout(tmp_path: Path, imports_from: str) -> Path:
 
 
 def _make_n(tree: Path) -> str:
+    # Run as a user would: not as a sub-make of `make test` (whose MAKELEVEL and MAKEFLAGS
+    # would add "Entering directory" lines and pass on the outer make's flags).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     done = subprocess.run(
-        ["make", "-n", "demo"], cwd=tree, capture_output=True, text=True, timeout=60
+        ["make", "-n", "demo"], cwd=tree, capture_output=True, text=True, timeout=60, env=env
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
