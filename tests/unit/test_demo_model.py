@@ -127,3 +127,37 @@ async def test_a_tool_the_agent_lacks_is_named() -> None:
         ]
     )
     assert answer == "This agent offers no add_memory tool; `hookmesh up` starts one that does."
+
+
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string", "maxLength": 60},
+        "city": {"$ref": "#/$defs/City"},
+        "tags": {"type": "array", "items": {"enum": ["rain", "sun"]}, "minItems": 2},
+        "temp_c": {"type": "integer", "minimum": -40},
+        "note": {"type": "string"},
+    },
+    "required": ["summary", "city", "tags", "temp_c"],
+    "$defs": {"City": {"anyOf": [{"type": "string", "minLength": 3}, {"type": "null"}]}},
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_schema_given_gets_a_typed_answer_after_the_tool(kind: MessageKind) -> None:
+    _, events = await _reply(kind, "What's the weather in Oslo?", output=WEATHER_SCHEMA)
+    end = events[-1]
+    assert [name for name, _ in _calls(events)] == ["get_weather", "final_answer"]
+    assert end.finish_reason == "completed"
+    assert end.output.value == {
+        "summary": "It is -3 °C, snow in Oslo.",
+        "city": "It is -3 °C, snow in Oslo.",
+        "tags": ["rain", "rain"],
+        "temp_c": -40,
+    }
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_scalar_schema_holds_the_text_within_its_length(kind: MessageKind) -> None:
+    _, events = await _reply(kind, "hello", output={"type": "string", "maxLength": 12})
+    assert events[-1].output.value == DEMO_HELP[:12]

@@ -13,7 +13,7 @@ import jsonschema
 from pydantic import BaseModel, ValidationError
 
 from hookmesh.errors import FieldViolation, HookmeshError, SchemaError
-from hookmesh.models import OutputFormat, json_text
+from hookmesh.models import FINAL_TOOL, OutputFormat, json_text
 
 OutputStrategy = Literal["auto", "native", "tool"]
 """How the model is asked: ``native`` (its JSON-schema mode), ``tool`` (a final-answer tool)
@@ -27,8 +27,6 @@ MAX_SCHEMA_BYTES = 64 * 1024
 """Largest output schema, as compact JSON."""
 MAX_SCHEMA_DEPTH = 32
 """Deepest nesting of objects and arrays in an output schema."""
-FINAL_TOOL = "final_answer"
-"""The tool the model answers with under the tool strategy."""
 INVALID_OUTPUT_SCHEMA = "INVALID_OUTPUT_SCHEMA"
 """The reason of a `SchemaError` for a bad output schema."""
 

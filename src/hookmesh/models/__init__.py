@@ -3,6 +3,7 @@ HTTP model, and helpers for asking one for a (JSON) answer."""
 
 from hookmesh.models._answers import answer_text, json_answer, json_text
 from hookmesh.models._base import (
+    FINAL_TOOL,
     TOOL_CHOICE_MODES,
     ChatModel,
     ModelChunk,
@@ -30,6 +31,7 @@ from hookmesh.models._scripted import NO_TOOLS_TEXT, ScriptedChatModel, Scripted
 
 __all__ = [
     "DEMO_HELP",
+    "FINAL_TOOL",
     "NO_TOOLS_TEXT",
     "TOOL_CHOICE_MODES",
     "ChatModel",

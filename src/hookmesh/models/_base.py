@@ -60,6 +60,11 @@ class ModelResponse:
     """The provider's response id, when sent."""
 
 
+FINAL_TOOL = "final_answer"
+"""The tool a model answers with when a structured answer is asked through a tool (the
+agent's tool strategy, for models without a JSON-schema mode)."""
+
+
 @dataclass(frozen=True, slots=True)
 class OutputFormat:
     """A structured answer asked of a model's own JSON-schema mode (`ChatModel.native_output`):

@@ -8,8 +8,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hookmesh.models._base import ToolChoice
+from hookmesh.models._base import FINAL_TOOL, ToolChoice
 from hookmesh.models._demo_intents import intent_of
+from hookmesh.models._demo_output import instance_of
 from hookmesh.models._scripted import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     HINT_METADATA_KEY,
@@ -31,6 +32,7 @@ HELP = (
     "- Remember that I prefer green tea. Then: What do I like to drink? (long-term memory)\n"
     "- Delete the file notes.txt (a tool that asks for your confirmation)\n"
     "- Say hello out loud (a spoken answer)\n"
+    "- any of these with an output schema (a typed answer: chat --output-schema FILE)\n"
     "Set OPENAI_BASE_URL (and OPENAI_MODEL) to use a real model instead."
 )
 """What the model answers to anything it does not recognise."""
@@ -144,7 +146,19 @@ def demo_turn(
     messages: Sequence[Message], tools: Sequence[dict[str, Any]], tool_choice: ToolChoice
 ) -> ScriptedTurn:
     """The demo model's answer: tool results put into words, else the intent of the user's
-    latest words (a tool call, or a text answer), else what it can show (`HELP`)."""
+    latest words (a tool call, or a text answer), else what it can show (`HELP`). Asked for
+    a structured answer (the final-answer tool offered), a text answer is given instead as
+    that tool's arguments: the smallest value its schema accepts, holding the text."""
+    turn = _turn(messages, tools, tool_choice)
+    final = next((t for t in tools if t["name"] == FINAL_TOOL), None)
+    if final is None or turn.tool_calls:
+        return turn
+    return ScriptedTurn(tool_calls=[(FINAL_TOOL, instance_of(final["parameters"], turn.text))])
+
+
+def _turn(
+    messages: Sequence[Message], tools: Sequence[dict[str, Any]], tool_choice: ToolChoice
+) -> ScriptedTurn:
     results = _trailing_results(messages)
     if results:
         calls = {c.id: c for m in messages for c in tool_calls(m)}
@@ -182,7 +196,8 @@ class DemoChatModel(ScriptedChatModel):
     """Rule based and deterministic: recognises a few requests in the user's words and
     answers each with the tool that shows a part of the suite (`demo_turn`, the intents of
     `hookmesh.models._demo_intents`), streaming like a real model. Not supported: anything
-    else (it says what it can show), structured answers (see the intents' note).
+    else (it says what it can show). A structured answer comes through the final-answer
+    tool, the smallest value the schema accepts (`instance_of`).
 
     Args:
         stream: Stream the answer in chunks of `chunk_size` characters.

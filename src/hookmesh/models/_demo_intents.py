@@ -82,8 +82,6 @@ INTENTS = (
     Intent("search", _SEARCH, "search_knowledge", _query),
 )
 """In the order they are tried: the first that matches wins."""
-# NOTE(demo): a structured answer (a JSON object fitting a schema the request gives) is the
-# structured-output issue's: it adds an intent here keyed on that schema, not on words.
 
 
 def intent_of(text: str) -> Intent | None:
