@@ -16,6 +16,7 @@ _MODULES = {
     "CallLimitMiddleware": "call_limits",
     "FileMemoryMiddleware": "file_memory",
     "FilesystemMiddleware": "filesystem",
+    "HandoffMiddleware": "handoff",
     "HumanReviewMiddleware": "human_review",
     "JudgeGuardrail": "guardrails",
     "LengthGuardrail": "guardrails",
