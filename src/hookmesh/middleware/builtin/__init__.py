@@ -28,6 +28,7 @@ _MODULES = {
     "PIIMiddleware": "pii",
     "PatchToolCallsMiddleware": "patch_tool_calls",
     "PatternGuardrail": "guardrails",
+    "PropagatedLimitMiddleware": "propagated_limits",
     "RAGMiddleware": "rag",
     "ReductionMiddleware": "reduction",
     "RemoteAgentMiddleware": "remote_agent",

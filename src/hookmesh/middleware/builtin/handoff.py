@@ -12,6 +12,7 @@ from hookmesh.agent import Agent
 from hookmesh.middleware import AgentView, ReplyArgs, ReplyNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
+from hookmesh.middleware.builtin.propagated_limits import inherited
 from hookmesh.middleware.builtin.skills._fork import (
     ForkOutcome,
     NoPause,
@@ -121,7 +122,8 @@ class HandoffMiddleware(Middleware):
     A receiver that fails or does not complete answers the call with an error result, and
     the parent model goes on. A receiver cannot pause the reply: a call of its that needs
     confirmation is denied. Not supported: remote (A2A) receivers, a sidecar (the
-    receiving agents are Python objects in this process), limits shared with the parent.
+    receiving agents are Python objects in this process). A receiver is bound by the
+    parent's `PropagatedLimitMiddleware` tool-call limit (it reserves from the remainder).
 
     Example:
         >>> billing = Handoff("billing", model, "Invoices, refunds and payment methods.")
@@ -188,7 +190,7 @@ class HandoffMiddleware(Middleware):
             name=handoff.name,
             system_prompt=handoff.system_prompt,
             tools=handoff.tools,
-            middlewares=[NoPause(), *handoff.middlewares],
+            middlewares=[NoPause(), *inherited(agent), *handoff.middlewares],
             kind=agent.kind,
             max_iters=handoff.max_iters,
         )
