@@ -120,6 +120,7 @@ def test_every_builtin_is_registered_and_importable() -> None:
     "page",
     [
         "events.md",
+        "multi-agent.md",
         "structured-output.md",
         "middleware/agents_md.md",
         "middleware/filesystem.md",

@@ -55,7 +55,7 @@ class ForkOutcome:
     """Whether it completed."""
 
 
-class _NoPause(Middleware):
+class NoPause(Middleware):
     """A sub-agent has no one to ask: a call that needs confirmation is denied instead."""
 
     async def on_check_permission(
@@ -83,7 +83,7 @@ async def run_fork(
 ) -> AsyncIterator[AgentEvent]:
     """Run the sub-agent for `call`, yielding its events nested under the call, then fill
     `outcome`."""
-    middlewares: list[Middleware] = [_NoPause()]
+    middlewares: list[Middleware] = [NoPause()]
     if fork.token_budget is not None:
         middlewares.append(BudgetMiddleware(token_budget=fork.token_budget))
     sub = Agent(
@@ -97,6 +97,15 @@ async def run_fork(
     )
     inputs = parent_context(agent.state.context, call) if fork.with_context else []
     inputs.append(make_user_text(agent.kind, fork.task))
+    async for event in run_nested(agent, call, sub, inputs, outcome):
+        yield event
+
+
+async def run_nested(
+    agent: AgentView, call: ToolCall, sub: Agent, inputs: list[Message], outcome: ForkOutcome
+) -> AsyncIterator[AgentEvent]:
+    """One reply of `sub` on `inputs` inside `call`, its events nested under the call (the
+    sub-agent's name on the path), then `outcome` filled in; shared by forks and handoffs."""
     step: EventSource | None = None
     end: ReplyEndEvent | None = None
     stream = sub.reply(inputs)
@@ -106,7 +115,7 @@ async def run_fork(
                 step = EventSource(
                     call_id=call.id,
                     tool_name=call.name,
-                    agent_name=fork.name,
+                    agent_name=sub.name,
                     run_id=event.reply_id,
                 )
             if event.type == "reply_end" and not event.source_path:
@@ -119,4 +128,4 @@ async def run_fork(
         return
     reason = end.finish_reason if end is not None else "interrupted"
     detail = f": {end.error.message}" if end is not None and end.error is not None else ""
-    outcome.text = f"Error: the sub-agent {fork.name} ended with {reason}{detail}"
+    outcome.text = f"Error: the sub-agent {sub.name} ended with {reason}{detail}"

@@ -1,0 +1,266 @@
+"""Handoffs: a tool that transfers the conversation to another local agent, which answers
+the rest of the reply (or hands back), seeing only the history its input filter lets through."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hookmesh.agent import Agent
+from hookmesh.middleware import AgentView, ReplyArgs, ReplyNext
+from hookmesh.middleware._base import FailureMode, Middleware
+from hookmesh.middleware.builtin._support import _checks as check
+from hookmesh.middleware.builtin.propagated_limits import inherited
+from hookmesh.middleware.builtin.skills._fork import (
+    ForkOutcome,
+    NoPause,
+    parent_context,
+    run_nested,
+)
+from hookmesh.models import ChatModel, answer_text
+from hookmesh.schema import (
+    AgentEvent,
+    Message,
+    ToolCall,
+    is_assistant,
+    make_text,
+    make_user_text,
+    text_of,
+    tool_calls,
+    tool_results,
+)
+from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
+
+InputFilter = Literal["all", "last", "summary", "none"]
+"""What history the receiving agent sees: all of it, the last N messages, a model-written
+summary, or none (only the handoff's message)."""
+
+HANDOFF_METADATA_KEY = "hookmesh.handoff"
+"""Metadata key on the final answer of a reply a handoff took over: ``{"agent": name,
+"call_id": id}`` (the message's `name` is the receiving agent's too)."""
+
+SUMMARY_PREFIX = "Summary of the conversation so far:\n"
+"""What the one history message of the ``summary`` filter starts with."""
+
+SUMMARY_INSTRUCTION = (
+    "Summarise this conversation for a colleague who takes it over: what the user wants, "
+    "what was found or decided, and what is still open. Plain prose, no preamble."
+)
+"""The system message of the summarising model call."""
+
+_FILTERS = ("all", "last", "summary", "none")
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """A local agent that a reply can transfer to.
+
+    Args:
+        name: The agent's name (lower case, digits, ``_``); the tool is ``transfer_to_<name>``.
+        model: Its chat model.
+        description: What it is for, shown to the model in the tool's description.
+        system_prompt: Its instructions.
+        tools: Its tools (none of the parent's).
+        middlewares: Its middlewares (the parent's do not apply inside it).
+        input_filter: ``all`` (default), ``last``, ``summary`` or ``none``.
+        last_n: Messages kept by ``last``.
+        hand_back: Its answer returns to the parent as the tool result, and the parent goes
+            on; without it (default) its answer is the reply's final answer.
+        max_iters: Its reasoning steps.
+        summary_model: The model that writes the ``summary``; None uses the parent's.
+    """
+
+    name: str
+    model: ChatModel
+    description: str
+    system_prompt: str = ""
+    tools: Sequence[Tool] = ()
+    middlewares: Sequence[Middleware] = field(default=())
+    input_filter: InputFilter = "all"
+    last_n: int = 4
+    hand_back: bool = False
+    max_iters: int = 10
+    summary_model: ChatModel | None = None
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(
+                f"handoff name {self.name!r} must match {_NAME.pattern} (it names a tool)"
+            )
+        if self.input_filter not in _FILTERS:
+            raise ValueError(
+                f"input_filter must be one of {', '.join(_FILTERS)}, not {self.input_filter!r}"
+            )
+        check.whole("last_n", self.last_n)
+        check.whole("max_iters", self.max_iters)
+
+    @property
+    def tool_name(self) -> str:
+        """The transfer tool's name."""
+        return f"transfer_to_{self.name}"
+
+
+class HandoffMiddleware(Middleware):
+    """Transfer tools to other local agents: one ``transfer_to_<name>`` per `Handoff`.
+
+    When the model calls one, the receiving agent runs inside that call on the history its
+    input filter lets through (the conversation up to the step that called, hints left out),
+    followed by the call's ``message`` as a user message. Its events stream into the reply
+    nested under the call: ``source_path`` is ``[{call_id, tool_name, agent_name: <name>,
+    run_id}]``, so a client shows who is speaking. Without `hand_back` the tool returns
+    directly: the receiver's answer is the reply's final answer, recorded in the session
+    as an assistant message named after the receiver, with `HANDOFF_METADATA_KEY`. With
+    `hand_back` its answer is the tool result and the parent model goes on.
+
+    Filters: ``all`` (everything); ``last`` (the last `last_n` messages, leading tool
+    results whose call was cut off dropped); ``summary`` (one user message, `SUMMARY_PREFIX`
+    and what the summary model wrote); ``none`` (only the message).
+
+    A receiver that fails or does not complete answers the call with an error result, and
+    the parent model goes on. A receiver cannot pause the reply: a call of its that needs
+    confirmation is denied. Not supported: remote (A2A) receivers, a sidecar (the
+    receiving agents are Python objects in this process). A receiver is bound by the
+    parent's `PropagatedLimitMiddleware` tool-call limit (it reserves from the remainder).
+
+    Example:
+        >>> billing = Handoff("billing", model, "Invoices, refunds and payment methods.")
+        >>> agent = Agent(model, middlewares=[HandoffMiddleware([billing])])
+
+    Args:
+        handoffs: The agents a reply can transfer to (distinct names).
+        failure_mode: ``fail_closed`` (default) or ``fail_open``.
+    """
+
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_reply": ("reply_end",)}
+
+    def __init__(
+        self, handoffs: Sequence[Handoff], *, failure_mode: FailureMode = "fail_closed"
+    ) -> None:
+        if not handoffs:
+            raise ValueError("handoffs must name at least one agent")
+        names = [h.name for h in handoffs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"handoff names must be distinct: {', '.join(names)}")
+        self.handoffs = {h.tool_name: h for h in handoffs}
+        self.failure_mode = check.failure(failure_mode)
+        self._tools = [self._build_tool(h) for h in handoffs]
+
+    def middleware_key(self) -> str:
+        return "handoff"
+
+    def list_tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    def _build_tool(self, handoff: Handoff) -> Tool:
+        async def transfer(
+            context: ToolContext[AgentView], message: str
+        ) -> AsyncIterator[ToolPiece]:
+            """Transfer the conversation.
+
+            Args:
+                message: The request in a sentence, and anything the conversation omits.
+            """
+            async for piece in self._transfer(context, handoff, message):
+                yield piece
+
+        after = (
+            "It works on it, then hands back to you with its answer."
+            if handoff.hand_back
+            else "It answers the user from here on; you do not speak again in this reply."
+        )
+        return tool(
+            transfer,
+            name=handoff.tool_name,
+            description=f"Transfer the conversation to {handoff.name}: {handoff.description} "
+            + after,
+            return_directly=not handoff.hand_back,
+        )
+
+    async def _transfer(
+        self, context: ToolContext[AgentView], handoff: Handoff, message: str
+    ) -> AsyncIterator[ToolPiece]:
+        agent = context.agent
+        inputs = await history(agent, context.call, handoff)
+        inputs.append(make_user_text(agent.kind, message))
+        sub = Agent(
+            handoff.model,
+            name=handoff.name,
+            system_prompt=handoff.system_prompt,
+            tools=handoff.tools,
+            middlewares=[NoPause(), *inherited(agent), *handoff.middlewares],
+            kind=agent.kind,
+            max_iters=handoff.max_iters,
+        )
+        outcome = ForkOutcome()
+        async for event in run_nested(agent, context.call, sub, inputs, outcome):
+            yield event
+        if not outcome.ok:
+            raise ToolError(outcome.text)
+        if not handoff.hand_back:
+            self.state(agent)["speaker"] = {"agent": handoff.name, "call_id": context.call.id}
+        yield outcome.text
+
+    async def on_reply(
+        self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
+    ) -> AsyncIterator[AgentEvent]:
+        """Name the final answer after the agent that gave it, before the reply ends."""
+        async for event in next_handler():
+            if event.type == "reply_end" and not event.source_path:
+                speaker = self.state(agent).get("speaker")
+                final = agent.state.context[-1] if agent.state.context else None
+                if speaker and final is not None and is_assistant(final):
+                    final.name = speaker["agent"]
+                    final.metadata = {**(final.metadata or {}), HANDOFF_METADATA_KEY: speaker}
+            yield event
+
+
+async def history(agent: AgentView, call: ToolCall, handoff: Handoff) -> list[Message]:
+    """What the receiver of `call` sees before the handoff's message, per its filter."""
+    if handoff.input_filter == "none":
+        return []
+    before = parent_context(agent.state.context, call)
+    if handoff.input_filter == "all":
+        return before
+    if handoff.input_filter == "last":
+        kept = before[-handoff.last_n :]
+        while kept and tool_results(kept[0]):
+            kept.pop(0)
+        return kept
+    if not before:
+        return []
+    model = handoff.summary_model or agent.model
+    if model is None:
+        raise ToolError("Error: the summary filter needs summary_model in a sidecar")
+    prompt = [
+        make_text(agent.kind, "system", SUMMARY_INSTRUCTION),
+        make_user_text(agent.kind, transcript(before)),
+    ]
+    summary = (await answer_text(model, prompt, agent.kind)).strip()
+    return [make_user_text(agent.kind, SUMMARY_PREFIX + summary)]
+
+
+def transcript(messages: Sequence[Message]) -> str:
+    """The conversation as ``[role] text`` lines, calls and results named, for the summary."""
+    lines: list[str] = []
+    for msg in messages:
+        text = "" if tool_results(msg) else text_of(msg)
+        if text:
+            lines.append(f"[{msg.role}] {text}")
+        lines.extend(f"[{msg.role} called {c.name}] {c.arguments}" for c in tool_calls(msg))
+        lines.extend(f"[result of {r.name}] {r.text}" for r in tool_results(msg))
+    return "\n".join(lines)
+
+
+__all__ = [
+    "HANDOFF_METADATA_KEY",
+    "SUMMARY_INSTRUCTION",
+    "SUMMARY_PREFIX",
+    "Handoff",
+    "HandoffMiddleware",
+    "InputFilter",
+    "history",
+    "transcript",
+]

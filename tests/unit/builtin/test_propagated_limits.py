@@ -1,0 +1,138 @@
+"""PropagatedLimitMiddleware: a tool-call limit on the top reply bounds the handoff receivers
+below it; a child reserves from the remainder, is stopped at it, and gives back the rest."""
+
+from __future__ import annotations
+
+import pytest
+
+from hookmesh.agent import Agent, tool
+from hookmesh.middleware.builtin.handoff import Handoff, HandoffMiddleware
+from hookmesh.middleware.builtin.propagated_limits import Pool, PropagatedLimitMiddleware
+from hookmesh.models import ScriptedTurn
+from hookmesh.schema import MessageKind, tool_results
+from tests.agent_helpers import collect
+from tests.builtin_helpers import Recorded, results
+
+pytestmark = pytest.mark.timeout(60)
+
+TRANSFER = ScriptedTurn(tool_calls=[("transfer_to_billing", {"message": "Check the orders."})])
+
+
+@tool(read_only=True)
+def lookup(order: str) -> str:
+    """Look an order up.
+
+    Args:
+        order: The order number.
+    """
+    return f"order {order}: paid"
+
+
+def _lookups(n: int) -> ScriptedTurn:
+    return ScriptedTurn(tool_calls=[("lookup", {"order": str(i)}) for i in range(n)])
+
+
+def _states(rec: Recorded, prompt: int) -> list[str]:
+    """The states of the lookup results in one of the model's prompts (the last step's)."""
+    found = [r for m in rec.prompts[prompt] for r in tool_results(m) if r.name == "lookup"]
+    return [r.state for r in found]
+
+
+def _agent(
+    kind: MessageKind,
+    parent: Recorded,
+    worker: Recorded,
+    tool_calls: int,
+    per_child: int | None = None,
+) -> Agent:
+    billing = Handoff("billing", worker.model, "Orders.", tools=[lookup], hand_back=True)
+    return Agent(
+        parent.model,
+        kind=kind,
+        tools=[lookup],
+        middlewares=[
+            PropagatedLimitMiddleware(tool_calls, per_child=per_child),
+            HandoffMiddleware([billing]),
+        ],
+    )
+
+
+async def test_a_child_is_stopped_at_the_parents_remainder_and_the_parent_has_none_left(
+    kind: MessageKind,
+) -> None:
+    parent = Recorded([TRANSFER, _lookups(1), "done"])
+    worker = Recorded([_lookups(5), "checked"])
+    agent = _agent(kind, parent, worker, tool_calls=4)
+    await collect(agent.reply("Check my orders."))
+    # the transfer took 1 of 4; the child reserved the 3 left and was stopped there
+    assert _states(worker, 1) == ["success"] * 3 + ["denied"] * 2
+    denied = [r for m in worker.prompts[1] for r in tool_results(m) if r.state == "denied"]
+    assert "the tool-call limit of the top reply is spent (4 calls in all; this agent had 3)" in (
+        denied[0].text
+    )
+    assert _states(parent, 2)[-1] == "denied"  # nothing came back: the child used it all
+    assert "this agent had 4" in results(agent)["call_2"].text
+
+
+async def test_a_child_gives_back_what_it_did_not_use(kind: MessageKind) -> None:
+    parent = Recorded([TRANSFER, _lookups(3), "done"])
+    worker = Recorded([_lookups(1), "checked"])
+    agent = _agent(kind, parent, worker, tool_calls=4)
+    await collect(agent.reply("Check my orders."))
+    assert _states(worker, 1) == ["success"]
+    # 4 - 1 (transfer) - 1 (the child's) = 2 left for the parent's three lookups
+    assert _states(parent, 2) == ["success", "success", "denied"]
+
+
+async def test_per_child_caps_what_one_child_reserves(kind: MessageKind) -> None:
+    parent = Recorded([TRANSFER, _lookups(2), "done"])
+    worker = Recorded([_lookups(3), "checked"])
+    agent = _agent(kind, parent, worker, tool_calls=5, per_child=2)
+    await collect(agent.reply("Check my orders."))
+    assert _states(worker, 1) == ["success", "success", "denied"]
+    assert _states(parent, 2) == ["success", "success"]  # 5 - 1 - 2 used = 2
+
+
+def test_parallel_children_together_never_exceed_the_remainder() -> None:
+    top = Pool(5, 5)
+    children = [top.reserve(None), top.reserve(None)]
+    assert [c.left for c in children] == [5, 0]
+    capped = Pool(5, 5)
+    kids = [capped.reserve(3), capped.reserve(3), capped.reserve(3)]
+    assert [k.left for k in kids] == [3, 2, 0]
+    spent = sum(1 for k in kids for _ in range(4) if k.take())
+    assert spent == 5 and capped.left == 0
+    kids[0].release()  # spent all three: gives nothing back
+    assert capped.left == 0
+
+
+def test_a_bad_limit_is_refused() -> None:
+    with pytest.raises(ValueError, match="tool_calls must be an int >= 0"):
+        PropagatedLimitMiddleware(-1)
+    with pytest.raises(ValueError, match="per_child must be an int >= 1 or None"):
+        PropagatedLimitMiddleware(3, per_child=0)
+
+
+async def test_a_grandchild_reserves_from_the_child_and_the_total_holds(kind: MessageKind) -> None:
+    grandchild = Recorded([_lookups(5), "audited"])
+    audit = Handoff("audit", grandchild.model, "Audits.", tools=[lookup], hand_back=True)
+    to_audit = ScriptedTurn(tool_calls=[("transfer_to_audit", {"message": "Audit."})])
+    worker = Recorded([to_audit, _lookups(1), "checked"])
+    billing = Handoff(
+        "billing",
+        worker.model,
+        "Orders.",
+        tools=[lookup],
+        middlewares=[HandoffMiddleware([audit])],
+        hand_back=True,
+    )
+    parent = Recorded([TRANSFER, "done"])
+    agent = Agent(
+        parent.model,
+        kind=kind,
+        middlewares=[PropagatedLimitMiddleware(6), HandoffMiddleware([billing])],
+    )
+    await collect(agent.reply("Check my orders."))
+    # 6: the parent's transfer 1, billing's transfer 1, the grandchild the 4 left
+    assert _states(grandchild, 1) == ["success"] * 4 + ["denied"]
+    assert _states(worker, 2)[-1] == "denied"  # nothing came back to billing
