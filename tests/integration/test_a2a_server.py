@@ -328,14 +328,15 @@ async def test_the_0_3_method_names_work_too(stack: A2AStack) -> None:
                 status_timestamp_after=timestamp_pb2.Timestamp(seconds=253402300800)
             ),
         ),
+        ("status", a2a_pb2.ListTasksRequest(status=99)),  # type: ignore[arg-type]
     ],
-    ids=["nanos -1", "year 10000"],
+    ids=["nanos -1", "year 10000", "unknown state"],
 )
 async def test_a_grpc_request_out_of_the_well_known_ranges_is_invalid_argument(
     stack: A2AStack, field: str, request_pb: Any
 ) -> None:
-    """The a2a-sdk trusts Timestamps (it answered INTERNAL from protobuf's ValueError): the
-    server checks them first and names the field."""
+    """The a2a-sdk trusts Timestamps and enum numbers (it answered INTERNAL): the server
+    checks them first and names the field."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.server.grpc_port}") as channel:
         stub = a2a_pb2_grpc.A2AServiceStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as refused:

@@ -1,5 +1,6 @@
 """Checks on A2A gRPC requests before the a2a-sdk sees them: the well-known types it trusts
-(a Timestamp out of range, a NaN in a Struct) are the caller's error, not an INTERNAL."""
+(a Timestamp out of range, a NaN in a Struct) and enum numbers no value declares are the
+caller's error, not an INTERNAL."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def _duration_problem(value: Any) -> str:
 
 def violations(message: _message.Message, path: str = "") -> list[FieldViolation]:
     """Every Timestamp, Duration, Struct, Value or ListValue set in `message` that the
-    well-known types' own rules refuse, by field path (``message.parts[2].metadata``)."""
+    well-known types' own rules refuse, and every enum number its enum does not declare,
+    by field path (``message.parts[2].metadata``)."""
     found: list[FieldViolation] = []
     stack: list[tuple[str, _message.Message]] = [(path, message)]
     while stack:
@@ -73,9 +75,12 @@ def violations(message: _message.Message, path: str = "") -> list[FieldViolation
                 found.append(FieldViolation(where, problem))
             continue
         for field, value in node.ListFields():
+            at = f"{where}.{field.name}" if where else field.name
+            if field.enum_type is not None:
+                found.extend(_enum_violations(field, value, at))
+                continue
             if field.message_type is None:
                 continue
-            at = f"{where}.{field.name}" if where else field.name
             if field.message_type.GetOptions().map_entry:
                 if field.message_type.fields_by_name["value"].message_type is not None:
                     stack.extend((f"{at}[{key!r}]", item) for key, item in value.items())
@@ -84,6 +89,21 @@ def violations(message: _message.Message, path: str = "") -> list[FieldViolation
             else:
                 stack.append((at, value))
     return found
+
+
+def _enum_violations(field: Any, value: Any, at: str) -> list[FieldViolation]:
+    """A number the field's enum does not declare (proto3 keeps unknown numbers; the SDK
+    would fail on one)."""
+    known = field.enum_type.values_by_number
+    numbers = list(enumerate(value)) if field.is_repeated else [(None, value)]
+    return [
+        FieldViolation(
+            at if i is None else f"{at}[{i}]",
+            f"{number} is not a value of {field.enum_type.name}",
+        )
+        for i, number in numbers
+        if number not in known
+    ]
 
 
 def _check(request: Any) -> None:
