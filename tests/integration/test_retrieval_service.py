@@ -206,6 +206,30 @@ NOT_FOUND = [
 ]
 
 
+@pytest.mark.parametrize(
+    ("request_pb", "field"),
+    [
+        (pb.SearchRequest(query="q", top_k=100), "top_k"),
+        (pb.SearchRequest(query=" "), "query"),
+        (pb.SearchRequest(query="q", mode=9), "mode"),  # type: ignore[arg-type]
+    ],
+    ids=["top_k", "query", "mode"],
+)
+async def test_a_bad_search_of_every_base_is_refused_when_there_is_none(
+    start: Start, request_pb: pb.SearchRequest, field: str
+) -> None:
+    """With no base to search the answer would be "no hits"; bad terms are refused first."""
+    service = await start()
+    async with grpc.aio.insecure_channel(target(service)) as channel:
+        stub = pb_grpc.RetrievalServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.Search(request_pb, timeout=SHORT_TIMEOUT)
+        error = AgentClientError.from_rpc_error(exc.value)
+        assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
+        assert [v.field for v in error.violations] == [field]
+        assert not (await stub.Search(pb.SearchRequest(query="q"), timeout=SHORT_TIMEOUT)).hits
+
+
 async def test_bad_requests_get_a_code_a_reason_and_the_field(start: Start) -> None:
     service = await start(max_documents_per_ingest=3)
     async with grpc.aio.insecure_channel(target(service)) as channel:

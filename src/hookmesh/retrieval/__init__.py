@@ -10,7 +10,7 @@ from ._chunker import Chunker
 from ._dense import DenseIndex
 from ._embedder import Embedder, RegexTokenizer, Tokenizer, Vectors, l2_normalise
 from ._fusion import DEFAULT_RRF_K, Fused, reciprocal_rank_fusion
-from ._limits import MAX_TOP_K, Limits, check_metadata
+from ._limits import MAX_TOP_K, Limits, check_metadata, check_search_terms
 from ._minilm import (
     MODEL_NAME,
     EmbedderUnavailableError,
@@ -72,6 +72,7 @@ __all__ = [
     "Vectors",
     "WordPieceTokenizer",
     "check_metadata",
+    "check_search_terms",
     "default_embedder",
     "fts5_available",
     "l2_normalise",

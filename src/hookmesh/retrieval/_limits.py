@@ -275,11 +275,7 @@ def check_search(
     Raises:
         SchemaError: ``INVALID_SCHEMA`` listing every bad field.
     """
-    violations: list[FieldViolation] = []
-    if not isinstance(query, str) or not query.strip():
-        violations.append(FieldViolation("query", "must be a non-blank string"))
-    elif len(query) > limits.max_query_chars:
-        violations.append(FieldViolation("query", f"at most {limits.max_query_chars} characters"))
+    violations = _term_violations(query, mode, top_k, score_threshold, limits)
     names: list[str] = []
     if isinstance(knowledge_bases, str) or not isinstance(knowledge_bases, Sequence):
         violations.append(FieldViolation("knowledge_bases", "a list of knowledge base names"))
@@ -300,6 +296,40 @@ def check_search(
                 )
             elif name not in names:
                 names.append(name)
+    if violations:
+        raise SchemaError(sorted(violations, key=_field_order))
+    return query, names, mode
+
+
+_FIELDS = ("query", "knowledge_bases", "mode", "top_k", "score_threshold")
+
+
+def _field_order(violation: FieldViolation) -> int:
+    """Violations in the request's field order (a base's name with its list)."""
+    return _FIELDS.index(violation.field.split("[", 1)[0])
+
+
+def check_search_terms(
+    query: Any, mode: Any, top_k: Any, score_threshold: Any, limits: Limits
+) -> None:
+    """`check_search` without the bases: for a search of every readable base when there is
+    none, so bad terms are refused all the same.
+
+    Raises:
+        SchemaError: ``INVALID_SCHEMA`` listing every bad field.
+    """
+    if violations := _term_violations(query, mode, top_k, score_threshold, limits):
+        raise SchemaError(violations)
+
+
+def _term_violations(
+    query: Any, mode: Any, top_k: Any, score_threshold: Any, limits: Limits
+) -> list[FieldViolation]:
+    violations: list[FieldViolation] = []
+    if not isinstance(query, str) or not query.strip():
+        violations.append(FieldViolation("query", "must be a non-blank string"))
+    elif len(query) > limits.max_query_chars:
+        violations.append(FieldViolation("query", f"at most {limits.max_query_chars} characters"))
     if mode not in SEARCH_MODES:
         violations.append(FieldViolation("mode", f"one of {', '.join(SEARCH_MODES)}; got {mode!r}"))
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
@@ -310,6 +340,4 @@ def check_search(
         or not math.isfinite(score_threshold)
     ):
         violations.append(FieldViolation("score_threshold", "a finite number, or None for none"))
-    if violations:
-        raise SchemaError(violations)
-    return query, names, mode
+    return violations

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from hookmesh.errors import SchemaError
-from hookmesh.retrieval import ChunkingOptions, KnowledgeStore
+from hookmesh.retrieval import ChunkingOptions, KnowledgeStore, check_search_terms
 from hookmesh.retrieval.codec import (
     MODE_FROM_PB,
     hit_to_pb,
@@ -117,7 +117,14 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         if not names:
             readable = self.access.readable(await self.store.list_knowledge_bases())
             names = [kb.name for kb in readable]
-            if not names:
+            if not names:  # nothing to search, but bad terms are refused all the same
+                check_search_terms(
+                    request.query,
+                    mode,
+                    request.top_k or DEFAULT_TOP_K,
+                    request.score_threshold or None,
+                    self.store.limits,
+                )
                 return _pb.SearchResponse()
         hits = await self.store.search(
             request.query,
