@@ -13,6 +13,7 @@ asserts nothing.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import statistics
@@ -20,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from hookmesh.testing import stop_process
 
 CONCURRENCY = 200
 PER_ROUND = 600
@@ -29,7 +32,7 @@ WARMUP = 400
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from remote_hook import _run, _sidecar, _start, _stop  # noqa: E402
+from remote_hook import START_TIMEOUT, _run, _sidecar, _start  # noqa: E402
 
 
 async def _batch(middlewares: list[Any], replies: int) -> tuple[float, list[float]]:
@@ -96,7 +99,7 @@ async def main() -> None:
     finally:
         for remote in remotes:
             await remote.aclose()
-        await asyncio.gather(*(_stop(p) for p in processes))
+        await asyncio.gather(*(stop_process(p, START_TIMEOUT) for p in processes))
 
     print(
         f"{CONCURRENCY} replies in flight, {PER_ROUND} replies per row per round, {ROUNDS} "
@@ -129,4 +132,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
+    if parser.parse_args().quick:
+        CONCURRENCY, PER_ROUND, ROUNDS, WARMUP = 10, 20, 1, 10
     _run(main())

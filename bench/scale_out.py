@@ -18,6 +18,7 @@ asserts nothing.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import statistics
@@ -169,4 +170,8 @@ def run(main_coro: Callable[[], Awaitable[None]]) -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
+    if parser.parse_args().quick:
+        CONCURRENCY, REPLIES, ROUNDS, SERIAL = 4, 8, 1, 5
     run(main)
