@@ -12,6 +12,7 @@ size's throughput over batch 32's in the same round. Prints figures; asserts not
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import random
@@ -89,4 +90,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
+    if parser.parse_args().quick:
+        TEXTS, ROUNDS = 8, 1
     asyncio.run(main())

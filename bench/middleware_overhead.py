@@ -19,6 +19,7 @@ the method. Prints figures; asserts nothing.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import os
@@ -174,4 +175,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
+    if parser.parse_args().quick:
+        WARMUP, ROUNDS, PER_ROUND = 5, 2, 5
     asyncio.run(main())

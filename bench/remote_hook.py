@@ -26,6 +26,7 @@ drift (this machine is shared) hits every row alike. Prints figures; asserts not
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import os
@@ -570,7 +571,10 @@ def _run(coro: Any) -> None:
 
 
 if __name__ == "__main__":
-    if "--echo-server" in sys.argv[1:]:
-        _run(_serve_echo(sys.argv[-1] if sys.argv[-1] != "--echo-server" else "127.0.0.1:0"))
-    else:
-        _run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
+    parser.add_argument("--echo-server", nargs="?", const="127.0.0.1:0", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.quick:
+        WARMUP, ROUNDS, PER_ROUND, REPLIES = 10, 2, 10, 5
+    _run(_serve_echo(options.echo_server) if options.echo_server else main())

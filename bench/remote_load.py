@@ -13,6 +13,7 @@ asserts nothing.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import statistics
@@ -20,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from hookmesh.testing import stop_process
 
 CONCURRENCY = 200
 PER_ROUND = 600
@@ -29,19 +32,28 @@ WARMUP = 400
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from remote_hook import _run, _sidecar, _start, _stop  # noqa: E402
+from remote_hook import START_TIMEOUT, _run, _sidecar, _start  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
 
 
-async def _batch(middlewares: list[Any], replies: int) -> tuple[float, list[float]]:
-    """Run `replies` replies, CONCURRENCY at a time; returns (seconds, per-reply ms)."""
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a process has used, from its own counters."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+async def _batch(middlewares: list[Any], replies: int) -> tuple[float, list[float], int]:
+    """Run `replies` replies, CONCURRENCY at a time; returns (seconds, per-reply ms, events)."""
     from hookmesh.agent import Agent
     from hookmesh.models import ScriptedChatModel
 
     latencies: list[float] = []
     left = replies
+    events = 0
 
     async def worker() -> None:
-        nonlocal left
+        nonlocal left, events
         agent = Agent(
             ScriptedChatModel(["x" * 160], stream=True, chunk_size=8, repeat=True),
             middlewares=middlewares,
@@ -50,6 +62,7 @@ async def _batch(middlewares: list[Any], replies: int) -> tuple[float, list[floa
             left -= 1
             began = time.perf_counter()
             async for event in agent.reply("hi"):
+                events += 1
                 if event.type == "reply_end" and event.finish_reason != "completed":
                     raise RuntimeError(f"a reply failed: {event.error}")
             latencies.append((time.perf_counter() - began) * 1e3)
@@ -57,7 +70,7 @@ async def _batch(middlewares: list[Any], replies: int) -> tuple[float, list[floa
 
     began = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-    return time.perf_counter() - began, latencies
+    return time.perf_counter() - began, latencies, events
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -76,27 +89,35 @@ async def main() -> None:
     try:
         for _, target in started:
             remotes.append(await RemoteMiddleware.connect(target, timeout=30))
-        watch, verdict = remotes[:3], remotes[3:]
-        rows: dict[str, list[Any]] = {
+        used = {
             "none": [],
-            "1 read-only": watch[:1],
-            "3 read-only": watch,
-            "1 verdict (contrast)": verdict[:1],
-            "3 verdict (contrast)": verdict,
+            "1 read-only": [0],
+            "3 read-only": [0, 1, 2],
+            "1 verdict (contrast)": [3],
+            "3 verdict (contrast)": [3, 4, 5],
         }
+        rows = {name: [remotes[i] for i in ids] for name, ids in used.items()}
         for middlewares in rows.values():
             await _batch(middlewares, WARMUP)
         rates: dict[str, list[float]] = {k: [] for k in rows}
         latencies: dict[str, list[float]] = {k: [] for k in rows}
+        agent_cpu = dict.fromkeys(rows, 0.0)
+        sidecar_cpu = dict.fromkeys(rows, 0.0)
+        events = dict.fromkeys(rows, 0)
         for _ in range(ROUNDS):
             for name, middlewares in rows.items():
-                seconds, batch = await _batch(middlewares, PER_ROUND)
+                pids = [processes[i].pid for i in used[name]]
+                before = time.process_time(), sum(map(_cpu, pids))
+                seconds, batch, count = await _batch(middlewares, PER_ROUND)
+                agent_cpu[name] += time.process_time() - before[0]
+                sidecar_cpu[name] += sum(map(_cpu, pids)) - before[1]
+                events[name] += count
                 rates[name].append(PER_ROUND / seconds)
                 latencies[name] += batch
     finally:
         for remote in remotes:
             await remote.aclose()
-        await asyncio.gather(*(_stop(p) for p in processes))
+        await asyncio.gather(*(stop_process(p, START_TIMEOUT) for p in processes))
 
     print(
         f"{CONCURRENCY} replies in flight, {PER_ROUND} replies per row per round, {ROUNDS} "
@@ -117,6 +138,30 @@ async def main() -> None:
             f"{name:22s} {rate:10.0f} {vs:9.2f}x {cost:9.1%} {p50:10.1f} {p99:10.1f}"
             f" {p99 / p50:9.2f}x"
         )
+    replies = PER_ROUND * ROUNDS
+    base_agent = agent_cpu["none"] / replies * 1e6
+    print()
+    print(
+        f"CPU per reply from each process's own counters ({events['none'] / replies:.0f} events"
+        " per reply; this process is the agent, each sidecar its own process):"
+    )
+    head = ("agent µs", "+agent µs", "sidecars µs", "each µs", "agent/event")
+    print(f"{'row':22s} " + " ".join(f"{h:>11s}" for h in head))
+    for name, ids in used.items():
+        agent = agent_cpu[name] / replies * 1e6
+        side = sidecar_cpu[name] / replies * 1e6
+        watched = events[name] / replies * len(ids)
+        per_event = f"{(agent - base_agent) / watched:10.2f}" if ids else ""
+        each = side / len(ids) if ids else 0.0
+        print(
+            f"{name:22s} {agent:11.0f} {agent - base_agent:11.0f} {side:11.0f} {each:11.0f}"
+            f" {per_event:>11s}"
+        )
+    print(
+        "  agent/event: the agent's CPU per watched event over the row without sidecars "
+        "(target <= 2 µs read-only); with one read-only watcher, target >= 50% of none's "
+        "replies/s."
+    )
     for kind in ("read-only", "verdict (contrast)"):
         pairs = zip(rates[f"3 {kind}"], rates[f"1 {kind}"], strict=True)
         ratio = statistics.median(three / one for three, one in pairs)
@@ -129,4 +174,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
+    if parser.parse_args().quick:
+        CONCURRENCY, PER_ROUND, ROUNDS, WARMUP = 10, 20, 1, 10
     _run(main())

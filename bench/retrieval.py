@@ -187,7 +187,9 @@ async def main() -> None:
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--calls", type=int, default=300, help="timed searches per figure")
     args = parser.parse_args()
-    sizes = {"throughput": 40, "10k": 150, "100k": 1500} if args.quick else {}
+    sizes = {"throughput": 16, "10k": 40, "100k": 80} if args.quick else {}
+    if args.quick:
+        args.calls = min(args.calls, 20)
     sizes = {"throughput": 120, "10k": 3450, "100k": 34500} | sizes
 
     started = time.perf_counter()

@@ -7,7 +7,8 @@ one streamed answer per reply, a new session per reply):
 * throughput rows, the same client load (CONCURRENCY replies outstanding, REPLIES per round):
   one replica direct on SQLite (the baseline), one replica behind Envoy on PostgreSQL, two
   replicas behind Envoy on PostgreSQL. Replies/s per round (median over rounds), latency p50
-  and p99 over every reply of the row.
+  and p99 over every reply of the row; CPU per reply of each process (this client, each
+  replica, each Envoy, PostgreSQL with its backends) from the kernel's counters.
 * Envoy's added latency: one reply at a time to the same PostgreSQL replica, direct and
   through Envoy; p50 of each and their ratio (per round, median).
 
@@ -18,6 +19,7 @@ asserts nothing.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import statistics
@@ -86,6 +88,56 @@ async def _floor(address: str, count: int) -> float:
     return statistics.median(times)
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _tree_cpu(root: int) -> float:
+    """CPU seconds of a process, its reaped children and its live descendants (PostgreSQL's
+    backends are its postmaster's children), from the kernel's counters."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
+            except (OSError, IndexError):
+                continue
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            fields = _stat(pid)
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15]) / _TICK
+        todo += parents.get(pid, [])
+    return total
+
+
+def _components(replicas: dict[str, int]) -> dict[str, int]:
+    """The processes whose CPU is reported: each replica, Envoy (both proxies) and PostgreSQL,
+    found among this process's children by name."""
+    found = dict(replicas)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int(_stat(int(entry.name))[1]) != os.getpid():
+                    continue
+                name = (entry / "comm").read_text().strip()
+            except (OSError, IndexError):
+                continue
+            if name in ("envoy", "postgres"):
+                found[f"{name} {sum(k.startswith(name) for k in found) + 1}"] = int(entry.name)
+    return found
+
+
+def _cpu_now(components: dict[str, int]) -> dict[str, float]:
+    return {"client": time.process_time()} | {k: _tree_cpu(p) for k, p in components.items()}
+
+
 def _config(folder: Path, name: str, store: str) -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump({"store": store, "grace_seconds": 1}))
@@ -119,6 +171,10 @@ async def main() -> None:
         direct = await stack.enter_async_context(AgentClient(first.address, timeout=TIMEOUT))
         proxied = clients["1 replica, PostgreSQL, Envoy"]
 
+        components = _components(
+            {"replica sqlite": sqlite.pid, "replica pg 1": first.pid, "replica pg 2": second.pid}
+        )
+        cpu: dict[str, dict[str, float]] = {name: {} for name in rows}
         floor = await _floor(first.address, 200)
         for client in (*clients.values(), direct):  # warm-up: connections, caches, JIT-free
             await _load(client, CONCURRENCY * 2, [])
@@ -128,7 +184,10 @@ async def main() -> None:
         serial: dict[str, list[float]] = {"direct": [], "envoy": []}
         for _ in range(ROUNDS):
             for name, client in clients.items():
+                before = _cpu_now(components)
                 throughput[name].append(await _load(client, REPLIES, latency[name]))
+                for part, value in _cpu_now(components).items():
+                    cpu[name][part] = cpu[name].get(part, 0.0) + value - before[part]
             d = await _serial(direct, SERIAL)
             e = await _serial(proxied, SERIAL)
             serial["direct"] += d
@@ -149,6 +208,12 @@ async def main() -> None:
         p50 = _percentile(latency[name], 0.50) * 1e3
         p99 = _percentile(latency[name], 0.99) * 1e3
         print(f"{name:32} {rate:10.1f} {rate / base:8.2f} {p50:8.2f} {p99:8.2f}")
+    parts = list(cpu[next(iter(rows))])
+    print("CPU per reply, µs, of each process (its own counters; PostgreSQL with its backends):")
+    print(f"{'row':32} " + " ".join(f"{p:>14}" for p in parts))
+    for name in rows:
+        cells = " ".join(f"{cpu[name][p] / (REPLIES * ROUNDS) * 1e6:14.0f}" for p in parts)
+        print(f"{name:32} {cells}")
     d50 = statistics.median(serial["direct"]) * 1e3
     e50 = statistics.median(serial["envoy"]) * 1e3
     print(
@@ -169,4 +234,8 @@ def run(main_coro: Callable[[], Awaitable[None]]) -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
+    if parser.parse_args().quick:
+        CONCURRENCY, REPLIES, ROUNDS, SERIAL = 4, 8, 1, 5
     run(main)

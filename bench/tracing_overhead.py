@@ -6,6 +6,7 @@ Prints figures; asserts nothing. Target: <= 2 µs difference per reply.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import statistics
@@ -62,4 +63,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
+    if parser.parse_args().quick:
+        REPLIES, ROUNDS = 20, 2
     asyncio.run(main())

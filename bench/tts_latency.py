@@ -299,7 +299,10 @@ async def main() -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
     options = parser.parse_args()
+    if options.quick:
+        RUNS, WARMUP = 10, 2
     try:
         import uvloop
     except ImportError:
