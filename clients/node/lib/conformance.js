@@ -202,6 +202,10 @@ export function conformanceService(log) {
         call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'arguments are not JSON' });
         return;
       }
+      if (typeof text !== 'string') {
+        call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'arguments.text: a string is required' });
+        return;
+      }
       if (text === 'fail') {
         call.write({ text: 'Error: asked to fail' });
         call.write({ end: 'TOOL_RESULT_STATE_ERROR' });
