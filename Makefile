@@ -59,10 +59,11 @@ espeak:
 # protoc's Go plugins: the Go sidecar SDK (clients/go) and its tests.
 go:
 	@command -v go >/dev/null && command -v protoc-gen-go-grpc >/dev/null && \
-		[ -d /usr/share/gocode/src/google.golang.org/grpc ] || { \
+		[ -f /usr/share/gocode/src/github.com/golang/protobuf/proto/wrappers.go ] || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$SUDO apt-get update -qq && \
 		$$SUDO apt-get install -y -qq --no-install-recommends golang-go golang-google-grpc-dev \
-		golang-google-protobuf-dev protoc-gen-go protoc-gen-go-grpc; }
+		golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev protoc-gen-go \
+		protoc-gen-go-grpc; }
 
 # Debian's chromium and chromium-driver: the headless browser of the chat page test.
 chromium:
