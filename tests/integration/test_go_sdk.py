@@ -125,3 +125,22 @@ async def test_sigterm_drains_the_stream_once_its_invocation_ends(
             assert await sidecar.process.wait() == 0  # type: ignore[attr-defined]
     finally:
         session.cancel()
+
+
+@pytest.fixture(scope="module")
+def conformance_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    gopath = tmp_path_factory.mktemp("gopath")
+    return asyncio.run(build(gopath, "examples/conformance", gopath / "conformance"))
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["conformance", "generic"])
+async def test_the_go_conformance_reference_passes_every_rule(
+    conformance_binary: Path, generic: bool
+) -> None:
+    env = {"CONFORMANCE_TOKEN": "s3"}
+    async with go_sidecar(
+        conformance_binary, "--token-env", "CONFORMANCE_TOKEN", env=env
+    ) as sidecar:
+        results = await run_conformance(sidecar.address, token="s3", generic=generic, timeout=3)
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    assert len(results) > (12 if generic else 70)

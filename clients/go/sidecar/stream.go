@@ -36,8 +36,8 @@ type Invocation struct {
 	finished bool // the agent expects nothing more (done, final or pre_only)
 }
 
-// Context is cancelled when the agent cancels the invocation or the stream ends.
-func (i *Invocation) Context() context.Context { return i.ctx }
+// Ctx is cancelled when the agent cancels the invocation or the stream ends.
+func (i *Invocation) Ctx() context.Context { return i.ctx }
 
 // Deadline is when the agent gives up waiting for the answer it expects now.
 func (i *Invocation) Deadline() time.Time {
