@@ -345,14 +345,18 @@ export function middlewareService(mw) {
     },
     TransformSystemPrompt(call, callback) {
       if (!mw.transformSystemPrompt) return callback({ code: grpc.status.UNIMPLEMENTED, details: 'no on_system_prompt hook' });
-      Promise.resolve(mw.transformSystemPrompt(call.request)).then(
+      Promise.resolve()
+        .then(() => mw.transformSystemPrompt(call.request))
+        .then(
         (answer) => callback(null, typeof answer === 'string' ? { prompt: answer } : answer),
         (err) => callback(aborted(err)),
       );
     },
     AfterAgent(call, callback) {
       if (!mw.afterAgent) return callback({ code: grpc.status.UNIMPLEMENTED, details: 'no after_agent hook' });
-      Promise.resolve(mw.afterAgent(call.request)).then(
+      Promise.resolve()
+        .then(() => mw.afterAgent(call.request))
+        .then(
         (mutation) => callback(null, { mutation: mutation ?? {} }),
         (err) =>
           callback(err?.reason === 'INVALID_ARGUMENT' ? { code: grpc.status.INVALID_ARGUMENT, details: err.message } : aborted(err)),
