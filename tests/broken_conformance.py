@@ -520,3 +520,12 @@ class LenientArguments(MiddlewareServicer):
             return
         async for piece in super().CallTool(request, context):
             yield piece
+
+
+class IgnoresRetry(_OnReasoning):
+    """Lets the downstream's failure stand despite the `retry` marker."""
+
+    word = "retry"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)

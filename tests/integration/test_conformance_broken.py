@@ -94,6 +94,7 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.FailsWithAnotherReason, "on_reasoning.error", "reason 'OTHER'"),
     (broken.FailsWithoutTheHook, "on_reasoning.error", "metadata {'errorType'"),
     (broken.IgnoresErrorAfter, "on_reasoning.error_after", "done carries no error"),
+    (broken.IgnoresRetry, "on_reasoning.retry", "answered the failed outcome with done, no retry"),
     (broken.IgnoresReplyEmit, "on_reply.read_only", "emitted []"),
     (broken.OverridesActingWrongly, "on_acting.override", "arguments {'text': 'other'}"),
     (broken.ChangesTheModelResponse, "on_model_call.full", "done changed the model_response"),

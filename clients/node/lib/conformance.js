@@ -1,5 +1,5 @@
 // The conformance middleware (docs/remote-protocol.md § Conformance) on the sidecar SDK.
-import { MiddlewareError, invalidArguments, middlewareService, toStruct, fromStruct } from './sdk.js';
+import { DownstreamError, MiddlewareError, invalidArguments, middlewareService, toStruct, fromStruct } from './sdk.js';
 import { assistantText } from './token-counter.js';
 
 const MARKER = 'conformance:';
@@ -30,6 +30,14 @@ async function pre(inv, hook) {
 async function events(inv, hook, override, next) {
   const word = await pre(inv, hook);
   if (word === 'short-circuit') return custom(inv, 'conformance.short_circuit');
+  if (word === 'retry') {
+    try {
+      return await next({});
+    } catch (err) {
+      if (!(err instanceof DownstreamError)) throw err;
+      return await next({}); // the downstream failed once: run it again
+    }
+  }
   let callNext = {};
   if (word === 'override') callNext = override;
   if (word === 'final' && hook !== 'on_reply') callNext = { final: true };

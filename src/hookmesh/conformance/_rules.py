@@ -252,6 +252,22 @@ async def downstream_error(t: Target, kind: MessageKind, h: EventHook) -> None:
         session.cancel()
 
 
+async def retry(t: Target, kind: MessageKind, h: EventHook) -> None:
+    """After an outcome carrying an error, a second call_next runs the downstream again."""
+    session = await _open(t, kind, h.hook, "retry", **h.args)
+    try:
+        await session.expect("1", "call_next")
+        failure = ev.ReplyError(reason="TOOL_ERROR", message="the first run failed", source="x")
+        await session.send(_req("1", outcome=pb.DownstreamOutcome(error=failure)))
+        got = await session.expect("1", "call_next", "done")
+        check(_arm(got[-1]) == "call_next", "answered the failed outcome with done, no retry")
+        await session.send(_req("1", outcome=_END))
+        done = (await session.expect("1", "done"))[-1].done
+        check(done.WhichOneof("result") is None, f"done carries {done.WhichOneof('result')}")
+    finally:
+        session.cancel()
+
+
 _REPLY = {"reply": pb.ReplyArgs()}
 
 
@@ -452,6 +468,7 @@ KIND_RULES: dict[str, Rule] = {
             ("error", error),
             ("error_after", error_after),
             ("downstream_error", downstream_error),
+            ("retry", retry),
         )
     },
     "on_reply.read_only": reply_read_only,

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	pb "github.com/hookmesh/hookmesh/clients/go/hookmeshv1"
@@ -86,6 +87,12 @@ func events(inv *sidecar.Invocation, hook string, override *pb.CallNext, next si
 	}
 	var over *pb.CallNext
 	switch word {
+	case "retry":
+		var failed *sidecar.DownstreamError
+		if err := next(nil, nil); !errors.As(err, &failed) {
+			return err
+		}
+		return next(nil, nil) // the downstream failed once: run it again
 	case "short-circuit":
 		emit(inv, "conformance.short_circuit")
 		return nil
