@@ -22,7 +22,7 @@ $(shell rm -rf $(VENV))
 endif
 endif
 
-.PHONY: all demo test lint proto proto-check bench llm node espeak chromium docker image mutate clean
+.PHONY: all demo test lint proto proto-check bench llm node espeak go chromium docker image mutate clean
 # The images' base: made here from Debian's packages (no image registry needed); any Debian
 # bookworm with Python 3.11 works, e.g. `make image IMAGE_BASE=python:3.11-slim-bookworm`.
 IMAGE_BASE ?= hookmesh-base:bookworm
@@ -54,6 +54,16 @@ node: $(NODE_STAMP)
 espeak:
 	@command -v espeak-ng >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends espeak-ng; }
+
+# Debian's Go toolchain, grpc-go and protobuf-go (GOPATH mode: no module proxy is needed) and
+# protoc's Go plugins: the Go sidecar SDK (clients/go) and its tests.
+go:
+	@command -v go >/dev/null && command -v protoc-gen-go-grpc >/dev/null && \
+		[ -f /usr/share/gocode/src/github.com/golang/protobuf/proto/wrappers.go ] || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); $$SUDO apt-get update -qq && \
+		$$SUDO apt-get install -y -qq --no-install-recommends golang-go golang-google-grpc-dev \
+		golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev protoc-gen-go \
+		protoc-gen-go-grpc; }
 
 # Debian's chromium and chromium-driver: the headless browser of the chat page test.
 chromium:
@@ -99,7 +109,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) espeak chromium image proto-check lint
+test: $(STAMP) $(LLM_STAMP) $(NODE_STAMP) espeak go chromium image proto-check lint
 	$(BIN)/pytest -q
 
 # `make demo DEMO_FLAGS=--serve` keeps the suite up and prints the chat page's URL.

@@ -1,19 +1,26 @@
-"""Deliberately broken conformance middlewares: each breaks one rule of the spec, and the
-runner must name that rule (tests/integration/test_conformance_broken.py).
+"""Deliberately broken conformance sidecars: each breaks one rule of the spec, and the
+runner must name that rule (tests/integration/test_conformance_broken.py). Middlewares break
+what a middleware can; `Tampered` servicers break the protocol itself.
 
 Each overrides the reference only where its marker (or the lack of one) is involved, so
 every other rule still passes."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from hookmesh.agent import tool
 from hookmesh.conformance import ConformanceMiddleware
 from hookmesh.conformance._middleware import ConformanceError, marker
 from hookmesh.middleware import PermissionDecision
 from hookmesh.models import ModelResponse
+from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.schema import CustomEvent, make_assistant
+from hookmesh.v1 import content_pb2
+from hookmesh.v1 import middleware_pb2 as pb
 
 
 async def _events(next_handler: Any, **overrides: Any) -> AsyncIterator[Any]:
@@ -344,3 +351,181 @@ class ForgetsAfterAgent(ConformanceMiddleware):
 
     async def after_agent(self, agent: Any, final: Any) -> None:
         return None
+
+
+class FailsOpen(ConformanceMiddleware):
+    """Prefers fail_open where the conformance middleware must fail closed."""
+
+    failure_mode = "fail_open"
+
+
+class CountsFromZero(_OnReasoning):
+    """Reads "count + 1 (0 when absent)" as: an absent count stays 0."""
+
+    word = "state"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        state = self.state(agent)
+        state["count"] = int(state["count"]) + 1 if "count" in state else 0
+        return _events(next_handler)
+
+
+@tool(read_only=True, name="conformance_echo")
+async def _hello(text: str) -> AsyncIterator[str]:
+    """Always says hello.
+
+    Args:
+        text: Ignored.
+    """
+    yield "hello"
+
+
+class EchoesHello(ConformanceMiddleware):
+    """Its echo tool streams "hello" whatever it is given."""
+
+    def list_tools(self) -> list[Any]:
+        return [_hello]
+
+
+# --- broken at the message level: the reference host's stream, tampered with ---------------------
+
+
+class Tampered(MiddlewareServicer):
+    """The Python host serving the reference, with `requests` and `answers` to override: the
+    protocol-level breaks a Middleware cannot make (the host keeps those right)."""
+
+    def __init__(self) -> None:
+        super().__init__(ConformanceMiddleware())
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        """Sees each agent message; `send` adds an answer of its own."""
+
+    def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
+        """What is sent for each answer of the reference."""
+        return [response]
+
+    def route(self, response: pb.InterceptResponse, own: asyncio.Queue[Any]) -> asyncio.Queue[Any]:
+        return own
+
+    async def after_close(self) -> None:
+        """Runs when the agent closed its side, before the stream may end."""
+
+    async def Intercept(self, requests: Any, context: Any) -> AsyncIterator[Any]:
+        out: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def tap() -> AsyncIterator[pb.InterceptRequest]:
+            async for request in requests:
+                self.requested(request, out.put_nowait)
+                yield request
+            await self.after_close()
+
+        async def pump() -> None:
+            async for response in super(Tampered, self).Intercept(tap(), context):
+                for answer in self.answers(response):
+                    self.route(answer, out).put_nowait(answer)
+            out.put_nowait(None)
+
+        pumping = asyncio.create_task(pump())
+        try:
+            while (answer := await out.get()) is not None:
+                yield answer
+        finally:
+            pumping.cancel()
+
+
+class DoublesDone(Tampered):
+    """Sends every done twice."""
+
+    def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
+        return [response, response] if response.HasField("done") else [response]
+
+
+class EmitsForAnotherReply(Tampered):
+    """Stamps its emits with another reply's id."""
+
+    def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
+        if response.HasField("emit"):
+            response.emit.reply_id = "another-reply"
+        return [response]
+
+
+class VerdictsForChunks(Tampered):
+    """Answers each model chunk with a verdict (chunks are always read-only)."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("item") and request.item.HasField("chunk"):
+            send(pb.InterceptResponse(invocation_id=request.invocation_id, verdict={}))
+
+
+class AnswersLateAfterCancel(Tampered):
+    """Sends a done 0.6 s after each cancel."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("cancel"):
+            late = pb.InterceptResponse(invocation_id=request.invocation_id, done={})
+            asyncio.get_running_loop().call_later(0.6, send, late)
+
+
+class DoneAfterStreamStart(Tampered):
+    """Ends a model stream with a plain done as soon as it starts: allowed by the protocol."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("outcome") and request.outcome.HasField("stream_start"):
+            send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))
+
+
+_SHARED: dict[str, asyncio.Queue[Any]] = {}
+
+
+class SharesInvocations(Tampered):
+    """Keeps one invocation map for all its streams: an id's first stream gets its answers.
+    It forgets an id at its done or cancel, so only streams open at once mix up."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("cancel"):
+            _SHARED.pop(request.invocation_id, None)
+
+    async def after_close(self) -> None:
+        _SHARED.clear()
+
+    def route(self, response: pb.InterceptResponse, own: asyncio.Queue[Any]) -> asyncio.Queue[Any]:
+        queue = _SHARED.setdefault(response.invocation_id, own)
+        if response.HasField("done"):
+            _SHARED.pop(response.invocation_id, None)
+        return queue
+
+
+class NeverEndsTheStream(Tampered):
+    """Keeps its side of the stream open after the agent closed its own."""
+
+    async def after_close(self) -> None:
+        await asyncio.Event().wait()
+
+
+class LenientArguments(MiddlewareServicer):
+    """Answers bad CallTool arguments with an error result instead of INVALID_ARGUMENT."""
+
+    def __init__(self) -> None:
+        super().__init__(ConformanceMiddleware())
+
+    async def CallTool(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        try:
+            text = json.loads(request.arguments)["text"]
+            valid = isinstance(text, str)
+        except (ValueError, KeyError, TypeError):
+            valid = False
+        if not valid:
+            yield pb.CallToolResponse(text="Error: bad arguments")
+            yield pb.CallToolResponse(end=content_pb2.TOOL_RESULT_STATE_ERROR)
+            return
+        async for piece in super().CallTool(request, context):
+            yield piece
+
+
+class IgnoresRetry(_OnReasoning):
+    """Lets the downstream's failure stand despite the `retry` marker."""
+
+    word = "retry"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)

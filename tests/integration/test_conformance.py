@@ -93,3 +93,45 @@ async def test_a_broken_sidecar_fails_naming_the_rule() -> None:
     assert "before call_next: emitted []" in failed[0]
     assert code == 1
     assert lines[-1].endswith("passed, 2 failed")
+
+
+async def _command_err(*args: str) -> tuple[int, list[str], list[str]]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "hookmesh.cli",
+        "conformance",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(_RUN_TIMEOUT):
+        out, err = await process.communicate()
+    return process.returncode or 0, out.decode().splitlines(), err.decode().splitlines()
+
+
+async def test_a_sidecar_needing_a_token_gets_one_error_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONFORMANCE_TOKEN", "s3cret")
+    async with sidecar_process(
+        "hookmesh.conformance:ConformanceMiddleware", "--token-env", "CONFORMANCE_TOKEN"
+    ) as sidecar:
+        code, out, err = await _command_err("--sidecar", sidecar.address)
+    assert (code, out, err) == (2, [], ["error: the sidecar requires a token: pass --token-env"])
+
+
+async def test_the_python_reference_passes_the_generic_rules() -> None:
+    async with sidecar_process("hookmesh.conformance:ConformanceMiddleware") as sidecar:
+        code, lines = await _command("--generic", "--sidecar", sidecar.address)
+    assert [line for line in lines if line.startswith("FAIL")] == []
+    names = {line.split()[1] for line in lines if line.startswith("PASS")}
+    assert {"generic.describe", "generic.on_reply.answers", "generic.stream.cancel"} <= names
+    assert code == 0
+
+
+async def test_the_node_reference_passes_the_generic_rules(tmp_path: Path) -> None:
+    async with _node_conformance(f"unix://{tmp_path}/node.sock") as sidecar:
+        results = await run_conformance(sidecar.address, generic=True)
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    assert len(results) >= 12

@@ -17,8 +17,9 @@ from hookmesh.conformance._rules import KIND_RULES, Target
 from hookmesh.conformance._session import RuleFailure
 from hookmesh.conformance._stream_rules import STREAM_RULES, token_required
 from hookmesh.middleware import Middleware
-from hookmesh.remote import serve_middleware
+from hookmesh.remote import SERVICE_NAME, serve_middleware
 from hookmesh.schema import MessageKind
+from hookmesh.server import Service, start_server
 from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
 from tests import broken_conformance as broken
 
@@ -48,7 +49,9 @@ async def test_a_sidecar_that_drops_events_fails_the_pass_through_rule() -> None
         "on_reasoning.pass_through[agentic]",
         "on_reasoning.pass_through[flat]",
     ]
-    assert failed["on_reasoning.pass_through[flat]"] == "verdict drop=True, expected False"
+    assert failed["on_reasoning.pass_through[flat]"] == (
+        "verdict drop=True, expected False (docs/remote-protocol.md § Conformance)"
+    )
 
 
 @pytest.fixture
@@ -86,11 +89,12 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.EmitsOnlyBefore, "on_reasoning.emit", "before done: emitted []"),
     (broken.IgnoresDrop, "on_reasoning.drop", "verdict drop=False, expected True"),
     (broken.ForgetsState, "on_reasoning.state", "no mutate with the state"),
-    (broken.LosesState, "on_reasoning.state", "expected count 5, kept kept"),
+    (broken.LosesState, "on_reasoning.state", "expected {'count': 5, 'kept': 'yes'}"),
     (broken.IgnoresFinal, "on_reasoning.final", "call_next.final not set"),
     (broken.FailsWithAnotherReason, "on_reasoning.error", "reason 'OTHER'"),
     (broken.FailsWithoutTheHook, "on_reasoning.error", "metadata {'errorType'"),
     (broken.IgnoresErrorAfter, "on_reasoning.error_after", "done carries no error"),
+    (broken.IgnoresRetry, "on_reasoning.retry", "answered the failed outcome with done, no retry"),
     (broken.IgnoresReplyEmit, "on_reply.read_only", "emitted []"),
     (broken.OverridesActingWrongly, "on_acting.override", "arguments {'text': 'other'}"),
     (broken.ChangesTheModelResponse, "on_model_call.full", "done changed the model_response"),
@@ -147,3 +151,137 @@ async def test_a_sidecar_without_a_token_fails_the_token_rule(target: object) ->
         await token_required(t)
     secured = await target(ConformanceMiddleware(), token="s3cret")  # type: ignore[operator]
     await token_required(secured)
+
+
+MIDDLEWARE_STREAM_CASES: list[tuple[type[Middleware], str, str]] = [
+    (broken.FailsOpen, "describe", "failure_mode FAILURE_MODE_OPEN, expected FAILURE_MODE_CLOSED"),
+    (broken.EchoesHello, "call_tool", "streamed 'hello'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("middleware", "rule", "why"),
+    MIDDLEWARE_STREAM_CASES,
+    ids=[c[0].__name__ for c in MIDDLEWARE_STREAM_CASES],
+)
+async def test_a_broken_description_or_tool_fails_its_rule(
+    target: object, middleware: type[Middleware], rule: str, why: str
+) -> None:
+    t = await target(middleware())  # type: ignore[operator]
+    with pytest.raises(RuleFailure) as failure:
+        await STREAM_RULES[rule](t)
+    assert why in str(failure.value)
+
+
+async def test_either_reading_of_count_plus_one_but_the_spec_s_fails(target: object) -> None:
+    """A missing count reads as 0, so it becomes 1: a sidecar leaving it 0 fails."""
+    t = await target(broken.CountsFromZero())  # type: ignore[operator]
+    with pytest.raises(RuleFailure, match=r"expected \{'count': 1, 'kept': 'yes'\}"):
+        await KIND_RULES["on_reasoning.state"](t, "flat")
+
+
+async def _servicer_failures(servicer: object, *, generic: bool = False) -> dict[str, str]:
+    """Rule name → why, for every rule the sidecar served by `servicer` fails."""
+    running = await start_server(
+        [Service(SERVICE_NAME, servicer, pb_grpc.add_MiddlewareServiceServicer_to_server)],
+        "127.0.0.1:0",
+    )
+    try:
+        results = await run_conformance(
+            f"127.0.0.1:{running.port}", timeout=_TIMEOUT, generic=generic
+        )
+    finally:
+        await running.stop(None)
+    return {r.name: r.detail for r in results if not r.passed}
+
+
+async def test_the_untampered_host_passes_every_rule() -> None:
+    """The base of the message-level breaks below changes nothing by itself."""
+    assert await _servicer_failures(broken.Tampered()) == {}
+
+
+async def test_a_sidecar_that_answers_a_chunk_fails_the_stream_rule() -> None:
+    failed = await _servicer_failures(broken.VerdictsForChunks())
+    assert sorted(failed) == ["on_model_call.stream[agentic]", "on_model_call.stream[flat]"]
+    assert failed["on_model_call.stream[flat]"].startswith(
+        "expected silence (stream_start and chunks are never answered; for invocation '1'), "
+        "got verdict"
+    )
+    assert failed["on_model_call.stream[flat]"].endswith(
+        "(docs/remote-protocol.md § on_model_call, HOOK_MODE_INTERCEPT)"
+    )
+
+
+async def test_a_sidecar_that_doubles_done_fails_nothing_after_done() -> None:
+    failed = await _servicer_failures(broken.DoublesDone())
+    assert "stream.nothing_after_done" in failed
+    assert failed["stream.nothing_after_done"].startswith(
+        "sent done for invocation '1' after its done (stream.nothing_after_done"
+    )
+    assert failed["stream.nothing_after_done"].endswith("§ `done` and its result)")
+    # Where another rule sees the second done too, it names the same cause.
+    assert all("after its done" in why for why in failed.values())
+
+
+async def test_a_sidecar_that_emits_for_another_reply_fails_naming_the_reply() -> None:
+    failed = await _servicer_failures(broken.EmitsForAnotherReply())
+    assert "on_reasoning.emit[flat]" in failed
+    assert all("emit for reply 'another-reply'" in why for why in failed.values())
+
+
+async def test_a_sidecar_that_answers_late_after_cancel_fails_the_cancel_rules() -> None:
+    failed = await _servicer_failures(broken.AnswersLateAfterCancel())
+    assert sorted(failed) == ["stream.cancel_mid_invocation", "stream.deadline_then_cancel"]
+    assert "got done" in failed["stream.cancel_mid_invocation"]
+
+
+async def test_a_done_right_after_stream_start_passes() -> None:
+    """The protocol allows it; the kit must not call it "never answered"."""
+    assert await _servicer_failures(broken.DoneAfterStreamStart()) == {}
+
+
+async def test_one_invocation_map_for_all_streams_fails_ids_restart_per_stream() -> None:
+    failed = await _servicer_failures(broken.SharesInvocations())
+    assert failed["stream.ids_restart_per_stream"].startswith(
+        "the answer to the second stream's invocation 1 came on the first stream"
+    )
+
+
+async def test_a_sidecar_that_never_ends_its_stream_fails_without_a_traceback() -> None:
+    failed = await _servicer_failures(broken.NeverEndsTheStream())
+    assert sorted(failed) == ["stream.clean_close_cancels_open", "stream.ids_restart_per_stream"]
+    assert failed["stream.clean_close_cancels_open"].startswith(
+        "the sidecar did not end the stream within 2 s of the agent closing its side"
+    )
+
+
+async def test_bad_tool_arguments_answered_with_an_error_result_fail_call_tool() -> None:
+    failed = await _servicer_failures(broken.LenientArguments())
+    assert list(failed) == ["call_tool"]
+    assert failed["call_tool"].startswith(
+        "arguments 'not json' were not refused with INVALID_ARGUMENT"
+    )
+
+
+GENERIC_CASES: list[tuple[type[broken.Tampered], str, str]] = [
+    (broken.Tampered, "", ""),
+    (broken.DoublesDone, "generic.on_reasoning.answers", "after its done"),
+    (broken.AnswersLateAfterCancel, "generic.stream.cancel", "got done"),
+    (broken.NeverEndsTheStream, "generic.stream.clean_close", "did not end the stream"),
+    (broken.SharesInvocations, "generic.stream.ids_restart_per_stream", "came on the first"),
+    (broken.VerdictsForChunks, "generic.on_model_call.answers", "got verdict"),
+]
+
+
+@pytest.mark.parametrize(
+    ("servicer", "rule", "why"), GENERIC_CASES, ids=[c[0].__name__ for c in GENERIC_CASES]
+)
+async def test_generic_mode_fails_a_broken_sidecar_under_its_rule(
+    servicer: type[broken.Tampered], rule: str, why: str
+) -> None:
+    failed = await _servicer_failures(servicer(), generic=True)
+    if not rule:
+        assert failed == {}
+        return
+    assert rule in failed
+    assert why in failed[rule]

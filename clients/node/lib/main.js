@@ -50,8 +50,9 @@ export async function runSidecar(script, usage, makeService) {
   if (!Number.isFinite(grace) || grace < 0) fail('--grace must be a number of seconds >= 0');
 
   let bound;
+  const service = makeService(log);
   try {
-    bound = await createServer(address, { token, log, service: makeService(log) });
+    bound = await createServer(address, { token, log, service });
   } catch (err) {
     log(`cannot listen on ${address}: ${err.message}`);
     process.exit(1);
@@ -65,7 +66,11 @@ export async function runSidecar(script, usage, makeService) {
     }
     stopping = true;
     log(`${signal}: shutting down (grace ${grace} s)`);
-    await stopServer(bound.server, grace * 1000);
+    if (service.drain) {
+      // The agent never half-closes: each stream ends once idle (or at the grace's end).
+      await service.drain(grace * 1000);
+      await stopServer(bound.server, 1000);
+    } else await stopServer(bound.server, grace * 1000);
     process.exit(0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));

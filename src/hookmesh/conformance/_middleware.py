@@ -129,6 +129,14 @@ class ConformanceMiddleware(Middleware):
         if word == "short-circuit":
             yield self._event(agent, "conformance.short_circuit")
             return
+        if word == "retry":
+            try:
+                async for event in next_handler():
+                    yield event
+            except Exception:  # the downstream failed once: run it again
+                async for event in next_handler():
+                    yield event
+            return
         async for event in next_handler(**(override if word == "override" else {})):
             if word != "drop":
                 yield event

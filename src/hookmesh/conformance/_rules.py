@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hookmesh.conformance._session import (
+    RuleFailure,
     Session,
     assistant,
     check,
@@ -23,6 +24,7 @@ from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
 
 SHORT_SILENCE = 0.3
 """Seconds a sidecar must stay silent where the protocol says it sends nothing."""
+OVERRIDDEN = {"text": "overridden"}
 
 
 @dataclass
@@ -59,6 +61,10 @@ def _delta(text: str) -> ev.AgentEvent:
     )
 
 
+def _delta_x() -> ev.AgentEvent:
+    return _delta("x")
+
+
 def _start() -> ev.AgentEvent:
     return ev.AgentEvent(
         reply_id="conformance-reply", model_call_start=ev.ModelCallStartEvent(model_name="m")
@@ -90,14 +96,50 @@ async def _events_through(session: Session, items: list[ev.AgentEvent], drop: bo
 # --- event hooks ---------------------------------------------------------------------------------
 
 
-async def reasoning_pass_through(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REASONING, **_REASONING)
+@dataclass(frozen=True)
+class EventHook:
+    """An event hook the conformance middleware serves with verdicts, and its override."""
+
+    name: str
+    hook: int
+    args: dict[str, Any]
+    items: tuple[Callable[[], ev.AgentEvent], ...]
+
+
+def _tool_result(text: str) -> ev.AgentEvent:
+    return ev.AgentEvent(
+        reply_id="conformance-reply",
+        tool_result_delta=ev.ToolResultDeltaEvent(call_id="c1", text=text),
+    )
+
+
+REASONING = EventHook("on_reasoning", pb.HOOK_ON_REASONING, _REASONING, (_start, _delta_x))
+ACTING = EventHook(
+    "on_acting",
+    pb.HOOK_ON_ACTING,
+    {"acting": pb.ActingArgs(tool_call={"id": "c1", "name": "echo", "arguments": '{"text": "x"}'})},
+    (lambda: _tool_result("x"),),
+)
+
+
+def _check_override(h: EventHook, call_next: pb.CallNext) -> None:
+    if h.hook == pb.HOOK_ON_ACTING:
+        check(call_next.WhichOneof("overrides") == "acting", "no acting overrides")
+        arguments = json.loads(call_next.acting.arguments or "null")
+        check(arguments == OVERRIDDEN, f"arguments {arguments}, expected {OVERRIDDEN}")
+    else:
+        check(call_next.WhichOneof("overrides") == "reasoning", "no reasoning overrides")
+        check(call_next.reasoning.tool_choice == "none", "tool_choice not overridden to none")
+
+
+async def pass_through(t: Target, kind: MessageKind, h: EventHook) -> None:
+    session = await _open(t, kind, h.hook, **h.args)
     try:
         got = await session.expect("1", "call_next", "done")
         check(_arm(got[-1]) == "call_next", "answered the invocation with done, not call_next")
         check(got[-1].call_next.WhichOneof("overrides") is None, "call_next carries overrides")
         check(not customs(got), "emitted without a marker")
-        await _events_through(session, [_start(), _delta("hello")], drop=False)
+        await _events_through(session, [item() for item in h.items], drop=False)
         await session.send(_req("1", outcome=_END))
         done = (await session.expect("1", "done"))[-1].done
         check(done.WhichOneof("result") is None, f"done carries {done.WhichOneof('result')}")
@@ -105,35 +147,31 @@ async def reasoning_pass_through(t: Target, kind: MessageKind) -> None:
         session.cancel()
 
 
-async def reasoning_short_circuit(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REASONING, "short-circuit", **_REASONING)
+async def short_circuit(t: Target, kind: MessageKind, h: EventHook) -> None:
+    session = await _open(t, kind, h.hook, "short-circuit", **h.args)
     try:
         got = await session.expect("1", "call_next", "done")
         check(_arm(got[-1]) == "done", "did not short-circuit with done")
         check(customs(got) == ["conformance.short_circuit"], f"emitted {customs(got)}")
-        emit = next(m.emit for m in got if _arm(m) == "emit")
-        check(emit.reply_id in ("", "conformance-reply"), f"emit for reply {emit.reply_id!r}")
         await session.silence(SHORT_SILENCE, "after done")
     finally:
         session.cancel()
 
 
-async def reasoning_override(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REASONING, "override", **_REASONING)
+async def override(t: Target, kind: MessageKind, h: EventHook) -> None:
+    session = await _open(t, kind, h.hook, "override", **h.args)
     try:
-        call_next = (await session.expect("1", "call_next"))[-1].call_next
-        check(call_next.WhichOneof("overrides") == "reasoning", "no reasoning overrides")
-        check(call_next.reasoning.tool_choice == "none", "tool_choice not overridden to none")
+        _check_override(h, (await session.expect("1", "call_next"))[-1].call_next)
     finally:
         session.cancel()
 
 
-async def reasoning_emit(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REASONING, "emit", **_REASONING)
+async def emit(t: Target, kind: MessageKind, h: EventHook) -> None:
+    session = await _open(t, kind, h.hook, "emit", **h.args)
     try:
         got = await session.expect("1", "call_next")
         check(customs(got) == ["conformance.pre"], f"before call_next: emitted {customs(got)}")
-        await _events_through(session, [_delta("x")], drop=False)
+        await _events_through(session, [h.items[-1]()], drop=False)
         await session.send(_req("1", outcome=_END))
         got = await session.expect("1", "done")
         check(customs(got) == ["conformance.post"], f"before done: emitted {customs(got)}")
@@ -141,32 +179,36 @@ async def reasoning_emit(t: Target, kind: MessageKind) -> None:
         session.cancel()
 
 
-async def reasoning_drop(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REASONING, "drop", **_REASONING)
+async def drop(t: Target, kind: MessageKind, h: EventHook) -> None:
+    session = await _open(t, kind, h.hook, "drop", **h.args)
     try:
         await session.expect("1", "call_next")
-        await _events_through(session, [_start(), _delta("x")], drop=True)
+        await _events_through(session, [item() for item in h.items], drop=True)
         await session.send(_req("1", outcome=_END))
         await session.expect("1", "done")
     finally:
         session.cancel()
 
 
-async def reasoning_state(t: Target, kind: MessageKind) -> None:
-    session = await _open(
-        t, kind, pb.HOOK_ON_REASONING, "state", state={"count": 4, "kept": "yes"}, **_REASONING
-    )
-    try:
-        got = await session.expect("1", "call_next")
-        state = last_state(got)
-        check(state is not None, "no mutate with the state before call_next")
-        check(state == {"count": 5, "kept": "yes"}, f"state {state}, expected count 5, kept kept")
-    finally:
-        session.cancel()
+async def state(t: Target, kind: MessageKind, h: EventHook) -> None:
+    """`count` + 1, a missing count reading as 0 (so it becomes 1); other keys kept."""
+    for iid, before, after in (
+        ("1", {"count": 4, "kept": "yes"}, {"count": 5, "kept": "yes"}),
+        ("2", {"kept": "yes"}, {"count": 1, "kept": "yes"}),
+    ):
+        session = t.session()
+        try:
+            await session.send(invocation(iid, h.hook, kind, "state", state=before, **h.args))
+            got = await session.expect(iid, "call_next")
+            found = last_state(got)
+            check(found is not None, "no mutate with the state before call_next")
+            check(found == after, f"state {found} from {before}, expected {after}")
+        finally:
+            session.cancel()
 
 
-async def reasoning_final(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REASONING, "final", **_REASONING)
+async def final(t: Target, kind: MessageKind, h: EventHook) -> None:
+    session = await _open(t, kind, h.hook, "final", **h.args)
     try:
         call_next = (await session.expect("1", "call_next"))[-1].call_next
         check(call_next.final, "call_next.final not set")
@@ -181,38 +223,56 @@ def _check_error(done: pb.HookDone, hook: str) -> None:
     check(done.error.metadata.get("hook") == hook, f"metadata {dict(done.error.metadata)}")
 
 
-async def reasoning_error(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REASONING, "error", **_REASONING)
+async def error(t: Target, kind: MessageKind, h: EventHook) -> None:
+    session = await _open(t, kind, h.hook, "error", **h.args)
     try:
-        _check_error((await session.expect("1", "done"))[-1].done, "on_reasoning")
+        _check_error((await session.expect("1", "done"))[-1].done, h.name)
     finally:
         session.cancel()
 
 
-async def reasoning_error_after(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REASONING, "error-after", **_REASONING)
+async def error_after(t: Target, kind: MessageKind, h: EventHook) -> None:
+    session = await _open(t, kind, h.hook, "error-after", **h.args)
     try:
         await session.expect("1", "call_next")
         await session.send(_req("1", outcome=_END))
-        _check_error((await session.expect("1", "done"))[-1].done, "on_reasoning")
+        _check_error((await session.expect("1", "done"))[-1].done, h.name)
     finally:
         session.cancel()
 
 
-async def reasoning_downstream_error(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REASONING, **_REASONING)
+async def downstream_error(t: Target, kind: MessageKind, h: EventHook) -> None:
+    session = await _open(t, kind, h.hook, **h.args)
     try:
         await session.expect("1", "call_next")
-        error = ev.ReplyError(reason="MODEL_ERROR", message="the model failed", source="model")
-        await session.send(_req("1", outcome=pb.DownstreamOutcome(error=error)))
+        failure = ev.ReplyError(reason="MODEL_ERROR", message="the model failed", source="model")
+        await session.send(_req("1", outcome=pb.DownstreamOutcome(error=failure)))
         await session.expect("1", "done")
     finally:
         session.cancel()
 
 
+async def retry(t: Target, kind: MessageKind, h: EventHook) -> None:
+    """After an outcome carrying an error, a second call_next runs the downstream again."""
+    session = await _open(t, kind, h.hook, "retry", **h.args)
+    try:
+        await session.expect("1", "call_next")
+        failure = ev.ReplyError(reason="TOOL_ERROR", message="the first run failed", source="x")
+        await session.send(_req("1", outcome=pb.DownstreamOutcome(error=failure)))
+        got = await session.expect("1", "call_next", "done")
+        check(_arm(got[-1]) == "call_next", "answered the failed outcome with done, no retry")
+        await session.send(_req("1", outcome=_END))
+        done = (await session.expect("1", "done"))[-1].done
+        check(done.WhichOneof("result") is None, f"done carries {done.WhichOneof('result')}")
+    finally:
+        session.cancel()
+
+
+_REPLY = {"reply": pb.ReplyArgs()}
+
+
 async def reply_read_only(t: Target, kind: MessageKind) -> None:
-    reply = pb.ReplyArgs()
-    session = await _open(t, kind, pb.HOOK_ON_REPLY, "emit", reply=reply)
+    session = await _open(t, kind, pb.HOOK_ON_REPLY, "emit", **_REPLY)
     try:
         got = await session.expect("1", "call_next")
         check(customs(got) == ["conformance.pre"], f"emitted {customs(got)}")
@@ -228,14 +288,20 @@ async def reply_read_only(t: Target, kind: MessageKind) -> None:
         session.cancel()
 
 
-async def acting_override(t: Target, kind: MessageKind) -> None:
-    args = pb.ActingArgs(tool_call={"id": "c1", "name": "echo", "arguments": '{"text": "x"}'})
-    session = await _open(t, kind, pb.HOOK_ON_ACTING, "override", acting=args)
+async def reply_short_circuit(t: Target, kind: MessageKind) -> None:
+    session = await _open(t, kind, pb.HOOK_ON_REPLY, "short-circuit", **_REPLY)
     try:
-        call_next = (await session.expect("1", "call_next"))[-1].call_next
-        check(call_next.WhichOneof("overrides") == "acting", "no acting overrides")
-        arguments = json.loads(call_next.acting.arguments or "null")
-        check(arguments == {"text": "overridden"}, f"arguments {arguments}")
+        got = await session.expect("1", "call_next", "done")
+        check(_arm(got[-1]) == "done", "did not short-circuit with done")
+        check(customs(got) == ["conformance.short_circuit"], f"emitted {customs(got)}")
+    finally:
+        session.cancel()
+
+
+async def reply_error(t: Target, kind: MessageKind) -> None:
+    session = await _open(t, kind, pb.HOOK_ON_REPLY, "error", **_REPLY)
+    try:
+        _check_error((await session.expect("1", "done"))[-1].done, "on_reply")
     finally:
         session.cancel()
 
@@ -270,6 +336,8 @@ async def model_full(t: Target, kind: MessageKind) -> None:
 
 
 async def model_stream(t: Target, kind: MessageKind) -> None:
+    """stream_start and chunks get no answer; stream_end gets a plain done. A plain done
+    (or done{error}) unasked once the stream started is allowed: it ends the invocation."""
     session = await _open(t, kind, pb.HOOK_ON_MODEL_CALL, **_model_args())
     try:
         await session.expect("1", "call_next")
@@ -277,7 +345,17 @@ async def model_stream(t: Target, kind: MessageKind) -> None:
         for text in ("one ", "two"):
             chunk = pb.DownstreamItem(chunk=pb.ModelChunk(text=text))
             await session.send(_req("1", item=chunk))
-        await session.silence(SHORT_SILENCE, "stream_start and chunks are never answered")
+        try:
+            await session.silence(SHORT_SILENCE, "stream_start and chunks are never answered")
+        except RuleFailure:
+            early = session.last
+            if early is None or _arm(early) != "done":
+                raise
+            check(
+                early.done.WhichOneof("result") in (None, "error"),
+                "done after stream_start carries a model_response (only an error or nothing)",
+            )
+            return
         await session.send(_req("1", outcome=_END))
         done = (await session.expect("1", "done"))[-1].done
         check(done.WhichOneof("result") is None, "done answering stream_end carries a result")
@@ -295,6 +373,18 @@ async def model_short_circuit(t: Target, kind: MessageKind) -> None:
         message = done.model_response.message
         check(message.WhichOneof("kind") == kind, f"response is {message.WhichOneof('kind')}")
         check(customs(got) == ["conformance.short_circuit"], f"emitted {customs(got)}")
+    finally:
+        session.cancel()
+
+
+async def model_tool_choice(t: Target, kind: MessageKind) -> None:
+    session = await _open(t, kind, pb.HOOK_ON_MODEL_CALL, "override", **_model_args())
+    try:
+        call_next = (await session.expect("1", "call_next"))[-1].call_next
+        check(call_next.WhichOneof("overrides") == "model_call", "no model_call overrides")
+        overrides = call_next.model_call
+        check(overrides.tool_choice == "none", f"tool_choice {overrides.tool_choice!r}")
+        check(not overrides.HasField("model"), f"model {overrides.model!r} not asked for")
     finally:
         session.cancel()
 
@@ -359,22 +449,35 @@ async def context_forget(t: Target, kind: MessageKind) -> None:
         session.cancel()
 
 
+def _on(h: EventHook, rule: Callable[[Target, MessageKind, EventHook], Awaitable[None]]) -> Rule:
+    return lambda t, kind: rule(t, kind, h)
+
+
 KIND_RULES: dict[str, Rule] = {
-    "on_reasoning.pass_through": reasoning_pass_through,
-    "on_reasoning.short_circuit": reasoning_short_circuit,
-    "on_reasoning.override": reasoning_override,
-    "on_reasoning.emit": reasoning_emit,
-    "on_reasoning.drop": reasoning_drop,
-    "on_reasoning.state": reasoning_state,
-    "on_reasoning.final": reasoning_final,
-    "on_reasoning.error": reasoning_error,
-    "on_reasoning.error_after": reasoning_error_after,
-    "on_reasoning.downstream_error": reasoning_downstream_error,
+    **{
+        f"{h.name}.{name}": _on(h, rule)
+        for h in (REASONING, ACTING)
+        for name, rule in (
+            ("pass_through", pass_through),
+            ("short_circuit", short_circuit),
+            ("override", override),
+            ("emit", emit),
+            ("drop", drop),
+            ("state", state),
+            ("final", final),
+            ("error", error),
+            ("error_after", error_after),
+            ("downstream_error", downstream_error),
+            ("retry", retry),
+        )
+    },
     "on_reply.read_only": reply_read_only,
-    "on_acting.override": acting_override,
+    "on_reply.short_circuit": reply_short_circuit,
+    "on_reply.error": reply_error,
     "on_model_call.full": model_full,
     "on_model_call.stream": model_stream,
     "on_model_call.short_circuit": model_short_circuit,
+    "on_model_call.override": model_tool_choice,
     "on_model_call.model": model_override,
     "on_check_permission.short_circuit": permission_short_circuit,
     "on_check_permission.pass_through": permission_pass_through,

@@ -64,14 +64,31 @@ def struct(data: dict[str, Any]) -> struct_pb2.Struct:
     return out
 
 
+def _arm_of(message: Any) -> str:
+    """What arrived: a message's arm, the end of the stream or its failure."""
+    if message is None:
+        return "the end of the stream"
+    if isinstance(message, grpc.aio.AioRpcError):
+        return f"a stream failure ({message.code().name})"
+    return message.WhichOneof("message") or "an empty message"  # type: ignore[no-any-return]
+
+
 class Session:
-    """One Intercept call to the sidecar under test, read by a background task."""
+    """One Intercept call to the sidecar under test, read by a background task.
+
+    It keeps the reply id of each invocation it started (an emit for another reply breaks
+    the protocol) and the invocations the sidecar ended (nothing may follow their `done`).
+    """
 
     def __init__(self, stub: Any, metadata: tuple[tuple[str, str], ...], timeout: float) -> None:
         self.timeout = timeout
         self.call = stub.Intercept(metadata=metadata, timeout=120)
         self.inbox: asyncio.Queue[Any] = asyncio.Queue()
         self.reader = asyncio.create_task(self._read())
+        self.last: pb.InterceptResponse | None = None
+        """The last message the sidecar sent."""
+        self.replies: dict[str, str] = {}
+        self.ended: set[str] = set()
 
     async def _read(self) -> None:
         try:
@@ -82,7 +99,35 @@ class Session:
             self.inbox.put_nowait(exc)
 
     async def send(self, request: pb.InterceptRequest) -> None:
-        await self.call.write(request)
+        if request.WhichOneof("message") == "invocation":
+            self.replies[request.invocation_id] = request.invocation.reply_id
+            self.ended.discard(request.invocation_id)
+        try:
+            await self.call.write(request)
+        except grpc.aio.AioRpcError as exc:
+            raise RuleFailure(f"the stream failed ({exc.code().name}) while sending") from None
+        except asyncio.InvalidStateError:
+            raise RuleFailure("the sidecar ended the stream before the agent was done") from None
+
+    def _screen(self, message: pb.InterceptResponse) -> None:
+        """Rules every message obeys, whatever the rule under test expects."""
+        self.last = message
+        iid = message.invocation_id
+        arm = message.WhichOneof("message")
+        check(
+            iid not in self.ended,
+            f"sent {arm} for invocation {iid!r} after its done "
+            "(stream.nothing_after_done: one done ends an invocation)",
+        )
+        if arm == "done":
+            self.ended.add(iid)
+        if arm == "emit" and message.emit.reply_id:
+            expected = self.replies.get(iid, "")
+            check(
+                message.emit.reply_id == expected,
+                f"emit for reply {message.emit.reply_id!r} on an invocation of {expected!r} "
+                "(leave reply_id empty or set the invocation's)",
+            )
 
     async def next(self, what: str) -> pb.InterceptResponse:
         """The next message from the sidecar, within the deadline."""
@@ -91,10 +136,9 @@ class Session:
                 message = await self.inbox.get()
         except TimeoutError:
             raise RuleFailure(f"no message within {self.timeout:g} s; expected {what}") from None
-        if message is None:
-            raise RuleFailure(f"the sidecar ended the stream; expected {what}")
-        if isinstance(message, grpc.aio.AioRpcError):
-            raise RuleFailure(f"the stream failed ({message.code().name}); expected {what}")
+        if message is None or isinstance(message, grpc.aio.AioRpcError):
+            raise RuleFailure(f"got {_arm_of(message)}; expected {what}")
+        self._screen(message)
         return message  # type: ignore[no-any-return]
 
     async def expect(self, invocation_id: str, *arms: str) -> list[pb.InterceptResponse]:
@@ -122,13 +166,26 @@ class Session:
                 message = await self.inbox.get()
         except TimeoutError:
             return
-        arm = message.WhichOneof("message") if message is not None else "the end of the stream"
-        raise RuleFailure(f"expected silence ({what}), got {arm}")
+        if message is not None and not isinstance(message, grpc.aio.AioRpcError):
+            self._screen(message)
+            what = f"{what}; for invocation {message.invocation_id!r}"
+        raise RuleFailure(f"expected silence ({what}), got {_arm_of(message)}")
 
     async def close(self) -> grpc.StatusCode:
+        """Half-close the agent's side; the sidecar must end the stream (with its status)."""
         await self.call.done_writing()
-        async with asyncio.timeout(self.timeout):
-            await self.reader
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self.reader
+        except TimeoutError:
+            raise RuleFailure(
+                f"the sidecar did not end the stream within {self.timeout:g} s of the agent "
+                "closing its side"
+            ) from None
+        while not self.inbox.empty():
+            message = self.inbox.get_nowait()
+            if message is not None and not isinstance(message, grpc.aio.AioRpcError):
+                self._screen(message)
         return await self.call.code()  # type: ignore[no-any-return]
 
     def cancel(self) -> None:

@@ -3,26 +3,64 @@ multiplexing, reconnects, clean close, prompt, after_agent, tools, the token."""
 
 from __future__ import annotations
 
+import json
+import uuid
+
 import grpc
 
 from hookmesh.conformance._rules import SHORT_SILENCE, Target, _req
-from hookmesh.conformance._session import check, invocation, last_state, struct
+from hookmesh.conformance._session import RuleFailure, check, invocation, last_state, struct
 from hookmesh.schema import make_text, message_to_proto
 from hookmesh.v1 import content_pb2
 from hookmesh.v1 import middleware_pb2 as pb
 
 _REASONING = {"reasoning": pb.ReasoningArgs(tool_choice="auto")}
 _END = pb.DownstreamOutcome(stream_end=pb.StreamEnd())
-_EXPECTED_HOOKS = [
-    (pb.HOOK_ON_REPLY, pb.HOOK_MODE_INTERCEPT, [], ["*"]),
-    (pb.HOOK_ON_REASONING, pb.HOOK_MODE_INTERCEPT, ["*"], []),
-    (pb.HOOK_ON_MODEL_CALL, pb.HOOK_MODE_INTERCEPT, ["chunk"], []),
-    (pb.HOOK_ON_ACTING, pb.HOOK_MODE_INTERCEPT, ["*"], []),
-    (pb.HOOK_ON_CHECK_PERMISSION, pb.HOOK_MODE_INTERCEPT, [], []),
-    (pb.HOOK_ON_COMPRESS_CONTEXT, pb.HOOK_MODE_PRE_ONLY, [], []),
-    (pb.HOOK_ON_SYSTEM_PROMPT, pb.HOOK_MODE_INTERCEPT, [], []),
-    (pb.HOOK_AFTER_AGENT, pb.HOOK_MODE_INTERCEPT, [], []),
-]
+CANCEL_SILENCE = 1.5
+"""Seconds a cancelled invocation must stay unanswered (a late answer is still an answer)."""
+_EXPECTED_HOOKS = {
+    pb.HOOK_ON_REPLY: (pb.HOOK_MODE_INTERCEPT, [], ["*"]),
+    pb.HOOK_ON_REASONING: (pb.HOOK_MODE_INTERCEPT, ["*"], []),
+    pb.HOOK_ON_MODEL_CALL: (pb.HOOK_MODE_INTERCEPT, ["chunk"], []),
+    pb.HOOK_ON_ACTING: (pb.HOOK_MODE_INTERCEPT, ["*"], []),
+    pb.HOOK_ON_CHECK_PERMISSION: (pb.HOOK_MODE_INTERCEPT, [], []),
+    pb.HOOK_ON_COMPRESS_CONTEXT: (pb.HOOK_MODE_PRE_ONLY, [], []),
+    pb.HOOK_ON_SYSTEM_PROMPT: (pb.HOOK_MODE_INTERCEPT, [], []),
+    pb.HOOK_AFTER_AGENT: (pb.HOOK_MODE_INTERCEPT, [], []),
+}
+
+
+def hook_name(hook: int) -> str:
+    """``on_reply`` for HOOK_ON_REPLY (``after_agent`` for HOOK_AFTER_AGENT)."""
+    return pb.Hook.Name(hook).removeprefix("HOOK_").lower()  # type: ignore[arg-type]
+
+
+def _mode(mode: int) -> str:
+    return pb.HookMode.Name(mode or pb.HOOK_MODE_INTERCEPT).removeprefix("HOOK_MODE_")  # type: ignore[arg-type]
+
+
+def hook_mismatches(d: pb.DescribeResponse) -> list[str]:
+    """How the described hooks differ from the conformance middleware's, hook by hook."""
+    out: list[str] = []
+    seen: set[int] = set()
+    for h in d.hooks:
+        name = hook_name(h.hook) if h.hook in pb.Hook.values() else f"hook {h.hook}"
+        if h.hook in seen:
+            out.append(f"{name}: described twice")
+        seen.add(h.hook)
+        if h.hook not in _EXPECTED_HOOKS:
+            out.append(f"{name}: not a hook of the conformance middleware")
+            continue
+        mode, subs, read_only = _EXPECTED_HOOKS[h.hook]
+        if (h.mode or pb.HOOK_MODE_INTERCEPT) != mode:
+            out.append(f"{name}: mode {_mode(h.mode)}, expected {_mode(mode)}")
+        if sorted(h.subscriptions) != subs:
+            out.append(f"{name}: subscriptions {sorted(h.subscriptions)}, expected {subs}")
+        if sorted(h.read_only_subscriptions) != read_only:
+            got = sorted(h.read_only_subscriptions)
+            out.append(f"{name}: read_only_subscriptions {got}, expected {read_only}")
+    out.extend(f"{hook_name(h)}: missing" for h in _EXPECTED_HOOKS if h not in seen)
+    return out
 
 
 async def describe(t: Target) -> None:
@@ -32,16 +70,12 @@ async def describe(t: Target) -> None:
     check(d.protocol_version == 1, f"protocol_version {d.protocol_version}")
     check(d.middleware_key == "conformance", f"middleware_key {d.middleware_key!r}")
     check(d.needs_context, "needs_context not set")
-    hooks = sorted(
-        (
-            h.hook,
-            h.mode or pb.HOOK_MODE_INTERCEPT,
-            sorted(h.subscriptions),
-            sorted(h.read_only_subscriptions),
-        )
-        for h in d.hooks
+    check(
+        d.failure_mode in (pb.FAILURE_MODE_UNSPECIFIED, pb.FAILURE_MODE_CLOSED),
+        f"failure_mode {pb.FailureMode.Name(d.failure_mode)}, expected FAILURE_MODE_CLOSED",
     )
-    check(hooks == sorted(_EXPECTED_HOOKS), f"hooks {hooks}")
+    mismatches = hook_mismatches(d)
+    check(not mismatches, "; ".join(mismatches))
     check([tool.name for tool in d.tools] == ["conformance_echo"], "tool conformance_echo missing")
     check(d.tools[0].read_only, "conformance_echo is not read_only")
 
@@ -54,7 +88,7 @@ async def deadline_then_cancel(t: Target) -> None:
         )
         await session.silence(SHORT_SILENCE, "a sleeping hook misses its deadline")
         await session.send(_req("1", cancel=pb.CancelInvocation()))
-        await session.silence(SHORT_SILENCE, "nothing more after cancel")
+        await session.silence(CANCEL_SILENCE, "nothing more after cancel")
         await session.send(invocation("2", pb.HOOK_ON_REASONING, "flat", **_REASONING))
         await session.expect("2", "call_next")
     finally:
@@ -68,7 +102,7 @@ async def cancel_mid_invocation(t: Target) -> None:
         await session.expect("1", "call_next")
         await session.send(_req("1", cancel=pb.CancelInvocation()))
         await session.send(_req("1", outcome=_END))
-        await session.silence(SHORT_SILENCE, "a cancelled invocation gets no answer")
+        await session.silence(CANCEL_SILENCE, "a cancelled invocation gets no answer")
     finally:
         session.cancel()
 
@@ -108,17 +142,48 @@ async def interleaved_invocations(t: Target) -> None:
 
 
 async def ids_restart_per_stream(t: Target) -> None:
-    for _ in range(2):
-        session = t.session()
+    """Two streams open at once, both using id "1": each gets its own answers, on itself."""
+    plain, other = t.session(), t.session()
+    try:
+        await plain.send(invocation("1", pb.HOOK_ON_REASONING, "flat", **_REASONING))
+        await plain.expect("1", "call_next")
+        await other.send(invocation("1", pb.HOOK_ON_REASONING, "flat", "override", **_REASONING))
         try:
-            await session.send(invocation("1", pb.HOOK_ON_REASONING, "flat", **_REASONING))
-            await session.expect("1", "call_next")
+            call_next = (await other.expect("1", "call_next"))[-1].call_next
+        except RuleFailure:
+            check(
+                plain.inbox.empty(),
+                "the answer to the second stream's invocation 1 came on the first stream: "
+                "invocation ids belong to their stream",
+            )
+            raise
+        check(call_next.reasoning.tool_choice == "none", "the second stream's override lost")
+        for session, bystander in ((other, plain), (plain, other)):
             await session.send(_req("1", outcome=_END))
             await session.expect("1", "done")
+            await bystander.silence(SHORT_SILENCE, "answers stay on their own stream")
             code = await session.close()
             check(code == grpc.StatusCode.OK, f"stream ended with {code.name}")
-        finally:
-            session.cancel()
+    finally:
+        plain.cancel()
+        other.cancel()
+
+
+async def nothing_after_done(t: Target) -> None:
+    """One done ends an invocation: nothing more for it, asked or short-circuited."""
+    session = t.session()
+    try:
+        await session.send(invocation("1", pb.HOOK_ON_REASONING, "flat", **_REASONING))
+        await session.expect("1", "call_next")
+        await session.send(_req("1", outcome=_END))
+        await session.expect("1", "done")
+        await session.silence(SHORT_SILENCE, "after done")
+        sc = invocation("2", pb.HOOK_ON_REASONING, "flat", "short-circuit", **_REASONING)
+        await session.send(sc)
+        await session.expect("2", "done")
+        await session.silence(SHORT_SILENCE, "after done")
+    finally:
+        session.cancel()
 
 
 async def clean_close_cancels_open(t: Target) -> None:
@@ -170,8 +235,10 @@ async def call_tool(t: Target) -> None:
         stream = t.stub.CallTool(request, timeout=t.timeout, metadata=t.metadata)
         return [piece async for piece in stream]
 
-    pieces = await run("conformance_echo", '{"text": "hello"}')
-    check("".join(p.text for p in pieces) == "hello", "echo did not stream the text back")
+    text = f"hello {uuid.uuid4().hex[:8]}"
+    pieces = await run("conformance_echo", json.dumps({"text": text}))
+    echoed = "".join(p.text for p in pieces)
+    check(echoed == text, f"echo of {text!r} streamed {echoed!r}")
     check(
         pieces[-1].WhichOneof("piece") == "end"
         and pieces[-1].end == content_pb2.TOOL_RESULT_STATE_SUCCESS,
@@ -179,6 +246,14 @@ async def call_tool(t: Target) -> None:
     )
     pieces = await run("conformance_echo", '{"text": "fail"}')
     check(pieces[-1].end == content_pb2.TOOL_RESULT_STATE_ERROR, "fail did not end with ERROR")
+    for bad in ("not json", '{"text": 5}'):
+        try:
+            pieces = await run("conformance_echo", bad)
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            check(code == grpc.StatusCode.INVALID_ARGUMENT, f"arguments {bad!r}: {code.name}")
+        else:
+            check(False, f"arguments {bad!r} were not refused with INVALID_ARGUMENT")
     try:
         await run("no_such_tool", "{}")
     except grpc.aio.AioRpcError as exc:
@@ -203,6 +278,7 @@ STREAM_RULES = {
     "stream.unknown_invocations_ignored": unknown_invocations_ignored,
     "stream.interleaved_invocations": interleaved_invocations,
     "stream.ids_restart_per_stream": ids_restart_per_stream,
+    "stream.nothing_after_done": nothing_after_done,
     "stream.clean_close_cancels_open": clean_close_cancels_open,
     "transform_system_prompt": transform_system_prompt,
     "after_agent": after_agent,

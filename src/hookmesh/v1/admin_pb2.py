@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hookmesh/v1/admin.proto\x12\x0bhookmesh.v1\"\x1a\n\x18ReloadMiddlewaresRequest\"x\n\x19ReloadMiddlewaresResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\x17\n\x0fmiddleware_keys\x18\x02 \x03(\t\x12\x18\n\x10\x64raining_replies\x18\x03 \x01(\x05\x12\x14\n\x0crestart_keys\x18\x04 \x03(\t2r\n\x0c\x41\x64minService\x12\x62\n\x11ReloadMiddlewares\x12%.hookmesh.v1.ReloadMiddlewaresRequest\x1a&.hookmesh.v1.ReloadMiddlewaresResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hookmesh/v1/admin.proto\x12\x0bhookmesh.v1\"\x1a\n\x18ReloadMiddlewaresRequest\"x\n\x19ReloadMiddlewaresResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\x17\n\x0fmiddleware_keys\x18\x02 \x03(\t\x12\x18\n\x10\x64raining_replies\x18\x03 \x01(\x05\x12\x14\n\x0crestart_keys\x18\x04 \x03(\t2r\n\x0c\x41\x64minService\x12\x62\n\x11ReloadMiddlewares\x12%.hookmesh.v1.ReloadMiddlewaresRequest\x1a&.hookmesh.v1.ReloadMiddlewaresResponseB\x8f\x01\n\x0f\x63om.hookmesh.v1B\nAdminProtoP\x01Z=github.com/hookmesh/hookmesh/clients/go/hookmeshv1;hookmeshv1\xa2\x02\x03HXX\xaa\x02\x0bHookmesh.V1\xca\x02\x0bHookmesh\\V1\xea\x02\x0cHookmesh::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'hookmesh.v1.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\017com.hookmesh.v1B\nAdminProtoP\001Z=github.com/hookmesh/hookmesh/clients/go/hookmeshv1;hookmeshv1\242\002\003HXX\252\002\013Hookmesh.V1\312\002\013Hookmesh\\V1\352\002\014Hookmesh::V1'
   _globals['_RELOADMIDDLEWARESREQUEST']._serialized_start=40
   _globals['_RELOADMIDDLEWARESREQUEST']._serialized_end=66
   _globals['_RELOADMIDDLEWARESRESPONSE']._serialized_start=68

@@ -94,12 +94,33 @@ class MiddlewareServiceStub:
     open is cancelled and the sidecar ends the stream with OK; the agent
     opens a new stream for its next invocation. A sidecar that ends the
     stream (OK or not) fails every invocation still open on it.
+    Draining: the agent keeps its stream open for as long as it runs (it
+    half-closes only when it shuts down itself), so a sidecar that stops
+    must not wait for the agent's side to close. To drain, a sidecar stops
+    accepting new streams (a gRPC graceful stop does), keeps serving the
+    invocations of its open streams, new ones included, ends each stream
+    with OK as soon as no invocation is open on it, and at the end of its
+    grace period ends the streams still open with OK (their open
+    invocations then fail under the failure mode). The agent opens a new
+    stream, on another connection, for its next invocation.
     7. Limits: the agent never sends a message larger than the sidecar's
     DescribeResponse.max_message_bytes (an invocation that would be larger
     fails alone, reason INVOCATION_TOO_LARGE). A sidecar may bound the
     invocations running at once on one stream and answer the ones beyond
     with `done{error}` at once (the Python host: 4096, reason
     TOO_MANY_INVOCATIONS); the agent applies the failure mode to each.
+    The agent accepts messages from the sidecar of up to 64 MiB (a large
+    `mutate.replace_context`, say); a bigger one breaks the stream (or fails
+    the unary call) with RESOURCE_EXHAUSTED, as SIDECAR_UNAVAILABLE.
+    8. Unary errors (TransformSystemPrompt, AfterAgent): to fail the hook with
+    the middleware's own error, answer ABORTED with the status message as
+    the error's message and a google.rpc.Status in the trailer
+    `grpc-status-details-bin` whose details hold one google.rpc.ErrorInfo
+    (`reason`: the error's reason, e.g. "QUOTA_EXCEEDED"; `domain`: any;
+    `metadata`: string pairs for the client); without an ErrorInfo the
+    reason is MIDDLEWARE_FAILED. Any other status is the sidecar's failure,
+    reason SIDECAR_UNAVAILABLE (DEADLINE_EXCEEDED: SIDECAR_DEADLINE_EXCEEDED).
+    Either way the middleware's failure mode decides.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
     bearer token: metadata `authorization: Bearer <token>` (UNAUTHENTICATED
@@ -208,12 +229,33 @@ class MiddlewareServiceServicer:
     open is cancelled and the sidecar ends the stream with OK; the agent
     opens a new stream for its next invocation. A sidecar that ends the
     stream (OK or not) fails every invocation still open on it.
+    Draining: the agent keeps its stream open for as long as it runs (it
+    half-closes only when it shuts down itself), so a sidecar that stops
+    must not wait for the agent's side to close. To drain, a sidecar stops
+    accepting new streams (a gRPC graceful stop does), keeps serving the
+    invocations of its open streams, new ones included, ends each stream
+    with OK as soon as no invocation is open on it, and at the end of its
+    grace period ends the streams still open with OK (their open
+    invocations then fail under the failure mode). The agent opens a new
+    stream, on another connection, for its next invocation.
     7. Limits: the agent never sends a message larger than the sidecar's
     DescribeResponse.max_message_bytes (an invocation that would be larger
     fails alone, reason INVOCATION_TOO_LARGE). A sidecar may bound the
     invocations running at once on one stream and answer the ones beyond
     with `done{error}` at once (the Python host: 4096, reason
     TOO_MANY_INVOCATIONS); the agent applies the failure mode to each.
+    The agent accepts messages from the sidecar of up to 64 MiB (a large
+    `mutate.replace_context`, say); a bigger one breaks the stream (or fails
+    the unary call) with RESOURCE_EXHAUSTED, as SIDECAR_UNAVAILABLE.
+    8. Unary errors (TransformSystemPrompt, AfterAgent): to fail the hook with
+    the middleware's own error, answer ABORTED with the status message as
+    the error's message and a google.rpc.Status in the trailer
+    `grpc-status-details-bin` whose details hold one google.rpc.ErrorInfo
+    (`reason`: the error's reason, e.g. "QUOTA_EXCEEDED"; `domain`: any;
+    `metadata`: string pairs for the client); without an ErrorInfo the
+    reason is MIDDLEWARE_FAILED. Any other status is the sidecar's failure,
+    reason SIDECAR_UNAVAILABLE (DEADLINE_EXCEEDED: SIDECAR_DEADLINE_EXCEEDED).
+    Either way the middleware's failure mode decides.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
     bearer token: metadata `authorization: Bearer <token>` (UNAUTHENTICATED
@@ -361,12 +403,33 @@ class MiddlewareService:
     open is cancelled and the sidecar ends the stream with OK; the agent
     opens a new stream for its next invocation. A sidecar that ends the
     stream (OK or not) fails every invocation still open on it.
+    Draining: the agent keeps its stream open for as long as it runs (it
+    half-closes only when it shuts down itself), so a sidecar that stops
+    must not wait for the agent's side to close. To drain, a sidecar stops
+    accepting new streams (a gRPC graceful stop does), keeps serving the
+    invocations of its open streams, new ones included, ends each stream
+    with OK as soon as no invocation is open on it, and at the end of its
+    grace period ends the streams still open with OK (their open
+    invocations then fail under the failure mode). The agent opens a new
+    stream, on another connection, for its next invocation.
     7. Limits: the agent never sends a message larger than the sidecar's
     DescribeResponse.max_message_bytes (an invocation that would be larger
     fails alone, reason INVOCATION_TOO_LARGE). A sidecar may bound the
     invocations running at once on one stream and answer the ones beyond
     with `done{error}` at once (the Python host: 4096, reason
     TOO_MANY_INVOCATIONS); the agent applies the failure mode to each.
+    The agent accepts messages from the sidecar of up to 64 MiB (a large
+    `mutate.replace_context`, say); a bigger one breaks the stream (or fails
+    the unary call) with RESOURCE_EXHAUSTED, as SIDECAR_UNAVAILABLE.
+    8. Unary errors (TransformSystemPrompt, AfterAgent): to fail the hook with
+    the middleware's own error, answer ABORTED with the status message as
+    the error's message and a google.rpc.Status in the trailer
+    `grpc-status-details-bin` whose details hold one google.rpc.ErrorInfo
+    (`reason`: the error's reason, e.g. "QUOTA_EXCEEDED"; `domain`: any;
+    `metadata`: string pairs for the client); without an ErrorInfo the
+    reason is MIDDLEWARE_FAILED. Any other status is the sidecar's failure,
+    reason SIDECAR_UNAVAILABLE (DEADLINE_EXCEEDED: SIDECAR_DEADLINE_EXCEEDED).
+    Either way the middleware's failure mode decides.
     Unary TransformSystemPrompt and AfterAgent serve the two non-onion hooks;
     CallTool runs a tool the middleware contributes. Every RPC may require a
     bearer token: metadata `authorization: Bearer <token>` (UNAUTHENTICATED

@@ -1,0 +1,72 @@
+"""The Go SDK's programs (clients/go), built with Debian's Go toolchain in GOPATH mode (no
+module proxy): a GOPATH of their own whose import path links to this checkout's
+clients/go, the system's /usr/share/gocode second."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from hookmesh.testing import ServerProcess
+
+GO_DIR = Path(__file__).resolve().parents[1] / "clients" / "go"
+IMPORT_PATH = "github.com/hookmesh/hookmesh/clients/go"
+SYSTEM_GOPATH = "/usr/share/gocode"
+BUILD_TIMEOUT = 240.0
+HAVE_GO_PACKAGES = Path(SYSTEM_GOPATH, "src/google.golang.org/grpc").is_dir()
+
+
+def go_env(gopath: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "GO111MODULE": "off",
+        "GOPATH": f"{gopath}:{SYSTEM_GOPATH}",
+        "GOCACHE": str(gopath / "cache"),
+        "GOPROXY": "off",
+        "GOFLAGS": "",
+    }
+
+
+async def build(gopath: Path, package: str, out: Path) -> Path:
+    """`go build` one package of clients/go (e.g. ``examples/audit``) into `out`."""
+    go = shutil.which("go")
+    if go is None or not HAVE_GO_PACKAGES:
+        pytest.fail("Go and Debian's Go packages are needed: run `make go`")
+    link = gopath / "src" / IMPORT_PATH
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(GO_DIR)
+    process = await asyncio.create_subprocess_exec(
+        go, "build", "-o", str(out), f"{IMPORT_PATH}/{package}",
+        env=go_env(gopath), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    async with asyncio.timeout(BUILD_TIMEOUT):
+        output, _ = await process.communicate()
+    assert process.returncode == 0, output.decode()
+    return out
+
+
+@asynccontextmanager
+async def go_sidecar(
+    binary: Path, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[ServerProcess]:
+    """Run a Go sidecar on 127.0.0.1:0 until the block ends; its stdout is readable."""
+    process = await asyncio.create_subprocess_exec(
+        str(binary), "--listen", "127.0.0.1:0", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    sidecar = ServerProcess(process, "")
+    try:
+        first = await sidecar.line()
+        assert first.startswith("listening on "), first
+        sidecar.address = first.removeprefix("listening on ")
+        yield sidecar
+    finally:
+        await sidecar.kill()

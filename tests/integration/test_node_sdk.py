@@ -1,0 +1,102 @@
+"""The Node sidecar SDK (clients/node/lib/sdk.js): its audit example chats through a real
+agent on both message kinds, passes the conformance kit's generic rules (with a token) and
+drains on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import grpc
+import pytest
+
+from hookmesh.agent import Agent
+from hookmesh.conformance import run_conformance
+from hookmesh.conformance._session import Session, invocation
+from hookmesh.models import ScriptedChatModel
+from hookmesh.remote import RemoteMiddleware
+from hookmesh.schema import MessageKind
+from hookmesh.testing import ServerProcess
+from hookmesh.v1 import middleware_pb2 as pb
+from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
+from tests.agent_helpers import collect, customs
+
+pytestmark = pytest.mark.timeout(120)
+
+_NODE = Path(__file__).resolve().parents[2] / "clients" / "node"
+
+
+@asynccontextmanager
+async def _audit(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[ServerProcess]:
+    node = shutil.which("node")
+    if node is None or not (_NODE / "node_modules").is_dir():
+        pytest.fail("node and clients/node/node_modules are needed: run `make node`")
+    process = await asyncio.create_subprocess_exec(
+        node, str(_NODE / "examples" / "audit.js"), "--listen", "127.0.0.1:0", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    sidecar = ServerProcess(process, "")
+    try:
+        first = await sidecar.line()
+        assert first.startswith("listening on "), first
+        sidecar.address = first.removeprefix("listening on ")
+        yield sidecar
+    finally:
+        await sidecar.kill()
+
+
+async def test_the_audit_example_reports_each_reply_through_a_real_agent(
+    kind: MessageKind,
+) -> None:
+    async with _audit() as sidecar:
+        remote = await RemoteMiddleware.connect(sidecar.address, timeout=5)
+        try:
+            model = ScriptedChatModel(["audited answer"], stream=True, chunk_size=4)
+            agent = Agent(model, kind=kind, middlewares=[remote])
+            events = await collect(agent.reply("go"))
+        finally:
+            await remote.aclose()
+        lines = [json.loads(await sidecar.line()) for _ in range(len(events) - 1)]
+    [report] = [e for e in customs(events) if e.name == "audit"]
+    assert events[-1].type == "reply_end"
+    assert events[-2] is report
+    assert report.value == len(events) - 2
+    assert [line["event"] for line in lines] == [e.type for e in events if e is not report]
+    assert {line["reply"] for line in lines} == {events[0].reply_id}
+
+
+async def test_the_audit_example_passes_the_generic_rules_with_a_token() -> None:
+    async with _audit("--token-env", "AUDIT_TOKEN", env={"AUDIT_TOKEN": "s3"}) as sidecar:
+        results = await run_conformance(sidecar.address, token="s3", generic=True, timeout=3)
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    assert {"generic.on_reply.answers", "token_required"} <= {r.name for r in results}
+
+
+async def test_sigterm_drains_the_stream_once_its_invocation_ends() -> None:
+    async with (
+        _audit("--grace", "30") as sidecar,
+        grpc.aio.insecure_channel(sidecar.address) as channel,
+    ):
+        session = Session(pb_grpc.MiddlewareServiceStub(channel), (), 5.0)
+        try:
+            await session.send(invocation("1", pb.HOOK_ON_REPLY, "flat", reply=pb.ReplyArgs()))
+            await session.expect("1", "call_next")
+            sidecar.process.send_signal(signal.SIGTERM)
+            await session.silence(0.3, "the open invocation is still served")
+            assert sidecar.process.returncode is None
+            end = pb.DownstreamOutcome(stream_end=pb.StreamEnd())
+            await session.send(pb.InterceptRequest(invocation_id="1", outcome=end))
+            await session.expect("1", "done")
+            async with asyncio.timeout(5):
+                await session.reader
+                assert await session.call.code() == grpc.StatusCode.OK
+                assert await sidecar.process.wait() == 0
+        finally:
+            session.cancel()
