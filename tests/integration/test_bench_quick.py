@@ -24,6 +24,7 @@ TABLES = {
     "embedder_batches.py": "vs 32 (per-round)",
     "memory.py": "searches/s (median over rounds)",
     "middleware_overhead.py": "µs per middleware (per-round, from x20)",
+    "output_guardrails.py": "a passing pattern guardrail",
     "peer_agentscope.py": "per middleware ((µs at 10 - µs at 0) / 10)",
     "remote_hook.py": "added latency per hook invocation",
     "remote_load.py": "three read-only watchers / one",
