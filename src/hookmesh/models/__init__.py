@@ -3,6 +3,7 @@ HTTP model, and helpers for asking one for a (JSON) answer."""
 
 from hookmesh.models._answers import answer_text, json_answer
 from hookmesh.models._base import (
+    STOP_CUT,
     TOOL_CHOICE_MODES,
     ChatModel,
     ModelChunk,
@@ -30,6 +31,7 @@ from hookmesh.models._scripted import NO_TOOLS_TEXT, ScriptedChatModel, Scripted
 __all__ = [
     "DEMO_HELP",
     "NO_TOOLS_TEXT",
+    "STOP_CUT",
     "TOOL_CHOICE_MODES",
     "ChatModel",
     "DemoChatModel",
