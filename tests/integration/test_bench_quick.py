@@ -30,6 +30,7 @@ TABLES = {
     "remote_load.py": "three read-only watchers / one",
     "retrieval.py": "search latency, top_k",
     "scale_out.py": "one reply at a time, same PostgreSQL replica",
+    "subscription_cost.py": "msgs/reply",
     "stream_throughput.py": "per-event work without gRPC",
     "tracing_overhead.py": "paired difference",
     "tts_latency.py": "time to first audio byte / round trip",

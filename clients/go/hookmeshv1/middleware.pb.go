@@ -492,8 +492,11 @@ type HookSpec struct {
 	Mode HookMode `protobuf:"varint,2,opt,name=mode,proto3,enum=hookmesh.v1.HookMode" json:"mode,omitempty"`
 	// Downstream items to forward and wait for a verdict on: AgentEvent arm
 	// names (for example "reply_end") for on_reply, on_reasoning and on_acting;
-	// "chunk" for on_model_call streams. Empty means none; "*" means every
-	// item. The items each hook sees:
+	// "chunk" for on_model_call streams. Empty means none (no message per
+	// item); "*" means every item, at one verdict round trip per item (the
+	// Python host's default for a middleware that declares no subscriptions,
+	// for parity with in process; a watcher should use
+	// read_only_subscriptions instead). The items each hook sees:
 	//
 	//	on_reply: every arm.
 	//	on_reasoning: model_call_start/end, text_block_*, reasoning_block_*,

@@ -370,12 +370,27 @@ class ActingSteps:
             run.started = {ran.call.id for ran in batch}
             await self._commit("tools", tuple(ran.call.id for ran in batch))
             stream = self._one(batch[0]) if len(batch) == 1 else self._together(batch)
-            async for event in stream:
-                if event.type in ("tool_result_delta", "tool_result_end") and not event.source_path:
-                    collector = collectors.get(event.call_id)
-                    if collector is not None:
-                        collector.add(event)
-                yield event
+            open_results: list[str] = []
+            try:
+                async for event in stream:
+                    if not event.source_path:
+                        if isinstance(event, ToolResultStartEvent):
+                            open_results.append(event.call_id)
+                        elif isinstance(event, ToolResultDeltaEvent | ToolResultEndEvent):
+                            if event.type == "tool_result_end" and event.call_id in open_results:
+                                open_results.remove(event.call_id)
+                            collector = collectors.get(event.call_id)
+                            if collector is not None:
+                                collector.add(event)
+                    yield event
+            except Exception:
+                # NOTE(hookmesh): a run cut by a failure (a fail_closed sidecar's death) still
+                # closes the results it opened: every start has its end before reply_end.
+                for call_id in open_results:
+                    yield ToolResultEndEvent(
+                        reply_id=self.reply_id, call_id=call_id, state="interrupted"
+                    )
+                raise
             if run.outbox:
                 for event in drain(run.outbox):
                     yield event

@@ -413,6 +413,16 @@ class Agent(ActingSteps, AnswerSteps):
             run.inside = True
             async for event in stream:
                 run.inside = False
+                if (
+                    self.last_finish_reason is not None
+                    and event.type in ("reply_start", "reply_end")
+                    and not event.source_path
+                ):
+                    # NOTE(hookmesh): the reply already ended (an on_reply post phase still
+                    # runs and may emit, e.g. a report): it never starts or ends again.
+                    log.warning("reply %s: %s after reply_end dropped", reply_id, event.type)
+                    run.inside = True
+                    continue
                 if event.type == "reply_end" and not event.source_path:
                     self.last_finish_reason = event.finish_reason
                 yield event
@@ -432,9 +442,14 @@ class Agent(ActingSteps, AnswerSteps):
                 run.task.uncancel()
             await _close(stream)
             self._abandon(run)
+            if self.last_finish_reason is not None:
+                return
             self.last_finish_reason = "interrupted"
             yield self._end("interrupted")
         except Exception as exc:
+            if self.last_finish_reason is not None:
+                log.error("reply %s failed after its reply_end: %s", reply_id, exc)
+                return
             self.last_finish_reason = "error"
             if is_trip(exc) and not run.begun:
                 # A guardrail stopped the input before the core took it: the reply still

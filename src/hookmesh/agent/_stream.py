@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from hookmesh.models import ModelChunk, ModelResponse, ModelResult
+from hookmesh.models import STOP_CUT, ModelChunk, ModelResponse, ModelResult
 from hookmesh.schema import (
     AgentEvent,
     MessageKind,
@@ -113,6 +113,8 @@ async def response_events(
         yield _end(open_kind, reply_id, block_id)
     for call_id in calls:
         yield ToolCallEndEvent(reply_id=reply_id, call_id=call_id)
+    if stop_reason == STOP_CUT:
+        calls.clear()  # a cut stream's calls may hold half their arguments: never run them
     message = make_assistant(
         kind,
         "".join(texts),

@@ -46,7 +46,7 @@ def sidecar(
 
     Prints `listening on HOST:PORT` once it accepts calls; stops gracefully on SIGTERM/SIGINT.
     """
-    from hookmesh.remote import load_middleware, serve_middleware
+    from hookmesh.remote import cost_lines, load_middleware, serve_middleware
     from hookmesh.services import DEFAULT_GRACE, AuthConfig, bound_address, wait_for_signal
 
     address = host_port(listen)
@@ -68,6 +68,10 @@ def sidecar(
                 await aclose()
             print(f"error: cannot start the sidecar: {exc}", file=sys.stderr)
             return 1
+        # NOTE(cli): on stderr, before the address: stdout stays the address (and what the
+        # middleware prints), for supervisors and scripts that read it.
+        for line in cost_lines(mw.describe()):
+            print(f"{mw.middleware_key()} {line}", file=sys.stderr, flush=True)
         print(f"listening on {bound_address(address, running.port)}", flush=True)
         logging.getLogger("hookmesh.sidecar").info("serving %s", mw.middleware_key())
         try:

@@ -48,6 +48,7 @@ from hookmesh.middleware._kwargs import (
     ReplyNext,
     checked_overrides,
 )
+from hookmesh.middleware._order import declared_order
 from hookmesh.middleware._permission import ALLOW, ASK, PermissionDecision
 from hookmesh.middleware._trip import GUARDRAIL_TRIPPED, GuardrailStage, GuardrailTripped, is_trip
 from hookmesh.middleware._view import AgentView, StateView
@@ -102,6 +103,7 @@ __all__ = [
     "checked_overrides",
     "core_step",
     "culprit",
+    "declared_order",
     "is_trip",
     "skip_failed",
 ]

@@ -4,6 +4,7 @@ HTTP model, and helpers for asking one for a (JSON) answer."""
 from hookmesh.models._answers import answer_text, json_answer, json_text
 from hookmesh.models._base import (
     FINAL_TOOL,
+    STOP_CUT,
     TOOL_CHOICE_MODES,
     ChatModel,
     ModelChunk,
@@ -33,6 +34,7 @@ __all__ = [
     "DEMO_HELP",
     "FINAL_TOOL",
     "NO_TOOLS_TEXT",
+    "STOP_CUT",
     "TOOL_CHOICE_MODES",
     "ChatModel",
     "DemoChatModel",

@@ -46,6 +46,12 @@ class ModelChunk:
     """The provider's response id, when sent."""
 
 
+STOP_CUT = "cut"
+"""The stop reason of a stream a middleware ended early (a sidecar's plain `done` mid-stream):
+its text so far stands, the tool calls it streamed are never run (their arguments may be
+incomplete)."""
+
+
 @dataclass(slots=True)
 class ModelResponse:
     """A complete model answer."""

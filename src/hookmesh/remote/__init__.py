@@ -2,6 +2,7 @@
 
 from hookmesh._security import ClientTLS, ServerTLS
 from hookmesh.remote._breaker import BreakerSettings
+from hookmesh.remote._costs import cost_lines
 from hookmesh.remote._errors import RemoteHookError, SidecarError
 from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.remote._proxy import DEFAULT_TIMEOUT, RemoteMiddleware
@@ -19,6 +20,7 @@ __all__ = [
     "ServerTLS",
     "SidecarAgent",
     "SidecarError",
+    "cost_lines",
     "load_middleware",
     "serve_middleware",
 ]

@@ -72,10 +72,10 @@ class CircuitBreaker:
     def refusal(self) -> SidecarError:
         """The error of a call refused by the open circuit."""
         return SidecarError(
-            f"sidecar {self._target} missed {self._settings.misses} deadlines in a row: "
+            f"the sidecar missed {self._settings.misses} deadlines in a row: "
             "not called while it is probed",
             reason="SIDECAR_CIRCUIT_OPEN",
-            metadata={"sidecar": self._target, "misses": str(self._settings.misses)},
+            metadata={"misses": str(self._settings.misses)},
         )
 
     def heard(self) -> None:

@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from hookmesh.middleware import PermissionDecision
-from hookmesh.models import ModelResponse, ModelResult
+from hookmesh.models import STOP_CUT, ModelChunk, ModelResponse, ModelResult
 from hookmesh.remote import _codec as c
 from hookmesh.remote._changes import overrides
 from hookmesh.remote._errors import protocol_error
@@ -154,6 +154,8 @@ async def _relay_stream(
                         "a done sent during a model stream may not carry a model response",
                         hook=inv.hook,
                     ) from None
+                if relayed:
+                    yield ModelChunk(stop_reason=STOP_CUT)
                 return
             except Exception as exc:
                 if exc is inv.broken:

@@ -13,6 +13,8 @@ from hookmesh.schema import AgentEvent, event_to_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 
 _STREAM_END = _mw_pb2.StreamEnd()
+_AFTER_END = {"on_reply": ("done",)}
+"""What may answer stream_end where a retry is not allowed (by hook)."""
 
 
 async def drive_events(
@@ -126,7 +128,9 @@ async def drive_events(
             if retry:
                 continue
             inv.outcome(stream_end=_STREAM_END)
-            events, message = await inv.wait("done", "call_next")
+            # NOTE(hookmesh): on_reply's downstream ends with reply_end: running it again
+            # would start a second reply after the first ended, so only done may answer.
+            events, message = await inv.wait(*_AFTER_END.get(hook, ("done", "call_next")))
             for emitted in events:
                 yield emitted
         finished = True

@@ -211,7 +211,7 @@ class _Invocation:
             except TimeoutError:
                 self.link.missed()
                 raise SidecarError(
-                    f"sidecar {self.link.target} sent nothing for {timeout:g} s in {self.hook}",
+                    f"the sidecar sent nothing for {timeout:g} s in {self.hook}",
                     reason="SIDECAR_DEADLINE_EXCEEDED",
                     metadata={"hook": self.hook, "timeoutSeconds": f"{timeout:g}"},
                 ) from None
@@ -246,6 +246,8 @@ class _Invocation:
         if cancel and self.stream.alive:
             self.send(cancel=_mw_pb2.CancelInvocation())
         self.stream.invocations.pop(self.id, None)
+        if self.stream.retired and not self.stream.invocations:
+            self.stream.half_close()
 
 
 def invoke(link: SidecarLink, agent: AgentView, hook: str, **kwargs_arm: Any) -> _Invocation:

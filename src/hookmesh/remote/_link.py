@@ -4,7 +4,7 @@ the circuit breaker every call passes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 
 GRPC_DEFAULT_MESSAGE_BYTES = 4 * 1024 * 1024
 """A sidecar's receive limit when its Describe states none."""
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _none() -> None:
+    return None
 
 
 class SidecarLink:
@@ -60,6 +68,13 @@ class SidecarLink:
         self.timeout_pb.FromNanoseconds(int(timeout * 1e9))
         self.max_message_bytes = GRPC_DEFAULT_MESSAGE_BYTES
         self._stream: InterceptStream | None = None
+        self._retired: list[InterceptStream] = []
+        self.ready: Callable[[], Awaitable[None]] = _nothing
+        """Awaited before every call: the owner re-describes the sidecar after a reconnect."""
+        self.down = False
+        """Whether the channel fails to connect (the sidecar is down)."""
+        self.broke: Callable[[], None] = _none
+        """Called when the connection went (a stream broke)."""
         self.component = f"sidecar:{target}"
         """The name the process's health services answer this sidecar's circuit under."""
         self.breaker = CircuitBreaker(target, self._probe, breaker, self._circuit_changed)
@@ -100,13 +115,22 @@ class SidecarLink:
         report_component(self.component, self, not opened)
 
     def stream(self) -> InterceptStream:
-        """The shared Intercept stream, opened anew when the last one broke."""
+        """The shared Intercept stream, opened anew when the last one broke or retired."""
         stream = self._stream
         if stream is None or not stream.alive:
             stream = self._stream = InterceptStream(
-                self.stub, self.metadata, self.max_message_bytes
+                self.stub, self.metadata, self.max_message_bytes, lambda: self.broke()
             )
         return stream
+
+    def retire_stream(self) -> None:
+        """The connection changed: new invocations go on a new stream; the current one
+        carries its open invocations to their end, then half-closes."""
+        stream, self._stream = self._stream, None
+        if stream is not None and stream.alive:
+            self._retired = [s for s in self._retired if s.alive]
+            self._retired.append(stream)
+            stream.retire()
 
     async def unary(self, method: Callable[..., Any], request: Any) -> Any:
         """One unary call: ABORTED is the middleware's own error (its reason kept); any other
@@ -118,6 +142,7 @@ class SidecarLink:
                 SIDECAR_CIRCUIT_OPEN.
         """
         self.admit()
+        await self.ready()
         try:
             response = await method(request, timeout=self.timeout, metadata=self.metadata)
         except grpc.aio.AioRpcError as exc:
@@ -133,7 +158,7 @@ class SidecarLink:
                     metadata=metadata_of(status) if status is not None else None,
                 ) from None
             raise SidecarError(
-                f"sidecar {self.target}: {exc.code().name}",
+                f"the sidecar failed: {exc.code().name}",
                 reason="SIDECAR_DEADLINE_EXCEEDED"
                 if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                 else "SIDECAR_UNAVAILABLE",
@@ -146,7 +171,8 @@ class SidecarLink:
         """Stop probing, close the stream and the channel."""
         await self.breaker.aclose()
         report_component(self.component, self, None)
-        if self._stream is not None:
-            await self._stream.close()
-            self._stream = None
+        for stream in [*self._retired, *([self._stream] if self._stream else [])]:
+            await stream.close()
+        self._stream = None
+        self._retired = []
         await self.channel.close()

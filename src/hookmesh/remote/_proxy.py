@@ -50,11 +50,13 @@ log = logging.getLogger("hookmesh.remote")
 DEFAULT_TIMEOUT = 5.0
 """Seconds the agent waits for each sidecar message."""
 
-# Reconnect quickly after a sidecar restart instead of gRPC's default 1 s → 120 s backoff.
+# Reconnect quickly after a sidecar restart instead of gRPC's default 1 s → 120 s backoff:
+# a reply waiting for the sidecar's return (within its message deadline) is not kept waiting
+# by the back-off.
 _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.max_reconnect_backoff_ms", 1000),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
 ]
 
@@ -103,9 +105,17 @@ class RemoteMiddleware(Middleware):
         self._routes: dict[str, Routes] = {}
         self._tools: list[Tool] = []
         self._described = asyncio.Event()
-        self._describing: asyncio.Task[None] | None = None
+        self._fresh = False
+        """Whether the description is from the current connection (Describe once per
+        connection: a sidecar restarted at the same address may be another middleware)."""
+        self._refreshing: asyncio.Task[None] | None = None
+        self._refused: SidecarError | None = None
+        self._watching: asyncio.Task[None] | None = None
+        self.link.ready = self._ready
+        self.link.broke = self._stale
         if description is not None:
             self._adopt(description)
+            self._fresh = True
 
     def _adopt(self, description: _mw_pb2.DescribeResponse) -> None:
         """Take the sidecar's description.
@@ -130,6 +140,13 @@ class RemoteMiddleware(Middleware):
                 self._configured_mode,
                 described.needs_context,
                 tools=described.tools,
+            )
+        if self._described.is_set() and described != self._description:
+            log.warning(
+                "sidecar %s described itself anew (key %s, hooks %s): replies use it from now",
+                self.target,
+                described.key,
+                ", ".join(described.hooks) or "none",
             )
         self._description = described
         self.needs_context = described.needs_context
@@ -173,6 +190,7 @@ class RemoteMiddleware(Middleware):
             # NOTE(hookmesh): fail_open does not wait for a sidecar that is down: the agent
             # starts without it and a background Describe picks it up.
             mw._adopt(await mw._describe(wait=failure_mode != "fail_open"))
+            mw._fresh = True
         except grpc.aio.AioRpcError as exc:
             if failure_mode != "fail_open":
                 await channel.close()
@@ -186,10 +204,11 @@ class RemoteMiddleware(Middleware):
                 target,
                 exc.code().name,
             )
-            mw._describing = asyncio.create_task(mw._describe_later())
+            mw._stale()
         except SidecarError:
             await channel.close()
             raise
+        mw._watching = asyncio.create_task(mw._watch())
         return mw
 
     async def _describe(self, wait: bool = True) -> _mw_pb2.DescribeResponse:
@@ -200,31 +219,110 @@ class RemoteMiddleware(Middleware):
             wait_for_ready=wait,
         )
 
-    async def _describe_later(self) -> None:
+    async def _watch(self) -> None:
+        """Follow the channel: a connection that went (the sidecar died, restarted or is
+        draining) makes the description stale, and a channel failing to connect means the
+        sidecar is down (a fail_open one's tools are withdrawn meanwhile)."""
+        channel = self.link.channel
+        state = channel.get_state()
+        while True:
+            await channel.wait_for_state_change(state)
+            new = channel.get_state()
+            self.link.down = new == grpc.ChannelConnectivity.TRANSIENT_FAILURE
+            if state == grpc.ChannelConnectivity.READY and new != state:
+                self._stale()
+            state = new
+
+    def _stale(self) -> None:
+        """The connection went: describe the sidecar again before the next call uses it (in
+        the background now, so replies that start after it use the new description), and
+        carry the invocations open on the old stream to their end."""
+        self._fresh = False
+        self.link.retire_stream()
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.get_running_loop().create_task(self._redescribe())
+
+    async def _redescribe(self) -> None:
         while True:
             try:
                 description = await self._describe()
-            except grpc.aio.AioRpcError:
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                    log.warning("sidecar %s: Describe failed: %s", self.target, exc.code().name)
+                    await asyncio.sleep(min(self.timeout, 1.0))  # a back-off, not a sync
                 continue
             try:
                 self._adopt(description)
             except SidecarError as exc:
-                log.error("sidecar %s stays skipped: %s", self.target, exc)
+                log.error(
+                    "sidecar %s is refused until it describes itself anew: %s", self.target, exc
+                )
+                self._refused = exc
                 return
-            log.warning("sidecar %s described itself: new agents use it", self.target)
+            self._refused = None
+            self._fresh = True
+            self.link.down = False
             return
+
+    async def _ready(self) -> None:
+        """Before a call: wait (within the message deadline) for the sidecar to describe
+        itself on the current connection.
+
+        Raises:
+            SidecarError: SIDECAR_UNAVAILABLE when it did not in time; SIDECAR_PROTOCOL_ERROR
+                when its new description is refused.
+        """
+        if self._fresh:
+            return
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.get_running_loop().create_task(self._redescribe())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._refreshing), self.timeout)
+        except TimeoutError:
+            self.link.missed()
+            raise SidecarError(
+                f"the sidecar did not come back within {self.timeout:g} s",
+                reason="SIDECAR_UNAVAILABLE",
+                metadata={"timeoutSeconds": f"{self.timeout:g}"},
+            ) from None
+        if self._refused is not None:
+            raise protocol_error(str(self._refused))
+
+    async def _ready_or_skip(self, hook: str) -> bool:
+        """`_ready`, blamed on this middleware; then whether it still implements `hook` (a
+        sidecar replaced by another middleware may not: the call passes straight down)."""
+        try:
+            self.link.admit()
+            await self._ready()
+        except BaseException as exc:
+            blame(exc, self)
+            raise
+        return hook in self._routes
+
+    async def _events_when_ready(
+        self, hook: str, agent: AgentView, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        if not await self._ready_or_skip(hook):
+            async for event in next_handler():
+                yield event
+            return
+        async for event in getattr(self, hook)(agent, kwargs, next_handler):
+            yield event
 
     async def aclose(self) -> None:
         """Close the stream and the channel."""
-        if self._describing is not None:
-            self._describing.cancel()
-            await asyncio.gather(self._describing, return_exceptions=True)
+        for task in (self._refreshing, self._watching):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.link.close()
 
     async def wait_ready(self, timeout: float) -> None:
-        """Wait until the sidecar has described itself and the channel is connected."""
+        """Wait until the sidecar has described itself on the current connection."""
         async with asyncio.timeout(timeout):
             await self._described.wait()
+            while not self._fresh:
+                await self._ready()
             await self.link.channel.channel_ready()
 
     def middleware_key(self) -> str:
@@ -238,6 +336,10 @@ class RemoteMiddleware(Middleware):
         return self._description
 
     def list_tools(self) -> list[Tool]:
+        """The sidecar's tools; none while a fail_open sidecar is down (its channel fails to
+        connect or its circuit is open): the model is not offered what cannot run."""
+        if self.failure_mode == "fail_open" and (self.link.down or self.link.breaker.open):
+            return []
         return list(self._tools)
 
     # --- onion hooks -----------------------------------------------------------------------
@@ -245,32 +347,52 @@ class RemoteMiddleware(Middleware):
     def on_reply(
         self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
+        routes = self._routes.get("on_reply")
+        if not self._fresh:
+            return self._events_when_ready("on_reply", agent, kwargs, next_handler)
+        if routes is None:
+            return next_handler()
         args = _mw_pb2.ReplyArgs(
             inputs=[message_to_proto(m) for m in kwargs["inputs"]],
             resume=kwargs["resume"] is not None,
         )
         inv = invoke(self.link, agent, "on_reply", reply=args)
-        return drive_events(inv, self._routes["on_reply"], kwargs, next_handler)
+        return drive_events(inv, routes, kwargs, next_handler)
 
     def on_reasoning(
         self, agent: AgentView, kwargs: ReasoningArgs, next_handler: ReasoningNext
     ) -> AsyncIterator[AgentEvent]:
+        routes = self._routes.get("on_reasoning")
+        if not self._fresh:
+            return self._events_when_ready("on_reasoning", agent, kwargs, next_handler)
+        if routes is None:
+            return next_handler()
         args = _mw_pb2.ReasoningArgs(tool_choice=kwargs["tool_choice"])
         inv = invoke(self.link, agent, "on_reasoning", reasoning=args)
-        return drive_events(inv, self._routes["on_reasoning"], kwargs, next_handler)
+        return drive_events(inv, routes, kwargs, next_handler)
 
     def on_acting(
         self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
     ) -> AsyncIterator[AgentEvent]:
+        routes = self._routes.get("on_acting")
+        if not self._fresh:
+            return self._events_when_ready("on_acting", agent, kwargs, next_handler)
+        if routes is None:
+            return next_handler()
         args = _mw_pb2.ActingArgs(
             tool_call=c.tool_call_to_pb(kwargs["tool_call"]), tool=c.tool_spec(kwargs["tool"])
         )
         inv = invoke(self.link, agent, "on_acting", acting=args)
-        return drive_events(inv, self._routes["on_acting"], kwargs, next_handler)
+        return drive_events(inv, routes, kwargs, next_handler)
 
     async def on_model_call(
         self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
+        if not self._fresh and not await self._ready_or_skip("on_model_call"):
+            return await next_handler()  # type: ignore[no-any-return]
+        routes = self._routes.get("on_model_call")
+        if routes is None:
+            return await next_handler()  # type: ignore[no-any-return]
         args = _mw_pb2.ModelCallArgs(
             model_name=kwargs["model"].model_name,
             provider_name=kwargs["model"].provider_name,
@@ -281,24 +403,34 @@ class RemoteMiddleware(Middleware):
             tool_choice=kwargs["tool_choice"],
         )
         inv = invoke(self.link, agent, "on_model_call", model_call=args)
-        return await drive_model_call(inv, self._routes["on_model_call"], kwargs, next_handler)
+        return await drive_model_call(inv, routes, kwargs, next_handler)
 
     async def on_check_permission(
         self, agent: AgentView, kwargs: PermissionArgs, next_handler: PermissionNext
     ) -> PermissionDecision:
+        if not self._fresh and not await self._ready_or_skip("on_check_permission"):
+            return await next_handler()  # type: ignore[no-any-return]
+        routes = self._routes.get("on_check_permission")
+        if routes is None:
+            return await next_handler()  # type: ignore[no-any-return]
         args = _mw_pb2.CheckPermissionArgs(
             tool_call=c.tool_call_to_pb(kwargs["tool_call"]), tool=c.tool_spec(kwargs["tool"])
         )
         inv = invoke(self.link, agent, "on_check_permission", check_permission=args)
-        return await drive_permission(inv, self._routes["on_check_permission"], next_handler)
+        return await drive_permission(inv, routes, next_handler)
 
     async def on_compress_context(
         self, agent: AgentView, kwargs: CompressArgs, next_handler: CompressNext
     ) -> None:
+        if not self._fresh and not await self._ready_or_skip("on_compress_context"):
+            return await next_handler()  # type: ignore[no-any-return]
+        routes = self._routes.get("on_compress_context")
+        if routes is None:
+            return await next_handler()  # type: ignore[no-any-return]
         inv = invoke(
             self.link, agent, "on_compress_context", compress_context=_mw_pb2.CompressContextArgs()
         )
-        await drive_compress(inv, self._routes["on_compress_context"], next_handler)
+        await drive_compress(inv, routes, next_handler)
 
     # --- unary hooks -----------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -33,13 +33,19 @@ class InterceptStream:
         stub: _mw_grpc.MiddlewareServiceStub,
         metadata: Sequence[tuple[str, str]],
         max_message_bytes: int,
+        broke: Callable[[], None],
     ) -> None:
+        self._broke = broke
+        self.retired = False
+        """No new invocation goes on this stream (the connection changed): it half-closes
+        once its open invocations end."""
         self._outgoing: asyncio.Queue[tuple[_mw_pb2.InterceptRequest, int] | None] = asyncio.Queue()
         self.max_message_bytes = max_message_bytes
         self.invocations: dict[str, Waiting] = {}
         self._ids = itertools.count(1)
         self.alive = True
         self._aborted = False
+        self._closing = False
         # NOTE(hookmesh): no wait_for_ready: while the sidecar is down every invocation fails
         # at once (and the failure mode decides) instead of waiting out its deadline.
         self._call = stub.Intercept(self._requests(), metadata=metadata)
@@ -81,6 +87,8 @@ class InterceptStream:
         except asyncio.CancelledError:
             error = SidecarError("the sidecar stream was closed", reason="SIDECAR_UNAVAILABLE")
         self.alive = False
+        if not (self._aborted or self._closing or self.retired):
+            self._broke()  # the connection went: the next invocation re-describes first
         # End the request iterator too: gRPC leaves its consumer task waiting for the next
         # request after the call fails, and a dropped stream would be collected mid-wait.
         self._outgoing.put_nowait(None)
@@ -98,6 +106,16 @@ class InterceptStream:
         self._outgoing.put_nowait(None)
         self._call.cancel()
 
+    def retire(self) -> None:
+        """Take no new invocation; half-close once the open ones ended (the sidecar answers
+        those, then ends the stream)."""
+        self.retired = True
+        if not self.invocations:
+            self.half_close()
+
+    def half_close(self) -> None:
+        self._outgoing.put_nowait(None)
+
     def next_id(self) -> str:
         return str(next(self._ids))
 
@@ -107,6 +125,7 @@ class InterceptStream:
         self._outgoing.put_nowait((request, foldable))
 
     async def close(self) -> None:
+        self._closing = True
         self._outgoing.put_nowait(None)
         self._call.cancel()
         await asyncio.gather(self._reader, return_exceptions=True)

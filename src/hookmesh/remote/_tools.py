@@ -4,6 +4,7 @@ of one call with the run context the request carries."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -35,6 +36,8 @@ from hookmesh.tools import AbortReply, Tool, ToolContext, ToolError, ToolPiece, 
 from hookmesh.v1 import content_pb2 as _content_pb2
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 
+log = logging.getLogger("hookmesh.remote")
+
 _BLOCKS = (TextBlock, ImageBlock, AudioBlock, VideoBlock, DocumentBlock)
 """The block pieces a tool yields (anything but text and these is an event)."""
 
@@ -49,6 +52,7 @@ def tool_proxy(link: SidecarLink, spec: _mw_pb2.ToolSpec) -> Tool:
     async def call(context: ToolContext[AgentView], **arguments: Any) -> AsyncIterator[ToolPiece]:
         agent = context.agent
         link.admit()
+        await link.ready()
         stream = link.stub.CallTool(
             _request(link, spec.name, arguments, context), metadata=link.metadata
         )
@@ -85,8 +89,11 @@ def tool_proxy(link: SidecarLink, spec: _mw_pb2.ToolSpec) -> Tool:
                 metadata={"tool": spec.name, "timeoutSeconds": f"{link.timeout:g}"},
             ) from None
         except grpc.aio.AioRpcError as exc:
+            # NOTE(hookmesh): the model reads this: gRPC's details name addresses, so only
+            # the code goes in (the log has the rest).
+            log.info("tool %s on sidecar %s: %s", spec.name, link.target, exc.details())
             raise SidecarError(
-                f"tool {spec.name}: {exc.code().name}: {exc.details()}",
+                f"tool {spec.name}: the sidecar failed ({exc.code().name})",
                 reason="SIDECAR_UNAVAILABLE"
                 if exc.code() == grpc.StatusCode.UNAVAILABLE
                 else "SIDECAR_FAILED",

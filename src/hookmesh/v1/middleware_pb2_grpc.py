@@ -32,7 +32,10 @@ class MiddlewareServiceStub:
     sidecar); `hookmesh conformance --sidecar ADDR` checks an implementation.
 
     Protocol:
-    1. The agent calls Describe once and learns the middleware's key, the hooks
+    1. The agent calls Describe once per connection (at start and after every
+    reconnect, before the new connection carries anything else: a sidecar
+    restarted at the same address may be another middleware) and learns
+    the middleware's key, the hooks
     it implements, per hook the mode and the items it wants to see, whether
     it needs the conversation context, and the tools it contributes. The
     agent refuses a description naming an item a hook does not have (the
@@ -68,11 +71,13 @@ class MiddlewareServiceStub:
     its deadline passed: the agent cancels the downstream, drops its
     remaining items, and takes that `done` as the hook's answer (for
     on_model_call it must carry a model_response or an error; once a model
-    stream started, an error or nothing). Messages the
+    stream started, an error or nothing: the stream ends there, its text
+    stands and the tool calls it streamed are never run). Messages the
     agent sent before it saw the `done` need no answer: a sidecar ignores
     every message for an invocation it has ended.
-    Retries: after an `outcome` carrying an error (and, for event hooks,
-    after `stream_end`) the sidecar may answer with another `call_next`
+    Retries: after an `outcome` carrying an error (and, for on_reasoning
+    and on_acting, after `stream_end`; never for on_reply, whose downstream
+    ended with reply_end) the sidecar may answer with another `call_next`
     instead of `done`: the agent runs the downstream again (with that
     call_next's overrides) and sends a new outcome. A model stream that fails
     before any chunk went upstream may be run again the same way; once a
@@ -94,15 +99,17 @@ class MiddlewareServiceStub:
     open is cancelled and the sidecar ends the stream with OK; the agent
     opens a new stream for its next invocation. A sidecar that ends the
     stream (OK or not) fails every invocation still open on it.
-    Draining: the agent keeps its stream open for as long as it runs (it
-    half-closes only when it shuts down itself), so a sidecar that stops
-    must not wait for the agent's side to close. To drain, a sidecar stops
-    accepting new streams (a gRPC graceful stop does), keeps serving the
-    invocations of its open streams, new ones included, ends each stream
-    with OK as soon as no invocation is open on it, and at the end of its
-    grace period ends the streams still open with OK (their open
-    invocations then fail under the failure mode). The agent opens a new
-    stream, on another connection, for its next invocation.
+    Draining: a sidecar that stops stops accepting new streams with a grace
+    period (a gRPC graceful stop sends GOAWAY) and keeps serving the
+    invocations of its open streams. On GOAWAY the agent re-describes on a
+    new connection, sends new invocations on a new stream and half-closes
+    the old one once its last invocation ended; the sidecar then ends it
+    with OK. A sidecar must not wait for that half-close alone: it ends each
+    stream with OK as soon as no invocation is open on it, and at the end of
+    its grace period ends the streams still open with OK (their open
+    invocations then fail under the failure mode). While the sidecar is
+    away, a call waits for it within the message deadline before the
+    failure mode decides.
     7. Limits: the agent never sends a message larger than the sidecar's
     DescribeResponse.max_message_bytes (an invocation that would be larger
     fails alone, reason INVOCATION_TOO_LARGE). A sidecar may bound the
@@ -167,7 +174,10 @@ class MiddlewareServiceServicer:
     sidecar); `hookmesh conformance --sidecar ADDR` checks an implementation.
 
     Protocol:
-    1. The agent calls Describe once and learns the middleware's key, the hooks
+    1. The agent calls Describe once per connection (at start and after every
+    reconnect, before the new connection carries anything else: a sidecar
+    restarted at the same address may be another middleware) and learns
+    the middleware's key, the hooks
     it implements, per hook the mode and the items it wants to see, whether
     it needs the conversation context, and the tools it contributes. The
     agent refuses a description naming an item a hook does not have (the
@@ -203,11 +213,13 @@ class MiddlewareServiceServicer:
     its deadline passed: the agent cancels the downstream, drops its
     remaining items, and takes that `done` as the hook's answer (for
     on_model_call it must carry a model_response or an error; once a model
-    stream started, an error or nothing). Messages the
+    stream started, an error or nothing: the stream ends there, its text
+    stands and the tool calls it streamed are never run). Messages the
     agent sent before it saw the `done` need no answer: a sidecar ignores
     every message for an invocation it has ended.
-    Retries: after an `outcome` carrying an error (and, for event hooks,
-    after `stream_end`) the sidecar may answer with another `call_next`
+    Retries: after an `outcome` carrying an error (and, for on_reasoning
+    and on_acting, after `stream_end`; never for on_reply, whose downstream
+    ended with reply_end) the sidecar may answer with another `call_next`
     instead of `done`: the agent runs the downstream again (with that
     call_next's overrides) and sends a new outcome. A model stream that fails
     before any chunk went upstream may be run again the same way; once a
@@ -229,15 +241,17 @@ class MiddlewareServiceServicer:
     open is cancelled and the sidecar ends the stream with OK; the agent
     opens a new stream for its next invocation. A sidecar that ends the
     stream (OK or not) fails every invocation still open on it.
-    Draining: the agent keeps its stream open for as long as it runs (it
-    half-closes only when it shuts down itself), so a sidecar that stops
-    must not wait for the agent's side to close. To drain, a sidecar stops
-    accepting new streams (a gRPC graceful stop does), keeps serving the
-    invocations of its open streams, new ones included, ends each stream
-    with OK as soon as no invocation is open on it, and at the end of its
-    grace period ends the streams still open with OK (their open
-    invocations then fail under the failure mode). The agent opens a new
-    stream, on another connection, for its next invocation.
+    Draining: a sidecar that stops stops accepting new streams with a grace
+    period (a gRPC graceful stop sends GOAWAY) and keeps serving the
+    invocations of its open streams. On GOAWAY the agent re-describes on a
+    new connection, sends new invocations on a new stream and half-closes
+    the old one once its last invocation ended; the sidecar then ends it
+    with OK. A sidecar must not wait for that half-close alone: it ends each
+    stream with OK as soon as no invocation is open on it, and at the end of
+    its grace period ends the streams still open with OK (their open
+    invocations then fail under the failure mode). While the sidecar is
+    away, a call waits for it within the message deadline before the
+    failure mode decides.
     7. Limits: the agent never sends a message larger than the sidecar's
     DescribeResponse.max_message_bytes (an invocation that would be larger
     fails alone, reason INVOCATION_TOO_LARGE). A sidecar may bound the
@@ -341,7 +355,10 @@ class MiddlewareService:
     sidecar); `hookmesh conformance --sidecar ADDR` checks an implementation.
 
     Protocol:
-    1. The agent calls Describe once and learns the middleware's key, the hooks
+    1. The agent calls Describe once per connection (at start and after every
+    reconnect, before the new connection carries anything else: a sidecar
+    restarted at the same address may be another middleware) and learns
+    the middleware's key, the hooks
     it implements, per hook the mode and the items it wants to see, whether
     it needs the conversation context, and the tools it contributes. The
     agent refuses a description naming an item a hook does not have (the
@@ -377,11 +394,13 @@ class MiddlewareService:
     its deadline passed: the agent cancels the downstream, drops its
     remaining items, and takes that `done` as the hook's answer (for
     on_model_call it must carry a model_response or an error; once a model
-    stream started, an error or nothing). Messages the
+    stream started, an error or nothing: the stream ends there, its text
+    stands and the tool calls it streamed are never run). Messages the
     agent sent before it saw the `done` need no answer: a sidecar ignores
     every message for an invocation it has ended.
-    Retries: after an `outcome` carrying an error (and, for event hooks,
-    after `stream_end`) the sidecar may answer with another `call_next`
+    Retries: after an `outcome` carrying an error (and, for on_reasoning
+    and on_acting, after `stream_end`; never for on_reply, whose downstream
+    ended with reply_end) the sidecar may answer with another `call_next`
     instead of `done`: the agent runs the downstream again (with that
     call_next's overrides) and sends a new outcome. A model stream that fails
     before any chunk went upstream may be run again the same way; once a
@@ -403,15 +422,17 @@ class MiddlewareService:
     open is cancelled and the sidecar ends the stream with OK; the agent
     opens a new stream for its next invocation. A sidecar that ends the
     stream (OK or not) fails every invocation still open on it.
-    Draining: the agent keeps its stream open for as long as it runs (it
-    half-closes only when it shuts down itself), so a sidecar that stops
-    must not wait for the agent's side to close. To drain, a sidecar stops
-    accepting new streams (a gRPC graceful stop does), keeps serving the
-    invocations of its open streams, new ones included, ends each stream
-    with OK as soon as no invocation is open on it, and at the end of its
-    grace period ends the streams still open with OK (their open
-    invocations then fail under the failure mode). The agent opens a new
-    stream, on another connection, for its next invocation.
+    Draining: a sidecar that stops stops accepting new streams with a grace
+    period (a gRPC graceful stop sends GOAWAY) and keeps serving the
+    invocations of its open streams. On GOAWAY the agent re-describes on a
+    new connection, sends new invocations on a new stream and half-closes
+    the old one once its last invocation ended; the sidecar then ends it
+    with OK. A sidecar must not wait for that half-close alone: it ends each
+    stream with OK as soon as no invocation is open on it, and at the end of
+    its grace period ends the streams still open with OK (their open
+    invocations then fail under the failure mode). While the sidecar is
+    away, a call waits for it within the message deadline before the
+    failure mode decides.
     7. Limits: the agent never sends a message larger than the sidecar's
     DescribeResponse.max_message_bytes (an invocation that would be larger
     fails alone, reason INVOCATION_TOO_LARGE). A sidecar may bound the

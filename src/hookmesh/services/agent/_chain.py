@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from typing import Any
 
-from hookmesh.middleware import Middleware
+from hookmesh.middleware import Middleware, declared_order
 from hookmesh.remote import ClientTLS, RemoteMiddleware, load_middleware
 from hookmesh.services.agent._config import AgentServiceConfig, LocalMiddlewareConfig, secret
 
@@ -73,7 +73,8 @@ async def build_chain(
     """Instantiate local middlewares and connect remote ones.
 
     Raises:
-        ValueError: An entry names no target, or a local middleware cannot be loaded.
+        ValueError: An entry names no target, a local middleware cannot be loaded, or the
+            order declarations (`before`, `after`) name an unknown key or contradict.
         SidecarError: A ``fail_closed`` sidecar did not describe itself.
     """
     stack = AsyncExitStack()
@@ -111,7 +112,12 @@ async def build_chain(
             )
             stack.push_async_callback(remote.aclose)
             out.append(remote)
+        order = declared_order(
+            [mw.middleware_key() for mw in out],
+            [entry.before for entry in config.middlewares],
+            [entry.after for entry in config.middlewares],
+        )
     except BaseException:
         await stack.aclose()
         raise
-    return MiddlewareChain(generation, out, stack)
+    return MiddlewareChain(generation, [out[i] for i in order], stack)

@@ -25,6 +25,10 @@ class LocalMiddlewareConfig(_Strict):
     """``package.module:attribute`` (a class, a factory or an instance)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the class or factory."""
+    before: list[str] = Field(default_factory=list)
+    """Keys of middlewares this one must run before (it wraps them), whatever the order."""
+    after: list[str] = Field(default_factory=list)
+    """Keys of middlewares this one must run after (they wrap it)."""
 
 
 class RemoteTLSConfig(_Strict):
@@ -57,6 +61,10 @@ class RemoteMiddlewareConfig(_Strict):
     """TLS settings; plaintext when unset."""
     token_env: str | None = None
     """Environment variable holding the bearer token."""
+    before: list[str] = Field(default_factory=list)
+    """Keys of middlewares this one must run before (it wraps them), whatever the order."""
+    after: list[str] = Field(default_factory=list)
+    """Keys of middlewares this one must run after (they wrap it)."""
 
 
 MiddlewareConfig = Annotated[
