@@ -6,6 +6,7 @@ reply of the user refuses the call."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import sys
 import uuid
@@ -169,7 +170,9 @@ async def _rows(stack: Stack, user: str, sessions: list[str]) -> dict[str, int]:
     return counts
 
 
-async def test_forget_erases_one_user_everywhere_and_nothing_of_another(stack: Stack) -> None:
+async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
     alice = await _converse(stack, "alice-token", 2)
     bob = await _converse(stack, "bob-token", 1)
     await _remember(stack, "alice-token", "alice", ["alice drinks green tea", "alice owns a cat"])
@@ -183,7 +186,9 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(stack: S
     assert made["memory.memories"] == 2 and made["agent.reply_events"] > 0
 
     async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
-        receipt = await ops.forget_user("alice")
+        with caplog.at_level(logging.INFO, logger="hookmesh.audit"):
+            receipt = await ops.forget_user("alice")
+        audited = [r.getMessage() for r in caplog.records if r.name == "hookmesh.audit"]
         again = await ops.forget_user("alice")
 
     assert receipt == [
@@ -194,6 +199,9 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(stack: S
         ("memory.memories", 2),
     ]
     assert await _rows(stack, "alice", alice) == dict.fromkeys(made, 0)
+    assert audited == [
+        "forget user 'alice' by 'ops': " + ", ".join(f"{store}={count}" for store, count in receipt)
+    ]
     assert await _rows(stack, "bob", bob) == bob_before
     assert [count for _, count in again] == [0] * len(receipt)
     with sqlite3.connect(stack.memory_db) as db:
