@@ -20,6 +20,9 @@ type AdminServiceClient interface {
 	// Reloads the middleware chain from the service's configuration without a
 	// restart (see the protocol above).
 	ReloadMiddlewares(ctx context.Context, in *ReloadMiddlewaresRequest, opts ...grpc.CallOption) (*ReloadMiddlewaresResponse, error)
+	// Erases everything the service's stores keep about one user (see the
+	// protocol above).
+	ForgetUser(ctx context.Context, in *ForgetUserRequest, opts ...grpc.CallOption) (*ForgetUserResponse, error)
 }
 
 type adminServiceClient struct {
@@ -39,6 +42,15 @@ func (c *adminServiceClient) ReloadMiddlewares(ctx context.Context, in *ReloadMi
 	return out, nil
 }
 
+func (c *adminServiceClient) ForgetUser(ctx context.Context, in *ForgetUserRequest, opts ...grpc.CallOption) (*ForgetUserResponse, error) {
+	out := new(ForgetUserResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.AdminService/ForgetUser", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility
@@ -46,6 +58,9 @@ type AdminServiceServer interface {
 	// Reloads the middleware chain from the service's configuration without a
 	// restart (see the protocol above).
 	ReloadMiddlewares(context.Context, *ReloadMiddlewaresRequest) (*ReloadMiddlewaresResponse, error)
+	// Erases everything the service's stores keep about one user (see the
+	// protocol above).
+	ForgetUser(context.Context, *ForgetUserRequest) (*ForgetUserResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -55,6 +70,9 @@ type UnimplementedAdminServiceServer struct {
 
 func (UnimplementedAdminServiceServer) ReloadMiddlewares(context.Context, *ReloadMiddlewaresRequest) (*ReloadMiddlewaresResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReloadMiddlewares not implemented")
+}
+func (UnimplementedAdminServiceServer) ForgetUser(context.Context, *ForgetUserRequest) (*ForgetUserResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ForgetUser not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 
@@ -87,6 +105,24 @@ func _AdminService_ReloadMiddlewares_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ForgetUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForgetUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ForgetUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.AdminService/ForgetUser",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ForgetUser(ctx, req.(*ForgetUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _AdminService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "hookmesh.v1.AdminService",
 	HandlerType: (*AdminServiceServer)(nil),
@@ -94,6 +130,10 @@ var _AdminService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReloadMiddlewares",
 			Handler:    _AdminService_ReloadMiddlewares_Handler,
+		},
+		{
+			MethodName: "ForgetUser",
+			Handler:    _AdminService_ForgetUser_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,4 +1,4 @@
-"""`hookmesh admin reload`: operate a running agent service (its AdminService)."""
+"""`hookmesh admin reload` and `forget`: operate a running agent service (its AdminService)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,28 @@ def reload(
         print(f"{done.draining_replies} running replies finish on the previous chain")
         if done.restart_keys:
             print(f"not applied without a restart: {', '.join(done.restart_keys)}")
+        return 0
+
+    call_with(AdminClient, target, timeout, token_env, tls_ca, work)
+
+
+@admin_app.command("forget")
+def forget(
+    user: Annotated[str, typer.Option("--user", help="The user to erase everywhere.")],
+    target: Annotated[str, typer.Option(help="Agent service address.")] = "127.0.0.1:7000",
+    token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
+    timeout: Annotated[float, typer.Option(help="Seconds the erasure may take.")] = 120.0,
+) -> None:
+    """Erase a user from every store the service reaches (sessions, reply journals, A2A tasks,
+    memories) and print the receipt; a second run erases nothing more."""
+    from hookmesh.client import AdminClient
+
+    async def work(admin: Any) -> int:
+        receipt = await admin.forget_user(user)
+        for store, count in receipt:
+            print(f"{store}: {count} deleted")
+        print(f"forgot {user!r} in {len(receipt)} stores")
         return 0
 
     call_with(AdminClient, target, timeout, token_env, tls_ca, work)

@@ -58,3 +58,18 @@ class AdminClient(ServiceClient):
             response.draining_replies,
             list(response.restart_keys),
         )
+
+    async def forget_user(
+        self, user_id: str, *, timeout: float | None = None
+    ) -> list[tuple[str, int]]:
+        """Erase everything the service's stores keep about `user_id` (docs/security.md,
+        "Data lifecycle"); the receipt: (store, rows deleted), zero counts included.
+
+        Raises:
+            AgentClientError: PERMISSION_DENIED ``ADMIN_ONLY``, INVALID_ARGUMENT
+                ``INVALID_USER_ID``, FAILED_PRECONDITION ``USER_REPLY_RUNNING`` (nothing
+                erased) or UNAVAILABLE ``ERASURE_STORE_UNAVAILABLE`` (call again).
+        """
+        request = _admin_pb2.ForgetUserRequest(user_id=user_id)
+        response = await self._unary(self._stub.ForgetUser, request, timeout)
+        return [(s.store, s.deleted_count) for s in response.stores]

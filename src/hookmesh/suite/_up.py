@@ -53,6 +53,11 @@ class Suite:
     services: dict[str, str] = field(default_factory=dict)
 
 
+SUITE_USER = "me"
+"""The user the default suite's agent remembers for and its MCP tools act for, while no
+tokens name users (the README's ``--user me``)."""
+
+
 def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
     """The suite `hookmesh up` runs without ``--config``: every service on its own port, data
     under `data_dir`, an audit sidecar, and the demo model (or the OpenAI-compatible server
@@ -79,7 +84,7 @@ def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
                 "params": {
                     "target": "service:memory",
                     "mode": "both",
-                    "user_id": "me",
+                    "user_id": SUITE_USER,
                     "write_back": False,
                 },
             },
@@ -111,7 +116,9 @@ def default_suite_config(data_dir: str | Path = DATA_DIR) -> AgentServiceConfig:
             "memory": {"listen": MEMORY_ADDRESS, "store": f"sqlite:///{data / 'memory.db'}"},
             "agui": {"listen": AGUI_ADDRESS},
             "a2a": {"listen": A2A_ADDRESS, "store": f"sqlite:///{data / 'a2a.db'}"},
-            "mcp": {"listen": MCP_ADDRESS},
+            # NOTE(suite): the MCP tools act for the memory middleware's user, so a memory
+            # remembered over MCP is the agent's to recall (and `memory ... --user me`'s).
+            "mcp": {"listen": MCP_ADDRESS, "user": SUITE_USER},
         },
     )
 

@@ -56,6 +56,24 @@ class AdminServiceStub:
     Reloads are serialized: a call waits for one in progress to finish. Only
     `middlewares` is applied; other keys that differ from the running
     configuration are listed in `restart_keys` and need a restart.
+
+    Protocol of ForgetUser (erasure on request, docs/security.md "Data
+    lifecycle"):
+    1. The server refuses with FAILED_PRECONDITION, reason USER_REPLY_RUNNING,
+    while a reply of the user runs (or waits to be continued) on any replica
+    sharing its session store: nothing is erased. Interrupt the user's
+    replies (AgentService.Interrupt) and call again.
+    2. Otherwise it erases, in this order, every store it reaches that holds
+    the user's data: the A2A tasks of the user's sessions, the sessions and
+    their reply journals, the files of the agent's middlewares that keep
+    them per user (file memories, offloaded tool results), then the user's
+    long-term memories in the memory service named by `erasure.memory`.
+    Stores shared by replicas (PostgreSQL) are erased once for all of them.
+    3. It logs one audit line (the caller, the user, the counts; no content)
+    and answers the counts per store. A store that cannot be reached ends
+    the call with UNAVAILABLE before the audit line; what was erased stays
+    erased and a second call finishes the rest.
+    Erasure is idempotent: a second call for the same user answers zero counts.
     """
 
     def __init__(self, channel):
@@ -68,6 +86,11 @@ class AdminServiceStub:
                 '/hookmesh.v1.AdminService/ReloadMiddlewares',
                 request_serializer=hookmesh_dot_v1_dot_admin__pb2.ReloadMiddlewaresRequest.SerializeToString,
                 response_deserializer=hookmesh_dot_v1_dot_admin__pb2.ReloadMiddlewaresResponse.FromString,
+                _registered_method=True)
+        self.ForgetUser = channel.unary_unary(
+                '/hookmesh.v1.AdminService/ForgetUser',
+                request_serializer=hookmesh_dot_v1_dot_admin__pb2.ForgetUserRequest.SerializeToString,
+                response_deserializer=hookmesh_dot_v1_dot_admin__pb2.ForgetUserResponse.FromString,
                 _registered_method=True)
 
 
@@ -102,11 +125,37 @@ class AdminServiceServicer:
     Reloads are serialized: a call waits for one in progress to finish. Only
     `middlewares` is applied; other keys that differ from the running
     configuration are listed in `restart_keys` and need a restart.
+
+    Protocol of ForgetUser (erasure on request, docs/security.md "Data
+    lifecycle"):
+    1. The server refuses with FAILED_PRECONDITION, reason USER_REPLY_RUNNING,
+    while a reply of the user runs (or waits to be continued) on any replica
+    sharing its session store: nothing is erased. Interrupt the user's
+    replies (AgentService.Interrupt) and call again.
+    2. Otherwise it erases, in this order, every store it reaches that holds
+    the user's data: the A2A tasks of the user's sessions, the sessions and
+    their reply journals, the files of the agent's middlewares that keep
+    them per user (file memories, offloaded tool results), then the user's
+    long-term memories in the memory service named by `erasure.memory`.
+    Stores shared by replicas (PostgreSQL) are erased once for all of them.
+    3. It logs one audit line (the caller, the user, the counts; no content)
+    and answers the counts per store. A store that cannot be reached ends
+    the call with UNAVAILABLE before the audit line; what was erased stays
+    erased and a second call finishes the rest.
+    Erasure is idempotent: a second call for the same user answers zero counts.
     """
 
     def ReloadMiddlewares(self, request, context):
         """Reloads the middleware chain from the service's configuration without a
         restart (see the protocol above).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForgetUser(self, request, context):
+        """Erases everything the service's stores keep about one user (see the
+        protocol above).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -119,6 +168,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ReloadMiddlewares,
                     request_deserializer=hookmesh_dot_v1_dot_admin__pb2.ReloadMiddlewaresRequest.FromString,
                     response_serializer=hookmesh_dot_v1_dot_admin__pb2.ReloadMiddlewaresResponse.SerializeToString,
+            ),
+            'ForgetUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetUser,
+                    request_deserializer=hookmesh_dot_v1_dot_admin__pb2.ForgetUserRequest.FromString,
+                    response_serializer=hookmesh_dot_v1_dot_admin__pb2.ForgetUserResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -159,6 +213,24 @@ class AdminService:
     Reloads are serialized: a call waits for one in progress to finish. Only
     `middlewares` is applied; other keys that differ from the running
     configuration are listed in `restart_keys` and need a restart.
+
+    Protocol of ForgetUser (erasure on request, docs/security.md "Data
+    lifecycle"):
+    1. The server refuses with FAILED_PRECONDITION, reason USER_REPLY_RUNNING,
+    while a reply of the user runs (or waits to be continued) on any replica
+    sharing its session store: nothing is erased. Interrupt the user's
+    replies (AgentService.Interrupt) and call again.
+    2. Otherwise it erases, in this order, every store it reaches that holds
+    the user's data: the A2A tasks of the user's sessions, the sessions and
+    their reply journals, the files of the agent's middlewares that keep
+    them per user (file memories, offloaded tool results), then the user's
+    long-term memories in the memory service named by `erasure.memory`.
+    Stores shared by replicas (PostgreSQL) are erased once for all of them.
+    3. It logs one audit line (the caller, the user, the counts; no content)
+    and answers the counts per store. A store that cannot be reached ends
+    the call with UNAVAILABLE before the audit line; what was erased stays
+    erased and a second call finishes the rest.
+    Erasure is idempotent: a second call for the same user answers zero counts.
     """
 
     @staticmethod
@@ -178,6 +250,33 @@ class AdminService:
             '/hookmesh.v1.AdminService/ReloadMiddlewares',
             hookmesh_dot_v1_dot_admin__pb2.ReloadMiddlewaresRequest.SerializeToString,
             hookmesh_dot_v1_dot_admin__pb2.ReloadMiddlewaresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookmesh.v1.AdminService/ForgetUser',
+            hookmesh_dot_v1_dot_admin__pb2.ForgetUserRequest.SerializeToString,
+            hookmesh_dot_v1_dot_admin__pb2.ForgetUserResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -7,6 +7,7 @@ per request."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,34 @@ class _CappedDatabaseTaskStore(DatabaseTaskStore):
             victims = (finished + others)[:excess]
             await session.execute(delete(model).where(model.id.in_(victims)))
         return len(victims)
+
+
+async def forget_tasks(url: str, context_ids: Sequence[str]) -> int:
+    """Delete the tasks of the store at `url` whose context is one of `context_ids` (the A2A
+    server uses a task's context id as its agent session id); how many went.
+
+    Raises:
+        ValueError: `url` is not a database the SDK's task store uses.
+        OSError: The database cannot be opened.
+    """
+    if url == "memory":
+        raise ValueError("an in-memory A2A task store cannot be reached from another process")
+    from sqlalchemy import delete
+
+    opened = await open_task_store(url, max_tasks=1)  # never saves: the cap is unused
+    try:
+        store = opened.store
+        assert isinstance(store, _CappedDatabaseTaskStore)
+        if not context_ids:
+            return 0
+        model = store.task_model
+        async with store.async_session_maker.begin() as session:
+            result: Any = await session.execute(
+                delete(model).where(model.context_id.in_(context_ids))
+            )
+        return int(result.rowcount or 0)
+    finally:
+        await opened.close()
 
 
 def _state(status: Any) -> int:

@@ -162,6 +162,21 @@ class DurabilityConfig(_Strict):
     """How long the events of a reply that ended stay, for clients that re-attach late."""
 
 
+class ErasureConfig(_Strict):
+    """The stores beside the agent's own that `AdminService.ForgetUser` erases
+    (docs/security.md, "Data lifecycle")."""
+
+    a2a_task_store: str | None = None
+    """The A2A server's `task_store` (``sqlite:///path`` or ``postgresql://...``; may hold a
+    secret): its tasks of the user's sessions are deleted. Unset: A2A tasks are not reached."""
+    memory: str | None = None
+    """``host:port`` of the memory service whose memories of the user are deleted. The agent
+    service must be one of its `trusted_gateways` when it checks credentials. Unset: not
+    reached."""
+    memory_token_env: str | None = None
+    """Environment variable holding the bearer token for the memory service (a secret)."""
+
+
 class AgentServiceConfig(ServiceSettings):
     """Everything `hookmesh serve agent` reads (see docs/config.md)."""
 
@@ -187,6 +202,8 @@ class AgentServiceConfig(ServiceSettings):
     """Session retention; sessions are kept forever by default."""
     durability: DurabilityConfig = Field(default_factory=DurabilityConfig)
     """When replies are saved and how a cut-off reply continues."""
+    erasure: ErasureConfig = Field(default_factory=ErasureConfig)
+    """The other services' stores a ForgetUser reaches."""
     agent: AgentSettings = Field(default_factory=AgentSettings)
     """The agent."""
     models: dict[str, ModelConfig] = Field(default_factory=_default_models)

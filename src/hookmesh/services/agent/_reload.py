@@ -15,6 +15,7 @@ from hookmesh.remote import SidecarError
 from hookmesh.server import current_principal
 from hookmesh.services.agent._chain import MiddlewareChain, build_chain
 from hookmesh.services.agent._config import AgentServiceConfig
+from hookmesh.services.agent._forget import UserEraser
 from hookmesh.services.agent._servicer import AgentServicer
 from hookmesh.v1 import admin_pb2 as _admin_pb2
 from hookmesh.v1 import admin_pb2_grpc as _admin_grpc
@@ -121,15 +122,15 @@ class AdminServicer(_admin_grpc.AdminServiceServicer):
     Args:
         reloader: Does the reloads.
         admins: Principals allowed to call.
+        eraser: Does the erasures.
     """
 
-    def __init__(self, reloader: MiddlewareReloader, admins: list[str]) -> None:
+    def __init__(self, reloader: MiddlewareReloader, admins: list[str], eraser: UserEraser) -> None:
         self.reloader = reloader
         self.admins = frozenset(admins)
+        self.eraser = eraser
 
-    async def ReloadMiddlewares(
-        self, request: _admin_pb2.ReloadMiddlewaresRequest, context: grpc.aio.ServicerContext
-    ) -> _admin_pb2.ReloadMiddlewaresResponse:
+    def _admin(self) -> str:
         principal = current_principal()
         if principal not in self.admins:
             raise RequestError(
@@ -138,10 +139,27 @@ class AdminServicer(_admin_grpc.AdminServiceServicer):
                 f"principal {principal!r} may not administer this service (see admin_principals)",
                 metadata={"principal": principal},
             )
+        return principal
+
+    async def ReloadMiddlewares(
+        self, request: _admin_pb2.ReloadMiddlewaresRequest, context: grpc.aio.ServicerContext
+    ) -> _admin_pb2.ReloadMiddlewaresResponse:
+        self._admin()
         done = await self.reloader.reload()
         return _admin_pb2.ReloadMiddlewaresResponse(
             generation=done.chain.generation,
             middleware_keys=done.chain.keys(),
             draining_replies=done.draining,
             restart_keys=done.restart_keys,
+        )
+
+    async def ForgetUser(
+        self, request: _admin_pb2.ForgetUserRequest, context: grpc.aio.ServicerContext
+    ) -> _admin_pb2.ForgetUserResponse:
+        caller = self._admin()
+        user = request.user_id
+        busy = any(owner == user for owner, _ in self.reloader.servicer.busy())
+        receipt = await self.eraser.forget(user, busy, caller)
+        return _admin_pb2.ForgetUserResponse(
+            stores=[_admin_pb2.ErasedStore(store=s, deleted_count=n) for s, n in receipt]
         )

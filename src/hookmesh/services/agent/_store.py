@@ -74,6 +74,18 @@ _BEYOND = (
     " ORDER BY update_time DESC, session_id DESC {rest}) s WHERE NOT {leased}"
 )
 _DELETE_EACH = "DELETE FROM {table} WHERE owner = {mark} AND session_id = {mark}"
+_USER_SESSIONS = "SELECT session_id FROM {table} WHERE owner = {mark}"
+_USER_BUSY = (
+    "SELECT 1 FROM {replies} WHERE owner = {mark} AND status = 'running'"
+    " UNION ALL SELECT 1 FROM {table} s WHERE s.owner = {mark} AND {leased}"
+)
+_FORGET = (
+    ("agent.reply_events", "DELETE FROM {events} WHERE owner = {mark} RETURNING 1"),
+    ("agent.replies", "DELETE FROM {replies} WHERE owner = {mark} RETURNING 1"),
+    ("agent.sessions", "DELETE FROM {table} WHERE owner = {mark} RETURNING 1"),
+)
+"""Erasure of one user, journal first (a cut erasure leaves no journal without its session
+that retention would not find)."""
 JOURNAL_REPLY = (
     "INSERT INTO {replies} (owner, session_id, reply_id, status, last_seq, step_seq, durability,"
     " request, update_time) VALUES ({mark}, {mark}, {mark}, {mark}, {mark}, {mark}, {mark},"
@@ -371,6 +383,21 @@ class SessionStore(abc.ABC):
         for sql in _DELETE_JOURNAL:
             await self._rows(self._sql(sql), (owner, session_id))
         return bool(await self._rows(self._sql(_DELETE), (owner, session_id)))
+
+    async def user_sessions(self, owner: str) -> tuple[str, ...]:
+        """The ids of every session `owner` has."""
+        return tuple(sid for (sid,) in await self._rows(self._sql(_USER_SESSIONS), (owner,)))
+
+    async def user_busy(self, owner: str) -> bool:
+        """Whether a reply of `owner` runs (or waits to be continued) on any replica sharing
+        the store: its journal says running, or a replica holds one of its sessions."""
+        return bool(await self._rows(self._sql(_USER_BUSY), (owner, owner)))
+
+    async def forget(self, owner: str) -> tuple[tuple[str, int], ...]:
+        """Delete every session of `owner` with its journal; (store, rows deleted) each."""
+        return tuple(
+            [(name, len(await self._rows(self._sql(sql), (owner,)))) for name, sql in _FORGET]
+        )
 
     async def sweep(
         self,

@@ -50,7 +50,8 @@ class Caller:
 
 
 def current_caller(settings: McpServerSettings) -> Caller:
-    """The HTTP caller the SDK authenticated, or the configured local user (stdio)."""
+    """The HTTP caller the SDK authenticated, or else the configured `user` (stdio, or HTTP
+    without tokens)."""
     access = get_access_token()
     if access is not None:
         return Caller(access.client_id, access.token)

@@ -14,9 +14,10 @@ from hookmesh.server import HttpGatewaySettings, load_settings
 class McpServerSettings(HttpGatewaySettings):
     """Everything `hookmesh serve mcp` reads (see docs/services/mcp.md).
 
-    ``auth`` (as every service's) says who may call over HTTP: its tokens map callers to
-    principals. Over stdio the caller is the local user: `user`, calling with `token_env`.
-    Over HTTP, hosts, origins and limits are every gateway's (`HttpGatewaySettings`).
+        ``auth`` (as every service's) says who may call over HTTP: its tokens map callers to
+        principals. Over stdio, and over HTTP without tokens, the caller is `user` (over stdio
+    calling with `token_env`).
+        Over HTTP, hosts, origins and limits are every gateway's (`HttpGatewaySettings`).
     """
 
     model_config = SettingsConfigDict(env_prefix="HOOKMESH_MCP_", extra="forbid")
@@ -34,7 +35,8 @@ class McpServerSettings(HttpGatewaySettings):
     knowledge_bases: list[str] = Field(default_factory=list)
     """Knowledge bases the search tool offers; empty: every base the caller may read."""
     user: str = "local"
-    """stdio: the user whose memories the tools read and write."""
+    """The user whose memories the tools read and write over stdio, and over HTTP when no
+    `auth` names callers (with tokens, each caller is its own principal)."""
     token_env: str | None = None
     """stdio: environment variable holding the token sent to the services (a secret)."""
     timeout: float = Field(30.0, gt=0)

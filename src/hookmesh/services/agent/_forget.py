@@ -1,0 +1,107 @@
+"""Erasure of one user on request: every store the agent service reaches, one receipt."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import grpc
+
+from hookmesh.client import AgentClientError, MemoryClient
+from hookmesh.errors import RequestError, SchemaError
+from hookmesh.memory import MemoryScope
+from hookmesh.services.a2a import forget_tasks
+from hookmesh.services.agent._config import ErasureConfig, secret
+from hookmesh.services.agent._store import SessionStore
+
+log = logging.getLogger("hookmesh.agent_service")
+audit = logging.getLogger("hookmesh.audit")
+"""The audit log: one line per erasure, without content."""
+
+_USER = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
+_MEMORY_TIMEOUT = 60.0
+
+Receipt = list[tuple[str, int]]
+"""(store, rows or files deleted), in the order they were erased."""
+
+
+def check_user(user_id: str) -> str:
+    """The user id, validated as every service names users.
+
+    Raises:
+        SchemaError: INVALID_ARGUMENT ``INVALID_USER_ID`` naming ``user_id``.
+    """
+    if not _USER.match(user_id):
+        raise SchemaError.single(
+            "user_id",
+            "must be 1-128 characters without control characters",
+            reason="INVALID_USER_ID",
+        )
+    return user_id
+
+
+class UserEraser:
+    """Erases a user from the session store and the stores `config` names.
+
+    Args:
+        store: The agent service's session store (shared by its replicas on PostgreSQL).
+        config: Where the A2A tasks and the memory service are.
+    """
+
+    def __init__(self, store: SessionStore, config: ErasureConfig) -> None:
+        self.store = store
+        self.config = config
+
+    async def forget(self, user_id: str, busy: bool, caller: str) -> Receipt:
+        """Erase `user_id` everywhere; `busy` says a reply of the user runs in this process.
+
+        Raises:
+            RequestError: FAILED_PRECONDITION ``USER_REPLY_RUNNING`` (nothing erased);
+                UNAVAILABLE ``ERASURE_STORE_UNAVAILABLE`` when a store named in the config
+                cannot be reached (what was erased stays erased: call again).
+        """
+        user = check_user(user_id)
+        if busy or await self.store.user_busy(user):
+            raise RequestError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "USER_REPLY_RUNNING",
+                "a reply of this user is running: interrupt it, then forget the user again",
+                metadata={"userId": user},
+            )
+        receipt: Receipt = []
+        if self.config.a2a_task_store is not None:
+            sessions = await self.store.user_sessions(user)
+            try:
+                receipt.append(
+                    ("a2a.tasks", await forget_tasks(self.config.a2a_task_store, sessions))
+                )
+            except OSError as exc:
+                raise _unreachable("a2a.tasks", str(exc)) from None
+        receipt += await self.store.forget(user)
+        if self.config.memory is not None:
+            receipt.append(("memory.memories", await self._forget_memories(user)))
+        audit.warning(
+            "forget user %r by %r: %s",
+            user,
+            caller,
+            ", ".join(f"{store}={count}" for store, count in receipt),
+        )
+        return receipt
+
+    async def _forget_memories(self, user: str) -> int:
+        assert self.config.memory is not None
+        token = secret(self.config.memory_token_env)
+        try:
+            async with MemoryClient(self.config.memory, timeout=_MEMORY_TIMEOUT, token=token) as m:
+                return await m.delete_all(MemoryScope(user_id=user))
+        except AgentClientError as exc:
+            raise _unreachable("memory.memories", f"{exc.code.name}: {exc.message}") from None
+
+
+def _unreachable(store: str, why: str) -> RequestError:
+    return RequestError(
+        grpc.StatusCode.UNAVAILABLE,
+        "ERASURE_STORE_UNAVAILABLE",
+        f"the store {store} could not be erased ({why}); what was erased stays: call again",
+        metadata={"store": store},
+    )

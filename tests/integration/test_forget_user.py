@@ -1,0 +1,313 @@
+"""`AdminService.ForgetUser`: a user's sessions, reply journals, A2A tasks and memories are
+erased (checked in the databases themselves, not through the API), another user's stay, the
+receipt counts what was made, a second call is a no-op; only admins may call, and a running
+reply of the user refuses the call."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from hookmesh.client import AdminClient, AgentClient, AgentClientError, MemoryClient
+from hookmesh.memory import MemoryScope, knowledge_base_of
+from hookmesh.schema import ReplyStartEvent
+from hookmesh.services.a2a._tasks import open_task_store
+from hookmesh.services.agent import AgentService, load_config, start_agent_service
+from hookmesh.services.memory import load_memory_config, start_memory_service
+from tests.agent_helpers import SHORT_TIMEOUT
+from tests.mesh_app import PARK, Gate
+from tests.session_backends import SessionBackend
+
+pytestmark = pytest.mark.timeout(180)
+
+TOKENS = "ops:ops-token\nalice:alice-token\nbob:bob-token\nagent:agent-token\n"
+
+
+@dataclass
+class Stack:
+    """An agent service reaching an A2A task store and a memory service, and where each
+    keeps its data."""
+
+    agent: AgentService
+    backend: SessionBackend
+    a2a_url: str
+    memory_db: Path
+    memory_target: str
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.agent.port}"
+
+
+@pytest.fixture
+async def gate(tmp_path: Path) -> AsyncIterator[Gate]:
+    async with Gate(tmp_path / "gate.sock") as opened:
+        yield opened
+
+
+@pytest.fixture
+async def stack(
+    session_backend: SessionBackend,
+    tmp_path: Path,
+    gate: Gate,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Stack]:
+    (tmp_path / "tokens").write_text(TOKENS)
+    auth = {"token_file": str(tmp_path / "tokens")}
+    memory_db = tmp_path / "memory.db"
+    memory = await start_memory_service(
+        load_memory_config(
+            None,
+            store=f"sqlite:///{memory_db}",
+            auth={**auth, "trusted_gateways": ["agent"]},
+            grace_seconds=0.5,
+        ),
+        address="127.0.0.1:0",
+    )
+    a2a_url = (
+        f"sqlite:///{tmp_path}/a2a.db" if session_backend.name == "sqlite" else session_backend.url
+    )
+    await (await open_task_store(a2a_url, max_tasks=1000)).close()  # as an A2A server starts
+    monkeypatch.setenv("TEST_MEMORY_TOKEN", "agent-token")
+    gated = {"type": "local", "import": "tests.mesh_app:GateMiddleware"}
+    config = session_backend.config(
+        auth=auth,
+        admin_principals=["ops"],
+        middlewares=[{**gated, "params": {"path": str(gate.path)}}],
+        erasure={
+            "a2a_task_store": a2a_url,
+            "memory": f"127.0.0.1:{memory.port}",
+            "memory_token_env": "TEST_MEMORY_TOKEN",
+        },
+    )
+    agent = await start_agent_service(load_config(None, **config), address="127.0.0.1:0")
+    try:
+        yield Stack(agent, session_backend, a2a_url, memory_db, f"127.0.0.1:{memory.port}")
+    finally:
+        gate.open()
+        await agent.stop(None)
+        await memory.stop(None)
+
+
+async def _converse(stack: Stack, token: str, turns: int) -> list[str]:
+    """`turns` replies of the token's user, each in a new session; their session ids."""
+    sessions = []
+    async with AgentClient(stack.target, timeout=SHORT_TIMEOUT, token=token) as client:
+        for turn in range(turns):
+            events = [e async for e in client.reply(f"remember turn {turn}")]
+            assert isinstance(events[0], ReplyStartEvent)
+            sessions.append(events[0].session_id)
+    return sessions
+
+
+async def _remember(stack: Stack, token: str, user: str, facts: list[str]) -> None:
+    async with MemoryClient(stack.memory_target, timeout=SHORT_TIMEOUT, token=token) as memory:
+        await memory.add(MemoryScope(user_id=user), facts=facts)
+
+
+async def _task(stack: Stack, context_id: str) -> None:
+    """A stored A2A task of one session, as the A2A server saves it."""
+    from a2a.server.context import ServerCallContext
+    from a2a.types import a2a_pb2
+
+    opened = await open_task_store(stack.a2a_url, max_tasks=1000)
+    try:
+        task = a2a_pb2.Task(id=str(uuid.uuid4()), context_id=context_id)
+        task.status.state = a2a_pb2.TASK_STATE_COMPLETED
+        await opened.store.save(task, ServerCallContext())
+    finally:
+        await opened.close()
+
+
+async def _sql(stack: Stack, url: str, sql: str, params: tuple[Any, ...]) -> int:
+    """One count, asked of the database itself."""
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            return int(db.execute(sql.replace("%s", "?"), params).fetchone()[0])
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        row = await (await conn.execute(sql, params)).fetchone()  # type: ignore[arg-type]
+        assert row is not None
+        return int(row[0])
+
+
+async def _rows(stack: Stack, user: str, sessions: list[str]) -> dict[str, int]:
+    """What the databases hold of `user` (whose sessions are `sessions`), per store."""
+    b = stack.backend
+    sqlite = b.name == "sqlite"
+    names = ("sessions", "replies", "reply_events")
+    tables = {n: f"agent_{n}" if sqlite else f"{b.namespace}.{n}" for n in names}
+    counts = {
+        f"agent.{name}": await _sql(
+            stack, b.url, f"SELECT count(*) FROM {table} WHERE owner = %s", (user,)
+        )
+        for name, table in tables.items()
+    }
+    marks = ", ".join("%s" for _ in sessions)
+    counts["a2a.tasks"] = await _sql(
+        stack,
+        stack.a2a_url,
+        f"SELECT count(*) FROM tasks WHERE context_id IN ({marks})",
+        tuple(sessions),
+    )
+    with sqlite3.connect(stack.memory_db) as db:
+        (counts["memory.memories"],) = db.execute(
+            "SELECT count(*) FROM documents d JOIN knowledge_bases k ON d.kb_id = k.id"
+            " WHERE k.name = ?",
+            (knowledge_base_of(user),),
+        ).fetchone()
+    return counts
+
+
+async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    alice = await _converse(stack, "alice-token", 2)
+    bob = await _converse(stack, "bob-token", 1)
+    await _remember(stack, "alice-token", "alice", ["alice drinks green tea", "alice owns a cat"])
+    await _remember(stack, "bob-token", "bob", ["bob cycles to work"])
+    for session in alice:
+        await _task(stack, session)
+    await _task(stack, bob[0])
+    made = await _rows(stack, "alice", alice)
+    bob_before = await _rows(stack, "bob", bob)
+    assert made["agent.sessions"] == 2 and made["a2a.tasks"] == 2
+    assert made["memory.memories"] == 2 and made["agent.reply_events"] > 0
+
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        with caplog.at_level(logging.INFO, logger="hookmesh.audit"):
+            receipt = await ops.forget_user("alice")
+        audited = [r.getMessage() for r in caplog.records if r.name == "hookmesh.audit"]
+        again = await ops.forget_user("alice")
+
+    assert receipt == [
+        ("a2a.tasks", 2),
+        ("agent.reply_events", made["agent.reply_events"]),
+        ("agent.replies", made["agent.replies"]),
+        ("agent.sessions", 2),
+        ("memory.memories", 2),
+    ]
+    assert await _rows(stack, "alice", alice) == dict.fromkeys(made, 0)
+    assert audited == [
+        "forget user 'alice' by 'ops': " + ", ".join(f"{store}={count}" for store, count in receipt)
+    ]
+    assert await _rows(stack, "bob", bob) == bob_before
+    assert [count for _, count in again] == [0] * len(receipt)
+    with sqlite3.connect(stack.memory_db) as db:
+        (left,) = db.execute("SELECT count(*) FROM chunks WHERE text LIKE '%tea%'").fetchone()
+    assert left == 0
+
+
+async def test_only_admin_principals_may_forget(stack: Stack) -> None:
+    sessions = await _converse(stack, "alice-token", 1)
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="alice-token") as alice:
+        with pytest.raises(AgentClientError) as refused:
+            await alice.forget_user("bob")
+    assert (refused.value.code, refused.value.reason) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "ADMIN_ONLY",
+    )
+    assert (await _rows(stack, "alice", sessions))["agent.sessions"] == 1
+
+
+async def test_a_bad_user_id_is_invalid_argument(stack: Stack) -> None:
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        for bad in ("", "a\nb", "x" * 129):
+            with pytest.raises(AgentClientError) as refused:
+                await ops.forget_user(bad)
+            assert (refused.value.code, refused.value.reason) == (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "INVALID_USER_ID",
+            )
+            assert [v.field for v in refused.value.violations] == ["user_id"]
+
+
+async def test_a_running_reply_of_the_user_refuses_the_erasure(stack: Stack, gate: Gate) -> None:
+    async with (
+        AgentClient(stack.target, timeout=SHORT_TIMEOUT, token="alice-token") as client,
+        AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops,
+    ):
+        parked = client.reply(PARK)
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            start = await anext(parked)
+        assert isinstance(start, ReplyStartEvent)
+        await gate.wait_for(1, SHORT_TIMEOUT)
+        with pytest.raises(AgentClientError) as refused:
+            await ops.forget_user("alice")
+        assert (refused.value.code, refused.value.reason) == (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "USER_REPLY_RUNNING",
+        )
+        assert (await _rows(stack, "alice", [start.session_id]))["agent.sessions"] == 1
+        gate.open()
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            _ = [e async for e in parked]
+        await stack.agent.servicer.drain(SHORT_TIMEOUT)
+        receipt = dict(await ops.forget_user("alice"))
+    assert receipt["agent.sessions"] == 1
+    assert await _rows(stack, "alice", [start.session_id]) == dict.fromkeys(receipt, 0)
+
+
+async def test_a_reply_running_on_another_replica_refuses_the_erasure(
+    postgres_backend: SessionBackend, tmp_path: Path, gate: Gate
+) -> None:
+    (tmp_path / "tokens").write_text(TOKENS)
+    gated = {"type": "local", "import": "tests.mesh_app:GateMiddleware"}
+    config = postgres_backend.config(
+        auth={"token_file": str(tmp_path / "tokens")},
+        admin_principals=["ops"],
+        middlewares=[{**gated, "params": {"path": str(gate.path)}}],
+    )
+    running = await start_agent_service(load_config(None, **config), address="127.0.0.1:0")
+    other = await start_agent_service(load_config(None, **config), address="127.0.0.1:0")
+    try:
+        async with (
+            AgentClient(
+                f"127.0.0.1:{running.port}", timeout=SHORT_TIMEOUT, token="alice-token"
+            ) as client,
+            AdminClient(f"127.0.0.1:{other.port}", timeout=SHORT_TIMEOUT, token="ops-token") as ops,
+        ):
+            parked = client.reply(PARK)
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                await anext(parked)
+            await gate.wait_for(1, SHORT_TIMEOUT)
+            with pytest.raises(AgentClientError) as refused:
+                await ops.forget_user("alice")
+            assert refused.value.reason == "USER_REPLY_RUNNING"
+            gate.open()
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                _ = [e async for e in parked]
+            await running.servicer.drain(SHORT_TIMEOUT)
+            assert dict(await ops.forget_user("alice"))["agent.sessions"] == 1
+    finally:
+        gate.open()
+        await running.stop(None)
+        await other.stop(None)
+
+
+async def test_the_cli_prints_the_receipt(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _converse(stack, "alice-token", 1)
+    monkeypatch.setenv("OPS_TOKEN", "ops-token")
+    forget = ("admin", "forget", "--user", "alice", "--target", stack.target)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hookmesh.cli", *forget, "--token-env", "OPS_TOKEN",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(SHORT_TIMEOUT * 3):
+        out, err = await process.communicate()
+    assert (process.returncode, err) == (0, b"")
+    lines = out.decode().splitlines()
+    assert lines[0] == "a2a.tasks: 0 deleted"
+    assert "agent.sessions: 1 deleted" in lines
+    assert lines[-1] == "forgot 'alice' in 5 stores"
