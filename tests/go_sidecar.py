@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hookmesh.testing import ServerProcess
+from tests.sdk_sidecars import listening
 
 GO_DIR = Path(__file__).resolve().parents[1] / "clients" / "go"
 IMPORT_PATH = "github.com/hookmesh/hookmesh/clients/go"
@@ -57,16 +58,5 @@ async def go_sidecar(
     binary: Path, *args: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[ServerProcess]:
     """Run a Go sidecar on 127.0.0.1:0 until the block ends; its stdout is readable."""
-    process = await asyncio.create_subprocess_exec(
-        str(binary), "--listen", "127.0.0.1:0", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )  # fmt: skip
-    sidecar = ServerProcess(process, "")
-    try:
-        first = await sidecar.line()
-        assert first.startswith("listening on "), first
-        sidecar.address = first.removeprefix("listening on ")
+    async with listening(str(binary), *args, env=env) as sidecar:
         yield sidecar
-    finally:
-        await sidecar.kill()

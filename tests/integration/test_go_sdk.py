@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import filecmp
-import json
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -15,16 +14,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from hookmesh.agent import Agent
 from hookmesh.conformance import run_conformance
 from hookmesh.conformance._session import Session, invocation
-from hookmesh.models import ScriptedChatModel
-from hookmesh.remote import RemoteMiddleware
 from hookmesh.schema import MessageKind
 from hookmesh.v1 import middleware_pb2 as pb
 from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
-from tests.agent_helpers import collect, customs
 from tests.go_sidecar import GO_DIR, build, go_sidecar
+from tests.sdk_sidecars import assert_audits_a_reply
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -56,20 +52,7 @@ async def test_the_audit_example_reports_each_reply_through_a_real_agent(
     audit_binary: Path, kind: MessageKind
 ) -> None:
     async with go_sidecar(audit_binary) as sidecar:
-        remote = await RemoteMiddleware.connect(sidecar.address, timeout=5)
-        try:
-            model = ScriptedChatModel(["audited answer"], stream=True, chunk_size=4)
-            agent = Agent(model, kind=kind, middlewares=[remote])
-            events = await collect(agent.reply("go"))
-        finally:
-            await remote.aclose()
-        lines = [json.loads(await sidecar.line()) for _ in range(len(events) - 1)]
-    [report] = [e for e in customs(events) if e.name == "audit"]
-    assert events[-1].type == "reply_end"
-    assert events[-2] is report
-    assert report.value == len(events) - 2
-    assert [line["event"] for line in lines] == [e.type for e in events if e is not report]
-    assert {line["reply"] for line in lines} == {events[0].reply_id}
+        await assert_audits_a_reply(sidecar, kind)
 
 
 async def test_the_audit_example_passes_the_generic_rules_with_a_token(

@@ -5,8 +5,6 @@ drains on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import shutil
 import signal
 from collections.abc import AsyncIterator
@@ -16,16 +14,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from hookmesh.agent import Agent
 from hookmesh.conformance import run_conformance
 from hookmesh.conformance._session import Session, invocation
-from hookmesh.models import ScriptedChatModel
-from hookmesh.remote import RemoteMiddleware
 from hookmesh.schema import MessageKind
 from hookmesh.testing import ServerProcess
 from hookmesh.v1 import middleware_pb2 as pb
 from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
-from tests.agent_helpers import collect, customs
+from tests.sdk_sidecars import assert_audits_a_reply, listening
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,39 +32,15 @@ async def _audit(*args: str, env: dict[str, str] | None = None) -> AsyncIterator
     node = shutil.which("node")
     if node is None or not (_NODE / "node_modules").is_dir():
         pytest.fail("node and clients/node/node_modules are needed: run `make node`")
-    process = await asyncio.create_subprocess_exec(
-        node, str(_NODE / "examples" / "audit.js"), "--listen", "127.0.0.1:0", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )  # fmt: skip
-    sidecar = ServerProcess(process, "")
-    try:
-        first = await sidecar.line()
-        assert first.startswith("listening on "), first
-        sidecar.address = first.removeprefix("listening on ")
+    async with listening(node, str(_NODE / "examples" / "audit.js"), *args, env=env) as sidecar:
         yield sidecar
-    finally:
-        await sidecar.kill()
 
 
 async def test_the_audit_example_reports_each_reply_through_a_real_agent(
     kind: MessageKind,
 ) -> None:
     async with _audit() as sidecar:
-        remote = await RemoteMiddleware.connect(sidecar.address, timeout=5)
-        try:
-            model = ScriptedChatModel(["audited answer"], stream=True, chunk_size=4)
-            agent = Agent(model, kind=kind, middlewares=[remote])
-            events = await collect(agent.reply("go"))
-        finally:
-            await remote.aclose()
-        lines = [json.loads(await sidecar.line()) for _ in range(len(events) - 1)]
-    [report] = [e for e in customs(events) if e.name == "audit"]
-    assert events[-1].type == "reply_end"
-    assert events[-2] is report
-    assert report.value == len(events) - 2
-    assert [line["event"] for line in lines] == [e.type for e in events if e is not report]
-    assert {line["reply"] for line in lines} == {events[0].reply_id}
+        await assert_audits_a_reply(sidecar, kind)
 
 
 async def test_the_audit_example_passes_the_generic_rules_with_a_token() -> None:
