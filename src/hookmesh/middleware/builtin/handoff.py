@@ -12,13 +12,13 @@ from hookmesh.agent import Agent
 from hookmesh.middleware import AgentView, ReplyArgs, ReplyNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
-from hookmesh.middleware.builtin.propagated_limits import inherited
-from hookmesh.middleware.builtin.skills._fork import (
+from hookmesh.middleware.builtin._support._nested import (
     ForkOutcome,
     NoPause,
     parent_context,
     run_nested,
 )
+from hookmesh.middleware.builtin.propagated_limits import inherited
 from hookmesh.models import ChatModel, answer_text
 from hookmesh.schema import (
     AgentEvent,

@@ -7,21 +7,20 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from hookmesh.agent import Agent, Tool
-from hookmesh.middleware import AgentView, PermissionArgs, PermissionNext
-from hookmesh.middleware._base import Middleware, PermissionDecision
+from hookmesh.middleware import AgentView
+from hookmesh.middleware._base import Middleware
+from hookmesh.middleware.builtin._support._nested import (
+    ForkOutcome,
+    NoPause,
+    parent_context,
+    run_nested,
+)
 from hookmesh.middleware.builtin.budget import BudgetMiddleware
 from hookmesh.models import ChatModel
 from hookmesh.schema import (
     AgentEvent,
-    EventSource,
-    Message,
-    ReplyEndEvent,
     ToolCall,
-    is_hint,
     make_user_text,
-    nest,
-    text_of,
-    tool_calls,
 )
 
 
@@ -45,39 +44,6 @@ class Fork:
     """Its token budget, or None."""
 
 
-@dataclass(slots=True)
-class ForkOutcome:
-    """How the run ended, filled in once its events are exhausted."""
-
-    text: str = ""
-    """The final answer, or what went wrong."""
-    ok: bool = False
-    """Whether it completed."""
-
-
-class NoPause(Middleware):
-    """A sub-agent has no one to ask: a call that needs confirmation is denied instead."""
-
-    async def on_check_permission(
-        self, agent: AgentView, kwargs: PermissionArgs, next_handler: PermissionNext
-    ) -> PermissionDecision:
-        decision = await next_handler()
-        if decision.behavior == "ask":
-            return PermissionDecision("deny", "a sub-agent cannot ask the user to confirm")
-        return decision
-
-
-def parent_context(context: Sequence[Message], call: ToolCall) -> list[Message]:
-    """The parent's conversation up to the step that made `call` (that step's calls are not
-    answered yet), without hint messages."""
-    end = len(context)
-    for i in range(len(context) - 1, -1, -1):
-        if any(c.id == call.id for c in tool_calls(context[i])):
-            end = i
-            break
-    return [m.model_copy(deep=True) for m in context[:end] if not is_hint(m)]
-
-
 async def run_fork(
     agent: AgentView, call: ToolCall, fork: Fork, instructions: str, outcome: ForkOutcome
 ) -> AsyncIterator[AgentEvent]:
@@ -99,33 +65,3 @@ async def run_fork(
     inputs.append(make_user_text(agent.kind, fork.task))
     async for event in run_nested(agent, call, sub, inputs, outcome):
         yield event
-
-
-async def run_nested(
-    agent: AgentView, call: ToolCall, sub: Agent, inputs: list[Message], outcome: ForkOutcome
-) -> AsyncIterator[AgentEvent]:
-    """One reply of `sub` on `inputs` inside `call`, its events nested under the call (the
-    sub-agent's name on the path), then `outcome` filled in; shared by forks and handoffs."""
-    step: EventSource | None = None
-    end: ReplyEndEvent | None = None
-    stream = sub.reply(inputs)
-    try:
-        async for event in stream:
-            if step is None:
-                step = EventSource(
-                    call_id=call.id,
-                    tool_name=call.name,
-                    agent_name=sub.name,
-                    run_id=event.reply_id,
-                )
-            if event.type == "reply_end" and not event.source_path:
-                end = event
-            yield nest(event, step, agent.reply_id)
-    finally:
-        await stream.aclose()  # type: ignore[attr-defined]
-    if end is not None and end.finish_reason == "completed" and sub.final_message is not None:
-        outcome.text, outcome.ok = text_of(sub.final_message), True
-        return
-    reason = end.finish_reason if end is not None else "interrupted"
-    detail = f": {end.error.message}" if end is not None and end.error is not None else ""
-    outcome.text = f"Error: the sub-agent {sub.name} ended with {reason}{detail}"

@@ -12,6 +12,7 @@ from hookmesh.middleware import AgentView
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._confine import ConfinedRoot
+from hookmesh.middleware.builtin._support._nested import ForkOutcome
 from hookmesh.middleware.builtin.skills._catalog import (
     SKILL_FILE,
     Skill,
@@ -22,7 +23,7 @@ from hookmesh.middleware.builtin.skills._catalog import (
     scan,
     skill_files,
 )
-from hookmesh.middleware.builtin.skills._fork import Fork, ForkOutcome, run_fork
+from hookmesh.middleware.builtin.skills._fork import Fork, run_fork
 from hookmesh.models import ChatModel
 from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
 
