@@ -25,6 +25,9 @@ _SAMPLE_EVENT: dict[int, str] = {
 }
 
 
+_OBSERVED = "observe mode: the sidecar sends nothing back, no emit, mutate or done"
+
+
 def _kwargs(hook: int) -> dict[str, Any]:
     call = {"id": "c1", "name": "some_tool", "arguments": "{}"}
     kwargs: dict[int, dict[str, Any]] = {
@@ -126,20 +129,28 @@ class Generic:
                 await session.silence(SHORT_SILENCE, f"the invocation ended at {arm}")
                 return
             observe = spec.mode == pb.HOOK_MODE_OBSERVE
+            if observe:
+                await session.silence(SHORT_SILENCE, _OBSERVED)
             item = _item(spec.hook, list(spec.subscriptions))
             if item is not None:
                 await session.send(_req("1", item=item))
                 if observe or item.HasField("chunk"):
-                    await session.silence(SHORT_SILENCE, "an item that is never answered")
-                elif (await session.expect("1", "verdict", "done"))[-1].HasField("done"):
-                    return
+                    silent = _OBSERVED if observe else "an item that is never answered"
+                    await session.silence(SHORT_SILENCE, silent)
+                else:
+                    answer = (await session.expect("1", "verdict", "done"))[-1]
+                    if answer.HasField("done") or answer.verdict.final:
+                        # A final verdict ends the invocation as done does: no outcome follows.
+                        await session.silence(SHORT_SILENCE, "the invocation ended at its verdict")
+                        return
             read_only = _item(spec.hook, list(spec.read_only_subscriptions))
             if read_only is not None:
                 await session.send(_req("1", item=read_only))
-                await session.silence(SHORT_SILENCE, "read-only items are never answered")
+                silent = _OBSERVED if observe else "read-only items are never answered"
+                await session.silence(SHORT_SILENCE, silent)
             await session.send(_req("1", outcome=_outcome(spec.hook)))
             if observe:
-                await session.silence(SHORT_SILENCE, "an observed invocation is never answered")
+                await session.silence(SHORT_SILENCE, _OBSERVED)
                 return
             await session.expect("1", "done")
             await session.silence(SHORT_SILENCE, "after done")
