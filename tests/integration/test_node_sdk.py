@@ -10,6 +10,7 @@ import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -28,12 +29,18 @@ _NODE = Path(__file__).resolve().parents[2] / "clients" / "node"
 
 
 @asynccontextmanager
-async def _audit(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[ServerProcess]:
+async def _node(
+    script: str, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[ServerProcess]:
     node = shutil.which("node")
     if node is None or not (_NODE / "node_modules").is_dir():
         pytest.fail("node and clients/node/node_modules are needed: run `make node`")
-    async with listening(node, str(_NODE / "examples" / "audit.js"), *args, env=env) as sidecar:
+    async with listening(node, str(_NODE / script), *args, env=env) as sidecar:
         yield sidecar
+
+
+def _audit(*args: str, env: dict[str, str] | None = None) -> Any:
+    return _node("examples/audit.js", *args, env=env)
 
 
 async def test_the_audit_example_reports_each_reply_through_a_real_agent(
@@ -69,5 +76,58 @@ async def test_sigterm_drains_the_stream_once_its_invocation_ends() -> None:
                 await session.reader
                 assert await session.call.code() == grpc.StatusCode.OK
                 assert await sidecar.process.wait() == 0
+        finally:
+            session.cancel()
+
+
+_STEP = {"reasoning": pb.ReasoningArgs(tool_choice="auto")}
+
+
+async def _ended_ok(session: Session, sidecar: ServerProcess) -> None:
+    """The stream ends with OK and the process exits 0 (within a generous deadline)."""
+    async with asyncio.timeout(10):
+        await session.reader
+        assert await session.call.code() == grpc.StatusCode.OK
+        assert await sidecar.process.wait() == 0
+
+
+async def test_end_sends_the_done_unasked_while_the_downstream_runs() -> None:
+    """test/step-timeout.js ends each step from a timer with inv.end(): the done comes with
+    no message from the agent to answer, and the hook is over at once (its pending next
+    rejected), so SIGTERM finds no open invocation and the drain ends the stream."""
+    async with (
+        _node("test/step-timeout.js", "--grace", "30", env={"STEP_MS": "200"}) as sidecar,
+        grpc.aio.insecure_channel(sidecar.address) as channel,
+    ):
+        session = Session(pb_grpc.MiddlewareServiceStub(channel), (), 5.0)
+        try:
+            await session.send(invocation("1", pb.HOOK_ON_REASONING, "flat", **_STEP))
+            await session.expect("1", "call_next")
+            got = await session.expect("1", "done")
+            assert [m.emit.custom.name for m in got[:-1]] == ["step-timeout"]
+            assert got[-1].done.error.reason == "STEP_TIMEOUT"
+            # No agent message wakes the hook: end() did, so the drain finds nothing open.
+            sidecar.process.send_signal(signal.SIGTERM)
+            await _ended_ok(session, sidecar)
+        finally:
+            session.cancel()
+
+
+async def test_sigterm_cuts_the_open_streams_at_the_end_of_the_grace() -> None:
+    """An invocation that never ends keeps its stream only for --grace: then the stream
+    ends with OK (the agent fails the invocation under its failure mode) and the process
+    exits."""
+    async with (
+        _node("test/step-timeout.js", "--grace", "1", env={"STEP_MS": "600000"}) as sidecar,
+        grpc.aio.insecure_channel(sidecar.address) as channel,
+    ):
+        session = Session(pb_grpc.MiddlewareServiceStub(channel), (), 5.0)
+        try:
+            await session.send(invocation("1", pb.HOOK_ON_REASONING, "flat", **_STEP))
+            await session.expect("1", "call_next")
+            sidecar.process.send_signal(signal.SIGTERM)
+            await session.silence(0.3, "the open invocation is still served in the grace")
+            assert sidecar.process.returncode is None
+            await _ended_ok(session, sidecar)
         finally:
             session.cancel()
