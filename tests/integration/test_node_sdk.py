@@ -1,15 +1,12 @@
 """The Node sidecar SDK (clients/node/lib/sdk.js): its audit example chats through a real
 agent on both message kinds, passes the conformance kit's generic rules (with a token) and
-drains on SIGTERM."""
+drains on SIGTERM (cutting what is still open at the grace's end); inv.end() sends the
+unasked done."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -21,22 +18,15 @@ from hookmesh.schema import MessageKind
 from hookmesh.testing import ServerProcess
 from hookmesh.v1 import middleware_pb2 as pb
 from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
+from tests.node_process import NODE_DIR, node_binary
 from tests.sdk_sidecars import assert_audits_a_reply, listening
 
 pytestmark = pytest.mark.timeout(120)
 
-_NODE = Path(__file__).resolve().parents[2] / "clients" / "node"
 
-
-@asynccontextmanager
-async def _node(
-    script: str, *args: str, env: dict[str, str] | None = None
-) -> AsyncIterator[ServerProcess]:
-    node = shutil.which("node")
-    if node is None or not (_NODE / "node_modules").is_dir():
-        pytest.fail("node and clients/node/node_modules are needed: run `make node`")
-    async with listening(node, str(_NODE / script), *args, env=env) as sidecar:
-        yield sidecar
+def _node(script: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    """clients/node/SCRIPT on 127.0.0.1:0 until the block ends."""
+    return listening(node_binary(), str(NODE_DIR / script), *args, env=env)
 
 
 def _audit(*args: str, env: dict[str, str] | None = None) -> Any:
