@@ -121,3 +121,14 @@ async def test_sigterm_cuts_the_open_streams_at_the_end_of_the_grace() -> None:
             await _ended_ok(session, sidecar)
         finally:
             session.cancel()
+
+
+async def test_an_observer_on_the_sdk_sends_nothing_and_passes_the_generic_rules() -> None:
+    """test/observer.js tries to mutate, emit, drop, end and replace in observe mode; the
+    SDK sends none of it, so the generic rules (silence for observed invocations) pass."""
+    async with _node("test/observer.js") as sidecar:
+        results = await run_conformance(sidecar.address, generic=True, timeout=3)
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    assert {"generic.on_reply.answers", "generic.on_model_call.answers"} <= {
+        r.name for r in results
+    }
