@@ -244,6 +244,8 @@ async def stop(t: Target, kind: MessageKind, h: EventHook) -> None:
 
 
 _ENDED_IGNORES = "what the agent sent before it saw the done is ignored"
+STOPPING_HOOKS = ("on_reply", "on_reasoning", "on_acting", "on_model_call")
+"""The hooks with a `stop` rule: a done while the downstream runs."""
 
 
 def _check_error(done: pb.HookDone, hook: str) -> None:
