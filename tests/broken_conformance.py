@@ -20,6 +20,7 @@ from hookmesh.models import ModelResponse
 from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.schema import CustomEvent, MessageKind, make_assistant
 from hookmesh.v1 import content_pb2
+from hookmesh.v1 import event_pb2 as ev
 from hookmesh.v1 import middleware_pb2 as pb
 
 
@@ -466,23 +467,50 @@ class AnswersLateAfterCancel(Tampered):
             asyncio.get_running_loop().call_later(0.6, send, late)
 
 
-class DoneAfterStreamStart(Tampered):
-    """Ends a model stream with a plain done as soon as it starts, and then sends nothing
-    more for it: allowed by the protocol."""
+class _EndsEarly(Tampered):
+    """Ends an invocation with a plain done unasked where `ends` says, and then sends
+    nothing more for it: allowed by the protocol."""
+
+    emit_first = False
 
     def __init__(self) -> None:
         super().__init__()
+        self.hooks: dict[str, int] = {}
         self.ended: set[str] = set()
 
+    def ends(self, request: pb.InterceptRequest, hook: int) -> bool:
+        raise NotImplementedError
+
     def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        iid = request.invocation_id
         if request.HasField("invocation"):
-            self.ended.discard(request.invocation_id)
-        if request.HasField("outcome") and request.outcome.HasField("stream_start"):
-            self.ended.add(request.invocation_id)
-            send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))
+            self.ended.discard(iid)
+            self.hooks[iid] = request.invocation.hook
+        elif iid not in self.ended and self.ends(request, self.hooks.get(iid, 0)):
+            self.ended.add(iid)
+            if self.emit_first:
+                ending = ev.AgentEvent(custom=ev.CustomEvent(name="ending"))
+                send(pb.InterceptResponse(invocation_id=iid, emit=ending))
+            send(pb.InterceptResponse(invocation_id=iid, done={}))
 
     def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
         return [] if response.invocation_id in self.ended else [response]
+
+
+class DoneAfterStreamStart(_EndsEarly):
+    """Ends a model stream with a plain done as soon as it starts."""
+
+    def ends(self, request: pb.InterceptRequest, hook: int) -> bool:
+        return request.HasField("outcome") and request.outcome.HasField("stream_start")
+
+
+class DoneAtReadOnlyItems(_EndsEarly):
+    """Ends an on_reply invocation at its first (read-only) item, with an emit first."""
+
+    emit_first = True
+
+    def ends(self, request: pb.InterceptRequest, hook: int) -> bool:
+        return request.HasField("item") and hook == pb.HOOK_ON_REPLY
 
 
 _SHARED: dict[str, asyncio.Queue[Any]] = {}

@@ -327,6 +327,7 @@ GENERIC_CASES: list[tuple[type[broken.Tampered], str, str]] = [
     (broken.DoneAfterFinalVerdicts, "generic.on_reasoning.answers", "after its final verdict"),
     (broken.AnswersUnstarted, "generic.on_reasoning.answers", "never started on this stream"),
     (broken.ObservedPlainly, "", ""),
+    (broken.DoneAtReadOnlyItems, "", ""),
     (broken.MutatesWhileObserving, "generic.on_reply.answers", "observe mode: the sidecar"),
     (broken.MutatesWhileObserving, "generic.on_model_call.answers", "got mutate"),
     (broken.AnswersObservedOutcomes, "generic.on_reply.answers", "got done"),
