@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from hookmesh.agent import tool
 from hookmesh.conformance import ConformanceMiddleware
 from hookmesh.conformance._middleware import ConformanceError, marker
-from hookmesh.middleware import PermissionDecision
+from hookmesh.middleware import HookMode, Middleware, PermissionDecision
 from hookmesh.models import ModelResponse
 from hookmesh.remote._host import MiddlewareServicer
-from hookmesh.schema import CustomEvent, make_assistant
+from hookmesh.schema import CustomEvent, MessageKind, make_assistant
 from hookmesh.v1 import content_pb2
+from hookmesh.v1 import event_pb2 as ev
 from hookmesh.v1 import middleware_pb2 as pb
 
 
@@ -243,7 +244,7 @@ class ShortCircuitsWithTheWrongKind(ConformanceMiddleware):
     async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
         if marker(agent) == "short-circuit":
             agent.emit(_custom(agent, "conformance.short_circuit"))
-            other = "agentic" if agent.kind == "flat" else "flat"
+            other: MessageKind = "agentic" if agent.kind == "flat" else "flat"
             return ModelResponse(message=make_assistant(other, "short-circuited"))
         return await super().on_model_call(agent, kwargs, next_handler)
 
@@ -394,8 +395,8 @@ class Tampered(MiddlewareServicer):
     """The Python host serving the reference, with `requests` and `answers` to override: the
     protocol-level breaks a Middleware cannot make (the host keeps those right)."""
 
-    def __init__(self) -> None:
-        super().__init__(ConformanceMiddleware())
+    def __init__(self, middleware: Middleware | None = None) -> None:
+        super().__init__(middleware or ConformanceMiddleware())
 
     def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
         """Sees each agent message; `send` adds an answer of its own."""
@@ -466,12 +467,50 @@ class AnswersLateAfterCancel(Tampered):
             asyncio.get_running_loop().call_later(0.6, send, late)
 
 
-class DoneAfterStreamStart(Tampered):
-    """Ends a model stream with a plain done as soon as it starts: allowed by the protocol."""
+class _EndsEarly(Tampered):
+    """Ends an invocation with a plain done unasked where `ends` says, and then sends
+    nothing more for it: allowed by the protocol."""
+
+    emit_first = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks: dict[str, int] = {}
+        self.ended: set[str] = set()
+
+    def ends(self, request: pb.InterceptRequest, hook: int) -> bool:
+        raise NotImplementedError
 
     def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
-        if request.HasField("outcome") and request.outcome.HasField("stream_start"):
-            send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))
+        iid = request.invocation_id
+        if request.HasField("invocation"):
+            self.ended.discard(iid)
+            self.hooks[iid] = request.invocation.hook
+        elif iid not in self.ended and self.ends(request, self.hooks.get(iid, 0)):
+            self.ended.add(iid)
+            if self.emit_first:
+                ending = ev.AgentEvent(custom=ev.CustomEvent(name="ending"))
+                send(pb.InterceptResponse(invocation_id=iid, emit=ending))
+            send(pb.InterceptResponse(invocation_id=iid, done={}))
+
+    def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
+        return [] if response.invocation_id in self.ended else [response]
+
+
+class DoneAfterStreamStart(_EndsEarly):
+    """Ends a model stream with a plain done as soon as it starts."""
+
+    def ends(self, request: pb.InterceptRequest, hook: int) -> bool:
+        return request.HasField("outcome") and request.outcome.HasField("stream_start")
+
+
+class DoneAtReadOnlyItems(_EndsEarly):
+    """Ends an on_reply invocation at its first (read-only) item, with an emit first."""
+
+    emit_first = True
+
+    def ends(self, request: pb.InterceptRequest, hook: int) -> bool:
+        return request.HasField("item") and hook == pb.HOOK_ON_REPLY
 
 
 _SHARED: dict[str, asyncio.Queue[Any]] = {}
@@ -529,3 +568,145 @@ class IgnoresRetry(_OnReasoning):
 
     def broken(self, agent: Any, next_handler: Any) -> Any:
         return _events(next_handler)
+
+
+class IgnoresStop(_OnReasoning):
+    """Runs the whole downstream despite the `stop` marker."""
+
+    word = "stop"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+
+class StopsSilently(_OnReasoning):
+    """Stops at the first item for the `stop` marker without `conformance.stopped`."""
+
+    word = "stop"
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        async for _ in next_handler():
+            return
+        yield
+
+
+class StreamsOnDespiteStop(ConformanceMiddleware):
+    """Lets the model stream run to its end despite the `stop` marker."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "stop":
+            return await next_handler()
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class _Final(Tampered):
+    """Makes every verdict final (`final_verdicts`) and follows each final answer with a
+    done (`done_after_final`)."""
+
+    final_verdicts = False
+    done_after_final = False
+
+    def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
+        if self.final_verdicts and response.HasField("verdict"):
+            response.verdict.final = True
+        final = (response.HasField("verdict") and response.verdict.final) or (
+            response.HasField("call_next") and response.call_next.final
+        )
+        if final and self.done_after_final:
+            return [response, pb.InterceptResponse(invocation_id=response.invocation_id, done={})]
+        return [response]
+
+
+class FinalVerdicts(_Final):
+    """Says "I need nothing more" (verdict.final) at every verdict: allowed by the protocol,
+    but the conformance middleware needs the outcome of an invocation without a marker."""
+
+    final_verdicts = True
+
+
+class DoneAfterFinal(_Final):
+    """Sends a done after its final call_next, which already ended the invocation."""
+
+    done_after_final = True
+
+
+class DoneAfterFinalVerdicts(_Final):
+    """Makes every verdict final, then sends a done anyway."""
+
+    final_verdicts = True
+    done_after_final = True
+
+
+class AnswersUnstarted(Tampered):
+    """Follows each done with one for an invocation the agent never sent."""
+
+    def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
+        if response.HasField("done"):
+            return [response, pb.InterceptResponse(invocation_id="never-sent", done={})]
+        return [response]
+
+
+class AnswersAfterItsDone(Tampered):
+    """Answers the outcome of an invocation it ended unasked (before its last outcome) with a
+    done of its own, as a sidecar that forgets nothing would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outcomes: set[str] = set()
+        self.unasked: set[str] = set()
+
+    def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
+        if response.HasField("done") and response.invocation_id not in self.outcomes:
+            self.unasked.add(response.invocation_id)
+        return [response]
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        iid = request.invocation_id
+        if request.HasField("invocation"):
+            self.outcomes.discard(iid)
+            self.unasked.discard(iid)
+        elif request.HasField("outcome") and not request.outcome.HasField("stream_start"):
+            self.outcomes.add(iid)
+            if iid in self.unasked:
+                send(pb.InterceptResponse(invocation_id=iid, done={}))
+
+
+class Observer(Middleware):
+    """Watches replies and model calls in observe mode (the agent never waits for it)."""
+
+    hook_modes: Mapping[str, HookMode] = {"on_reply": "observe", "on_model_call": "observe"}
+    subscriptions: Mapping[str, tuple[str, ...]] = {"on_reply": ("*",), "on_model_call": ("chunk",)}
+
+    def middleware_key(self) -> str:
+        return "observer"
+
+    def on_reply(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        return await next_handler()
+
+
+class ObservedPlainly(Tampered):
+    """The Python host serving the observer: nothing is ever sent back."""
+
+    def __init__(self) -> None:
+        super().__init__(Observer())
+
+
+class MutatesWhileObserving(ObservedPlainly):
+    """Sends a state mutation for each observed invocation."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("invocation"):
+            mutation = pb.StateMutation()
+            mutation.state.update({"seen": 1})
+            send(pb.InterceptResponse(invocation_id=request.invocation_id, mutate=mutation))
+
+
+class AnswersObservedOutcomes(ObservedPlainly):
+    """Answers each observed outcome with a done."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("outcome"):
+            send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))

@@ -34,22 +34,29 @@ def go_env(gopath: Path) -> dict[str, str]:
     }
 
 
-async def build(gopath: Path, package: str, out: Path) -> Path:
-    """`go build` one package of clients/go (e.g. ``examples/audit``) into `out`."""
-    go = shutil.which("go")
-    if go is None or not HAVE_GO_PACKAGES:
+async def go(gopath: Path, *args: str) -> str:
+    """Run `go ARGS` on clients/go (linked at its import path in `gopath`); its output, the
+    test failing unless it exits 0."""
+    binary = shutil.which("go")
+    if binary is None or not HAVE_GO_PACKAGES:
         pytest.fail("Go and Debian's Go packages are needed: run `make go`")
     link = gopath / "src" / IMPORT_PATH
     if not link.exists():
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(GO_DIR)
     process = await asyncio.create_subprocess_exec(
-        go, "build", "-o", str(out), f"{IMPORT_PATH}/{package}",
+        binary, *args,
         env=go_env(gopath), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     async with asyncio.timeout(BUILD_TIMEOUT):
         output, _ = await process.communicate()
     assert process.returncode == 0, output.decode()
+    return output.decode()
+
+
+async def build(gopath: Path, package: str, out: Path) -> Path:
+    """`go build` one package of clients/go (e.g. ``examples/audit``) into `out`."""
+    await go(gopath, "build", "-o", str(out), f"{IMPORT_PATH}/{package}")
     return out
 
 

@@ -56,11 +56,11 @@ def node_binary() -> str:
 
 
 def start_node_sidecar(
-    *args: str, env: dict[str, str] | None = None
+    *args: str, env: dict[str, str] | None = None, script: str = "sidecar.js"
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """Start `node clients/node/sidecar.js --listen 127.0.0.1:0 ARGS`; return it and its address."""
+    """Start `node clients/node/SCRIPT --listen 127.0.0.1:0 ARGS`; return it and its address."""
     proc = subprocess.Popen(
-        [node_binary(), str(NODE_DIR / "sidecar.js"), "--listen", "127.0.0.1:0", *args],
+        [node_binary(), str(NODE_DIR / script), "--listen", "127.0.0.1:0", *args],
         stdout=subprocess.PIPE,
         env=env,
     )

@@ -19,11 +19,13 @@ from tests.agent_helpers import collect, customs
 
 
 @asynccontextmanager
-async def listening(*argv: str, env: dict[str, str] | None = None) -> AsyncIterator[ServerProcess]:
-    """Run `argv --listen 127.0.0.1:0` until the block ends, its address read from its first
+async def listening(
+    *argv: str, env: dict[str, str] | None = None, listen: str = "127.0.0.1:0"
+) -> AsyncIterator[ServerProcess]:
+    """Run `argv --listen LISTEN` until the block ends, its address read from its first
     line; its stdout stays readable."""
     process = await asyncio.create_subprocess_exec(
-        *argv, "--listen", "127.0.0.1:0",
+        *argv, "--listen", listen,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
     )  # fmt: skip

@@ -4,21 +4,19 @@ the rule a broken sidecar breaks."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hookmesh.conformance import run_conformance
-from hookmesh.testing import ServerProcess
+from tests.node_process import NODE_DIR, node_binary
+from tests.sdk_sidecars import listening
 from tests.sidecar_process import sidecar_process
 
 pytestmark = pytest.mark.timeout(120)
 
-_NODE = Path(__file__).resolve().parents[2] / "clients" / "node"
 _RUN_TIMEOUT = 60.0
 
 
@@ -36,27 +34,9 @@ async def _command(*args: str) -> tuple[int, list[str]]:
     return process.returncode or 0, out.decode().splitlines()
 
 
-@asynccontextmanager
-async def _node_conformance(listen: str) -> AsyncIterator[ServerProcess]:
-    node = shutil.which("node")
-    if node is None or not (_NODE / "node_modules").is_dir():
-        pytest.fail("node and clients/node/node_modules are needed: run `make node`")
-    process = await asyncio.create_subprocess_exec(
-        node,
-        str(_NODE / "conformance.js"),
-        "--listen",
-        listen,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    sidecar = ServerProcess(process, "")
-    try:
-        first = await sidecar.line()
-        assert first.startswith("listening on "), first
-        sidecar.address = first.removeprefix("listening on ")
-        yield sidecar
-    finally:
-        await sidecar.kill()
+def _node_conformance(listen: str) -> Any:
+    """The Node reference (clients/node/conformance.js) listening on `listen`."""
+    return listening(node_binary(), str(NODE_DIR / "conformance.js"), listen=listen)
 
 
 async def test_the_python_reference_passes_every_rule(monkeypatch: pytest.MonkeyPatch) -> None:

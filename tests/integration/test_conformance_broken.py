@@ -95,6 +95,9 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.FailsWithoutTheHook, "on_reasoning.error", "metadata {'errorType'"),
     (broken.IgnoresErrorAfter, "on_reasoning.error_after", "done carries no error"),
     (broken.IgnoresRetry, "on_reasoning.retry", "answered the failed outcome with done, no retry"),
+    (broken.IgnoresStop, "on_reasoning.stop", "answered the first item with a verdict, not done"),
+    (broken.StopsSilently, "on_reasoning.stop", "before done: emitted []"),
+    (broken.StreamsOnDespiteStop, "on_model_call.stop", "expected done"),
     (broken.IgnoresReplyEmit, "on_reply.read_only", "emitted []"),
     (broken.OverridesActingWrongly, "on_acting.override", "arguments {'text': 'other'}"),
     (broken.ChangesTheModelResponse, "on_model_call.full", "done changed the model_response"),
@@ -202,7 +205,11 @@ async def test_the_untampered_host_passes_every_rule() -> None:
 
 async def test_a_sidecar_that_answers_a_chunk_fails_the_stream_rule() -> None:
     failed = await _servicer_failures(broken.VerdictsForChunks())
-    assert sorted(failed) == ["on_model_call.stream[agentic]", "on_model_call.stream[flat]"]
+    assert sorted(failed) == [
+        f"on_model_call.{rule}[{kind}]"
+        for rule in ("stop", "stream")
+        for kind in ("agentic", "flat")
+    ]
     assert failed["on_model_call.stream[flat]"].startswith(
         "expected silence (stream_start and chunks are never answered; for invocation '1'), "
         "got verdict"
@@ -263,6 +270,53 @@ async def test_bad_tool_arguments_answered_with_an_error_result_fail_call_tool()
     )
 
 
+async def test_a_final_verdict_where_the_outcome_is_needed_fails_pass_through() -> None:
+    """verdict.final ends an invocation: allowed by the protocol (the generic rules pass it),
+    wrong where the conformance middleware needs the outcome."""
+    failed = await _servicer_failures(broken.FinalVerdicts())
+    assert "on_reasoning.pass_through[flat]" in failed
+    assert failed["on_reasoning.pass_through[flat]"].startswith(
+        "verdict.final set by a hook that needs the outcome"
+    )
+    assert await _servicer_failures(broken.FinalVerdicts(), generic=True) == {}
+
+
+async def test_a_done_after_a_final_call_next_fails_the_final_rules() -> None:
+    failed = await _servicer_failures(broken.DoneAfterFinal())
+    assert sorted(failed) == [
+        f"on_{hook}.final[{kind}]"
+        for hook in ("acting", "reasoning")
+        for kind in ("agentic", "flat")
+    ]
+    assert failed["on_acting.final[flat]"].startswith(
+        "sent done for invocation '1' after its final call_next (stream.nothing_after_done"
+    )
+
+
+async def test_a_done_for_an_invocation_never_sent_fails_naming_it() -> None:
+    failed = await _servicer_failures(broken.AnswersUnstarted())
+    assert "stream.nothing_after_done" in failed
+    assert all(
+        why.startswith(
+            "sent done for invocation 'never-sent', which the agent never started on this stream"
+        )
+        for why in failed.values()
+    )
+
+
+async def test_answering_after_an_unasked_done_fails_the_stop_rules() -> None:
+    """After its own done the sidecar ignores what the agent had sent meanwhile."""
+    failed = await _servicer_failures(broken.AnswersAfterItsDone())
+    assert sorted(failed) == [
+        f"on_{hook}.stop[{kind}]"
+        for hook in ("acting", "model_call", "reasoning", "reply")
+        for kind in ("agentic", "flat")
+    ]
+    assert failed["on_reply.stop[flat]"].startswith(
+        "sent done for invocation '1' after its done (stream.nothing_after_done"
+    )
+
+
 GENERIC_CASES: list[tuple[type[broken.Tampered], str, str]] = [
     (broken.Tampered, "", ""),
     (broken.DoublesDone, "generic.on_reasoning.answers", "after its done"),
@@ -270,6 +324,13 @@ GENERIC_CASES: list[tuple[type[broken.Tampered], str, str]] = [
     (broken.NeverEndsTheStream, "generic.stream.clean_close", "did not end the stream"),
     (broken.SharesInvocations, "generic.stream.ids_restart_per_stream", "came on the first"),
     (broken.VerdictsForChunks, "generic.on_model_call.answers", "got verdict"),
+    (broken.DoneAfterFinalVerdicts, "generic.on_reasoning.answers", "after its final verdict"),
+    (broken.AnswersUnstarted, "generic.on_reasoning.answers", "never started on this stream"),
+    (broken.ObservedPlainly, "", ""),
+    (broken.DoneAtReadOnlyItems, "", ""),
+    (broken.MutatesWhileObserving, "generic.on_reply.answers", "observe mode: the sidecar"),
+    (broken.MutatesWhileObserving, "generic.on_model_call.answers", "got mutate"),
+    (broken.AnswersObservedOutcomes, "generic.on_reply.answers", "got done"),
 ]
 
 

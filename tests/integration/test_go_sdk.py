@@ -19,7 +19,7 @@ from hookmesh.conformance._session import Session, invocation
 from hookmesh.schema import MessageKind
 from hookmesh.v1 import middleware_pb2 as pb
 from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
-from tests.go_sidecar import GO_DIR, build, go_sidecar
+from tests.go_sidecar import GO_DIR, IMPORT_PATH, build, go, go_sidecar
 from tests.sdk_sidecars import assert_audits_a_reply
 
 pytestmark = pytest.mark.timeout(300)
@@ -108,6 +108,14 @@ async def test_sigterm_drains_the_stream_once_its_invocation_ends(
             assert await sidecar.process.wait() == 0  # type: ignore[attr-defined]
     finally:
         session.cancel()
+
+
+async def test_the_sdk_s_own_go_tests_pass(tmp_path: Path) -> None:
+    """clients/go/sidecar/stream_test.go: End (the unasked done) from a timer goroutine or
+    an onItem callback ends a blocked next with ErrEnded, nothing sent after the done."""
+    output = await go(tmp_path, "test", "-v", f"{IMPORT_PATH}/sidecar")
+    assert "--- PASS: TestEndFromAnotherGoroutineEndsABlockedNext" in output
+    assert "--- PASS: TestEndInOnItemReplacesTheVerdict" in output
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 from google.protobuf import struct_pb2
 
 from hookmesh.agent import Agent
+from hookmesh.conformance import run_conformance
 from hookmesh.middleware import Middleware
 from hookmesh.models import ModelChunk, ModelResponse, ScriptedChatModel, ScriptedTurn
 from hookmesh.remote import RemoteMiddleware
@@ -31,6 +32,16 @@ _KEY = "node-token-counter"
 def sidecar() -> Iterator[str]:
     """The address of one node sidecar, shared by the module's tests."""
     proc, address = start_node_sidecar()
+    try:
+        yield address
+    finally:
+        stop_node(proc)
+
+
+@pytest.fixture(scope="module")
+def sdk_sidecar() -> Iterator[str]:
+    """The same middleware on the sidecar SDK: clients/node/examples/token-counter.js."""
+    proc, address = start_node_sidecar(script="examples/token-counter.js")
     try:
         yield address
     finally:
@@ -94,9 +105,12 @@ _EXPECTED = {"reported": [11, 7], "absent": [4, 5]}
 @pytest.mark.parametrize("usage", ["reported", "absent"])
 @pytest.mark.parametrize("stream", [False, True], ids=["full", "stream"])
 @pytest.mark.parametrize("kind", ["flat", "agentic"])
+@pytest.mark.parametrize("served_by", ["sidecar", "sdk_sidecar"], ids=["raw", "sdk"])
 async def test_agent_with_node_sidecar_counts_tokens_per_model_call(
-    sidecar: str, kind: MessageKind, stream: bool, usage: str
+    request: pytest.FixtureRequest, served_by: str, kind: MessageKind, stream: bool, usage: str
 ) -> None:
+    """The raw-protocol sidecar.js and the SDK example count alike through a real agent."""
+    sidecar: str = request.getfixturevalue(served_by)
     prompts: list[list[Message]] = []
 
     def script(messages: Sequence[Message], unused_tools: Any, unused_choice: Any) -> ScriptedTurn:
@@ -282,3 +296,10 @@ async def test_token_env_requires_the_bearer_token() -> None:
             await remote.aclose()
     finally:
         stop_node(proc)
+
+
+async def test_the_sdk_token_counter_passes_the_generic_rules(sdk_sidecar: str) -> None:
+    results = await run_conformance(sdk_sidecar, generic=True, timeout=3)
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    names = {r.name for r in results}
+    assert {"generic.on_model_call.answers", "generic.unary"} <= names

@@ -20,3 +20,5 @@ def test_a_rule_gets_its_own_section_before_the_catch_all() -> None:
     assert section("stream.nothing_after_done") == "docs/remote-protocol.md § `done` and its result"
     assert section("on_model_call.stream[flat]").endswith("on_model_call, HOOK_MODE_INTERCEPT")
     assert section("on_acting.drop[flat]").endswith("§ Conformance")
+    assert section("on_model_call.stop[flat]").endswith("§ `done` and its result")
+    assert section("on_reply.stop[agentic]").endswith("§ `done` and its result")

@@ -828,7 +828,9 @@ type InterceptResponse struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The invocation this message answers.
+	// The invocation this message answers: one the agent started on this
+	// stream and that has not ended (by `done`, a final `call_next` or
+	// `verdict`, or the agent's `cancel`).
 	InvocationId string `protobuf:"bytes,1,opt,name=invocation_id,json=invocationId,proto3" json:"invocation_id,omitempty"`
 	// The message.
 	//
@@ -1579,7 +1581,8 @@ type CallNext struct {
 	Overrides isCallNext_Overrides `protobuf_oneof:"overrides"`
 	// The sidecar needs nothing more from this invocation: the agent sends no
 	// items and no outcome, and expects no `done` (pre_only, decided per
-	// invocation). Ignored in HOOK_MODE_PRE_ONLY and HOOK_MODE_OBSERVE.
+	// invocation). Like `done`, it ends the invocation: send nothing more for
+	// it. Ignored in HOOK_MODE_PRE_ONLY and HOOK_MODE_OBSERVE.
 	Final bool `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`
 }
 
@@ -2634,9 +2637,11 @@ type ItemVerdict struct {
 
 	// Drop the item instead of yielding it upstream.
 	Drop bool `protobuf:"varint,1,opt,name=drop,proto3" json:"drop,omitempty"`
-	// The sidecar needs nothing more from this invocation: the rest of the
-	// downstream passes with no message and the agent sends no outcome and
-	// expects no `done`.
+	// The sidecar needs nothing more from this invocation: the item is kept
+	// (unless `drop`), the rest of the downstream passes with no message and
+	// the agent sends no outcome and expects no `done`. Like `done`, it ends
+	// the invocation: send nothing more for it. A hook that needs the
+	// outcome (to answer it, retry or emit after it) never sets it.
 	Final bool `protobuf:"varint,2,opt,name=final,proto3" json:"final,omitempty"`
 }
 

@@ -82,24 +82,45 @@ func (i *Invocation) Mutate(m *pb.StateMutation) error {
 func (i *Invocation) observed() bool { return i.spec.Mode == pb.HookMode_HOOK_MODE_OBSERVE }
 
 // answer sends one message unless the invocation ended or is observed (never answered).
-func (i *Invocation) answer(r *pb.InterceptResponse) error {
+func (i *Invocation) answer(r *pb.InterceptResponse) error { return i.sendLocked(r, false) }
+
+// finish sends the invocation's last message (nil: none) and ends it.
+func (i *Invocation) finish(r *pb.InterceptResponse) { _ = i.sendLocked(r, true) }
+
+// sendLocked checks and sends under the lock, so nothing follows the last message even
+// when End runs on another goroutine.
+func (i *Invocation) sendLocked(r *pb.InterceptResponse, last bool) error {
 	i.mu.Lock()
-	ended := i.ended || i.finished
-	i.mu.Unlock()
-	if ended || i.observed() {
+	defer i.mu.Unlock()
+	if i.ended || i.finished {
+		return nil
+	}
+	i.finished = last
+	if r == nil || i.observed() {
 		return nil
 	}
 	r.InvocationId = i.ID
 	return i.send(r)
 }
 
-func (i *Invocation) finish(r *pb.InterceptResponse) {
-	if r != nil {
-		_ = i.answer(r)
+// ErrEnded is what next returns once End ended the invocation; return it (or nil) from
+// the hook: the done was sent.
+var ErrEnded = errors.New("the hook ended the invocation with End")
+
+// End ends the invocation now with `result` (nil: a plain done), typically while the
+// downstream runs and a deadline of your own passed (docs/remote-protocol.md § Ending a
+// hook while its downstream runs): the agent stops the downstream, drops its remaining
+// items and takes this done as the hook's answer; for an event hook the emits sent so far
+// replace the rest of the downstream. For on_model_call the result must carry a
+// ModelResponse or an Error, and once a stream started an Error or nothing. A blocked next
+// returns ErrEnded and whatever the agent sent meanwhile is ignored. Safe from any
+// goroutine (a time.AfterFunc, an onItem callback); a no-op once the invocation ended.
+func (i *Invocation) End(result *pb.HookDone) {
+	if result == nil {
+		result = &pb.HookDone{}
 	}
-	i.mu.Lock()
-	i.finished = true
-	i.mu.Unlock()
+	i.finish(&pb.InterceptResponse{Message: &pb.InterceptResponse_Done{Done: result}})
+	i.box.put(nil) // wakes a next blocked on the agent's next message
 }
 
 var errCancelled = errors.New("the invocation was cancelled")
@@ -109,6 +130,9 @@ func (i *Invocation) recv() (*pb.InterceptRequest, error) {
 	r, ok := i.box.get(i.ctx)
 	if !ok {
 		return nil, errCancelled
+	}
+	if i.done() {
+		return nil, ErrEnded // End ran: what the agent sent meanwhile is ignored
 	}
 	i.mu.Lock()
 	i.heard = time.Now()
@@ -224,7 +248,7 @@ func (s *service) run(i *Invocation) {
 		}()
 		result, err = s.dispatch(i)
 	}()
-	if errors.Is(err, errCancelled) {
+	if errors.Is(err, errCancelled) || errors.Is(err, ErrEnded) {
 		return
 	}
 	var down *DownstreamError

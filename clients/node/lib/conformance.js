@@ -30,6 +30,14 @@ async function pre(inv, hook) {
 async function events(inv, hook, override, next) {
   const word = await pre(inv, hook);
   if (word === 'short-circuit') return custom(inv, 'conformance.short_circuit');
+  if (word === 'stop') {
+    // Ends at the first item: next rejects with InvocationEnded, the downstream is dropped.
+    return next({}, () => {
+      custom(inv, 'conformance.stopped');
+      inv.end();
+      return false;
+    });
+  }
   if (word === 'retry') {
     try {
       return await next({});
@@ -72,6 +80,7 @@ export const conformance = {
       custom(inv, 'conformance.short_circuit');
       return { message: assistant(inv.invocation.kind, 'short-circuited') };
     }
+    if (word === 'stop') return next(undefined, () => inv.end()); // a plain done: the stream ends
     const overrides = { override: { tool_choice: 'none' }, model: { model: 'fast' } }[word];
     const response = await next(overrides);
     if (word === 'error-after') throw failure('on_model_call');

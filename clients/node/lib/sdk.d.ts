@@ -29,6 +29,12 @@ export interface Invocation {
   mutate(mutation: Message): void;
   /** Replaces the whole state slice. */
   setState(state: Record<string, unknown>): void;
+  /**
+   * Sends `done` now (default `{}`), unasked while the downstream runs (a deadline of your
+   * own): the agent stops the downstream. A pending `next` rejects with InvocationEnded.
+   * on_model_call: `{model_response}` or `{error}`; once a stream started `{error}` or `{}`.
+   */
+  end(done?: Message): void;
 }
 
 /** Runs an event hook's downstream: `onEvent` sees each subscribed event; true drops it. */
@@ -79,6 +85,9 @@ export class MiddlewareError extends Error {
 export class DownstreamError extends Error {
   error: Message;
 }
+
+/** What `next` rejects with after `inv.end()`: let it propagate (the done was sent). */
+export class InvocationEnded extends Error {}
 
 export function describe(mw: Middleware): Message;
 export function middlewareService(mw: Middleware): Record<string, unknown> & {

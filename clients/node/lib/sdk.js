@@ -38,6 +38,13 @@ export class DownstreamError extends Error {
 
 class Cancelled extends Error {}
 
+/** What `next` rejects with once `inv.end()` ended the invocation: let it propagate. */
+export class InvocationEnded extends Error {
+  constructor() {
+    super('the hook ended the invocation with end()');
+  }
+}
+
 function replyError(err) {
   if (err instanceof MiddlewareError) return { reason: err.reason, message: err.message, metadata: err.metadata };
   return { reason: 'MIDDLEWARE_FAILED', message: String(err?.message ?? err) };
@@ -118,6 +125,17 @@ class Invocation {
     this.mutate({ state: toStruct(state) });
   }
 
+  /**
+   * Ends the invocation now with `done` (`{}`: a plain done), typically while the downstream
+   * runs and a deadline of the hook's own passed: the agent stops the downstream and takes
+   * this done as the hook's answer. `next` then rejects with InvocationEnded and whatever
+   * the agent sent meanwhile is ignored. A no-op once the invocation ended.
+   */
+  end(done = {}) {
+    this.finish({ done });
+    this.waiter?.();
+  }
+
   put(request) {
     this.queue.push(request);
     this.waiter?.();
@@ -130,8 +148,9 @@ class Invocation {
   }
 
   async recv() {
-    while (this.queue.length === 0) {
+    while (this.queue.length === 0 || this.finished) {
       if (this.ended) throw new Cancelled();
+      if (this.finished) throw new InvocationEnded(); // end() ran: the rest is ignored
       await new Promise((resolve) => (this.waiter = resolve));
       this.waiter = null;
     }
@@ -257,6 +276,13 @@ class Session {
     }
   }
 
+  /** The grace period is over: its open invocations are cancelled and the stream ends OK. */
+  cut() {
+    for (const inv of this.open.values()) inv.cancel();
+    this.open.clear();
+    if (!this.call.writableEnded) this.call.end();
+  }
+
   receive(request) {
     const id = String(request.invocation_id ?? '');
     if (request.message === 'invocation') return this.start(id, request.invocation);
@@ -280,7 +306,7 @@ class Session {
     this.open.set(id, inv);
     runHook(this.service.mw, method, inv)
       .catch((err) => {
-        if (err instanceof Cancelled) return null;
+        if (err instanceof Cancelled || err instanceof InvocationEnded) return null;
         if (err instanceof DownstreamError) return { done: {} };
         return { done: { error: replyError(err) } };
       })
@@ -386,7 +412,7 @@ export function middlewareService(mw) {
       for (const session of [...service.sessions]) session.endIfIdle();
       return new Promise((resolve) => {
         const timer = setTimeout(() => {
-          for (const session of service.sessions) if (!session.call.writableEnded) session.call.end();
+          for (const session of service.sessions) session.cut();
           resolve();
         }, graceMs);
         drained = () => {

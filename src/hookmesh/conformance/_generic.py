@@ -25,6 +25,11 @@ _SAMPLE_EVENT: dict[int, str] = {
 }
 
 
+_ENDING = ("emit", "mutate", "done")
+"""What may start an unasked done: its emits and mutations, or the done itself."""
+_OBSERVED = "observe mode: the sidecar sends nothing back, no emit, mutate or done"
+
+
 def _kwargs(hook: int) -> dict[str, Any]:
     call = {"id": "c1", "name": "some_tool", "arguments": "{}"}
     kwargs: dict[int, dict[str, Any]] = {
@@ -125,26 +130,64 @@ class Generic:
             if arm in ("done", "final") or spec.mode == pb.HOOK_MODE_PRE_ONLY:
                 await session.silence(SHORT_SILENCE, f"the invocation ended at {arm}")
                 return
-            observe = spec.mode == pb.HOOK_MODE_OBSERVE
-            item = _item(spec.hook, list(spec.subscriptions))
-            if item is not None:
-                await session.send(_req("1", item=item))
-                if observe or item.HasField("chunk"):
-                    await session.silence(SHORT_SILENCE, "an item that is never answered")
-                elif (await session.expect("1", "verdict", "done"))[-1].HasField("done"):
-                    return
-            read_only = _item(spec.hook, list(spec.read_only_subscriptions))
-            if read_only is not None:
-                await session.send(_req("1", item=read_only))
-                await session.silence(SHORT_SILENCE, "read-only items are never answered")
-            await session.send(_req("1", outcome=_outcome(spec.hook)))
-            if observe:
-                await session.silence(SHORT_SILENCE, "an observed invocation is never answered")
-                return
-            await session.expect("1", "done")
-            await session.silence(SHORT_SILENCE, "after done")
+            if spec.mode == pb.HOOK_MODE_OBSERVE:
+                await self._observed(session, spec)
+            elif not await self._items(session, spec):
+                await session.send(_req("1", outcome=_outcome(spec.hook)))
+                await session.expect("1", "done")
+                await session.silence(SHORT_SILENCE, "after done")
         finally:
             session.cancel()
+
+    async def _observed(self, session: Session, spec: pb.HookSpec) -> None:
+        await session.silence(SHORT_SILENCE, _OBSERVED)
+        for names in (spec.subscriptions, spec.read_only_subscriptions):
+            item = _item(spec.hook, list(names))
+            if item is not None:
+                await session.send(_req("1", item=item))
+                await session.silence(SHORT_SILENCE, _OBSERVED)
+        await session.send(_req("1", outcome=_outcome(spec.hook)))
+        await session.silence(SHORT_SILENCE, _OBSERVED)
+
+    async def _items(self, session: Session, spec: pb.HookSpec) -> bool:
+        """A subscribed and a read-only item through; whether the sidecar ended the
+        invocation meanwhile (a done or a final verdict)."""
+        item = _item(spec.hook, list(spec.subscriptions))
+        if item is not None:
+            await session.send(_req("1", item=item))
+            if item.HasField("chunk"):
+                if await self._unanswered(session, spec, "an item that is never answered"):
+                    return True
+            else:
+                answer = (await session.expect("1", "verdict", "done"))[-1]
+                if answer.HasField("done") or answer.verdict.final:
+                    # A final verdict ends the invocation as done does: no outcome follows.
+                    await session.silence(SHORT_SILENCE, "the invocation ended at its verdict")
+                    return True
+        read_only = _item(spec.hook, list(spec.read_only_subscriptions))
+        if read_only is None:
+            return False
+        await session.send(_req("1", item=read_only))
+        return await self._unanswered(session, spec, "read-only items are never answered")
+
+    async def _unanswered(self, session: Session, spec: pb.HookSpec, what: str) -> bool:
+        """Silence, or a done the sidecar sends unasked (after any emits and mutations): it
+        may end the invocation while the downstream runs; the outcome the agent sent before
+        it saw the done then gets no answer. Whether it ended the invocation."""
+        try:
+            await session.silence(SHORT_SILENCE, what)
+            return False
+        except RuleFailure as failure:
+            early = session.last
+            arm = early.WhichOneof("message") if early is not None else None
+            unasked = early is not None and early.invocation_id == "1"
+            if not (unasked and arm in _ENDING and str(failure).startswith("expected silence")):
+                raise
+        if arm != "done":
+            await session.expect("1", "done")
+        await session.send(_req("1", outcome=_outcome(spec.hook)))
+        await session.silence(SHORT_SILENCE, "what the agent sent before it saw the done")
+        return True
 
     async def cancel(self) -> None:
         spec = self.intercepting()

@@ -129,6 +129,11 @@ class ConformanceMiddleware(Middleware):
         if word == "short-circuit":
             yield self._event(agent, "conformance.short_circuit")
             return
+        if word == "stop":
+            async for _ in next_handler():
+                break  # ends the invocation at its first item: the downstream stops
+            yield self._event(agent, "conformance.stopped")
+            return
         if word == "retry":
             try:
                 async for event in next_handler():
@@ -162,9 +167,16 @@ class ConformanceMiddleware(Middleware):
             overrides["model"] = agent.resolve_model("fast")
         result = await next_handler(**overrides)
         if not isinstance(result, ModelResponse):
-            return self._chunks(agent, word, result)
+            return (
+                self._first_chunk(result) if word == "stop" else self._chunks(agent, word, result)
+            )
         self._post(agent, word)
         return result
+
+    async def _first_chunk(self, stream: Any) -> AsyncIterator[Any]:
+        async for chunk in stream:
+            yield chunk
+            return  # the stream ends here: the model call is cancelled
 
     async def _chunks(self, agent: Any, word: str, stream: Any) -> AsyncIterator[Any]:
         async for chunk in stream:

@@ -122,6 +122,12 @@ ACTING = EventHook(
 )
 
 
+REPLY = EventHook(
+    "on_reply", pb.HOOK_ON_REPLY, {"reply": pb.ReplyArgs()}, (_start, lambda: _delta("a"))
+)
+"""Its items are read-only: never answered."""
+
+
 def _check_override(h: EventHook, call_next: pb.CallNext) -> None:
     if h.hook == pb.HOOK_ON_ACTING:
         check(call_next.WhichOneof("overrides") == "acting", "no acting overrides")
@@ -217,6 +223,31 @@ async def final(t: Target, kind: MessageKind, h: EventHook) -> None:
         session.cancel()
 
 
+async def stop(t: Target, kind: MessageKind, h: EventHook) -> None:
+    """A done at the first item (in place of its verdict; unasked for a read-only one) ends
+    the invocation: what the agent sent before it saw the done gets no answer."""
+    session = await _open(t, kind, h.hook, "stop", **h.args)
+    try:
+        await session.expect("1", "call_next")
+        first, *rest = [item() for item in h.items]
+        await session.send(_req("1", item=_item(first)))
+        got = await session.expect("1", "done", "verdict")
+        check(_arm(got[-1]) == "done", "answered the first item with a verdict, not done")
+        check(customs(got) == ["conformance.stopped"], f"before done: emitted {customs(got)}")
+        check(got[-1].done.WhichOneof("result") is None, "the stopping done carries a result")
+        for event in rest:
+            await session.send(_req("1", item=_item(event)))
+        await session.send(_req("1", outcome=_END))
+        await session.silence(SHORT_SILENCE, _ENDED_IGNORES)
+    finally:
+        session.cancel()
+
+
+_ENDED_IGNORES = "what the agent sent before it saw the done is ignored"
+STOPPING_HOOKS = ("on_reply", "on_reasoning", "on_acting", "on_model_call")
+"""The hooks with a `stop` rule: a done while the downstream runs."""
+
+
 def _check_error(done: pb.HookDone, hook: str) -> None:
     check(done.WhichOneof("result") == "error", "done carries no error")
     check(done.error.reason == "CONFORMANCE_ERROR", f"reason {done.error.reason!r}")
@@ -268,11 +299,8 @@ async def retry(t: Target, kind: MessageKind, h: EventHook) -> None:
         session.cancel()
 
 
-_REPLY = {"reply": pb.ReplyArgs()}
-
-
 async def reply_read_only(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REPLY, "emit", **_REPLY)
+    session = await _open(t, kind, pb.HOOK_ON_REPLY, "emit", **REPLY.args)
     try:
         got = await session.expect("1", "call_next")
         check(customs(got) == ["conformance.pre"], f"emitted {customs(got)}")
@@ -284,24 +312,6 @@ async def reply_read_only(t: Target, kind: MessageKind) -> None:
         await session.send(_req("1", outcome=_END))
         got = await session.expect("1", "done")
         check(customs(got) == ["conformance.post"], f"before done: emitted {customs(got)}")
-    finally:
-        session.cancel()
-
-
-async def reply_short_circuit(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REPLY, "short-circuit", **_REPLY)
-    try:
-        got = await session.expect("1", "call_next", "done")
-        check(_arm(got[-1]) == "done", "did not short-circuit with done")
-        check(customs(got) == ["conformance.short_circuit"], f"emitted {customs(got)}")
-    finally:
-        session.cancel()
-
-
-async def reply_error(t: Target, kind: MessageKind) -> None:
-    session = await _open(t, kind, pb.HOOK_ON_REPLY, "error", **_REPLY)
-    try:
-        _check_error((await session.expect("1", "done"))[-1].done, "on_reply")
     finally:
         session.cancel()
 
@@ -359,6 +369,24 @@ async def model_stream(t: Target, kind: MessageKind) -> None:
         await session.send(_req("1", outcome=_END))
         done = (await session.expect("1", "done"))[-1].done
         check(done.WhichOneof("result") is None, "done answering stream_end carries a result")
+    finally:
+        session.cancel()
+
+
+async def model_stop(t: Target, kind: MessageKind) -> None:
+    """A plain done at the first chunk, unasked, ends the stream; the chunks and the
+    stream_end sent before the agent saw it get no answer."""
+    session = await _open(t, kind, pb.HOOK_ON_MODEL_CALL, "stop", **_model_args())
+    try:
+        await session.expect("1", "call_next")
+        await session.send(_req("1", outcome=pb.DownstreamOutcome(stream_start=pb.StreamStart())))
+        await session.send(_req("1", item=pb.DownstreamItem(chunk=pb.ModelChunk(text="one "))))
+        done = (await session.expect("1", "done"))[-1].done
+        result = done.WhichOneof("result")
+        check(result is None, f"done after stream_start carries {result} (only a plain done)")
+        await session.send(_req("1", item=pb.DownstreamItem(chunk=pb.ModelChunk(text="two"))))
+        await session.send(_req("1", outcome=_END))
+        await session.silence(SHORT_SILENCE, _ENDED_IGNORES)
     finally:
         session.cancel()
 
@@ -469,13 +497,17 @@ KIND_RULES: dict[str, Rule] = {
             ("error_after", error_after),
             ("downstream_error", downstream_error),
             ("retry", retry),
+            ("stop", stop),
         )
     },
     "on_reply.read_only": reply_read_only,
-    "on_reply.short_circuit": reply_short_circuit,
-    "on_reply.error": reply_error,
+    **{
+        f"on_reply.{name}": _on(REPLY, rule)
+        for name, rule in (("short_circuit", short_circuit), ("error", error), ("stop", stop))
+    },
     "on_model_call.full": model_full,
     "on_model_call.stream": model_stream,
+    "on_model_call.stop": model_stop,
     "on_model_call.short_circuit": model_short_circuit,
     "on_model_call.override": model_tool_choice,
     "on_model_call.model": model_override,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import grpc
 
 from hookmesh.conformance._generic import Generic
-from hookmesh.conformance._rules import KIND_RULES, Target
+from hookmesh.conformance._rules import KIND_RULES, STOPPING_HOOKS, Target
 from hookmesh.conformance._session import RuleFailure
 from hookmesh.conformance._stream_rules import STREAM_RULES, token_required
 from hookmesh.schema import MessageKind
@@ -21,6 +21,7 @@ DOC = "docs/remote-protocol.md"
 
 _SECTIONS: tuple[tuple[str, str], ...] = (
     ("stream.nothing_after_done", "`done` and its result"),
+    *((f"{hook}.stop", "`done` and its result") for hook in STOPPING_HOOKS),
     ("stream.", "The Intercept stream"),
     ("generic.stream.", "The Intercept stream"),
     ("generic.describe", "What Describe declares"),

@@ -77,7 +77,8 @@ class Session:
     """One Intercept call to the sidecar under test, read by a background task.
 
     It keeps the reply id of each invocation it started (an emit for another reply breaks
-    the protocol) and the invocations the sidecar ended (nothing may follow their `done`).
+    the protocol; a message for an invocation it never started too) and the invocations the
+    sidecar ended (nothing may follow their `done`, or a `final` call_next or verdict).
     """
 
     def __init__(self, stub: Any, metadata: tuple[tuple[str, str], ...], timeout: float) -> None:
@@ -88,7 +89,8 @@ class Session:
         self.last: pb.InterceptResponse | None = None
         """The last message the sidecar sent."""
         self.replies: dict[str, str] = {}
-        self.ended: set[str] = set()
+        self.ended: dict[str, str] = {}
+        """Invocation id → what the sidecar ended it with."""
 
     async def _read(self) -> None:
         try:
@@ -101,7 +103,7 @@ class Session:
     async def send(self, request: pb.InterceptRequest) -> None:
         if request.WhichOneof("message") == "invocation":
             self.replies[request.invocation_id] = request.invocation.reply_id
-            self.ended.discard(request.invocation_id)
+            self.ended.pop(request.invocation_id, None)
         try:
             await self.call.write(request)
         except grpc.aio.AioRpcError as exc:
@@ -115,12 +117,22 @@ class Session:
         iid = message.invocation_id
         arm = message.WhichOneof("message")
         check(
+            iid in self.replies,
+            f"sent {arm} for invocation {iid!r}, which the agent never started on this stream "
+            "(stream.only_started_invocations: answer only invocations the agent sent)",
+        )
+        check(
             iid not in self.ended,
-            f"sent {arm} for invocation {iid!r} after its done "
-            "(stream.nothing_after_done: one done ends an invocation)",
+            f"sent {arm} for invocation {iid!r} after its {self.ended.get(iid)} "
+            "(stream.nothing_after_done: one done, or a final call_next or verdict, ends an "
+            "invocation)",
         )
         if arm == "done":
-            self.ended.add(iid)
+            self.ended[iid] = "done"
+        elif arm == "call_next" and message.call_next.final:
+            self.ended[iid] = "final call_next"
+        elif arm == "verdict" and message.verdict.final:
+            self.ended[iid] = "final verdict"
         if arm == "emit" and message.emit.reply_id:
             expected = self.replies.get(iid, "")
             check(

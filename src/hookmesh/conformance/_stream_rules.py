@@ -8,14 +8,12 @@ import uuid
 
 import grpc
 
-from hookmesh.conformance._rules import SHORT_SILENCE, Target, _req
+from hookmesh.conformance._rules import _END, _REASONING, SHORT_SILENCE, Target, _req
 from hookmesh.conformance._session import RuleFailure, check, invocation, last_state, struct
 from hookmesh.schema import make_text, message_to_proto
 from hookmesh.v1 import content_pb2
 from hookmesh.v1 import middleware_pb2 as pb
 
-_REASONING = {"reasoning": pb.ReasoningArgs(tool_choice="auto")}
-_END = pb.DownstreamOutcome(stream_end=pb.StreamEnd())
 CANCEL_SILENCE = 1.5
 """Seconds a cancelled invocation must stay unanswered (a late answer is still an answer)."""
 _EXPECTED_HOOKS = {

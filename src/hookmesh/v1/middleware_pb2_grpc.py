@@ -85,7 +85,8 @@ class MiddlewareServiceStub:
     In HOOK_MODE_PRE_ONLY the invocation ends at `call_next` (or `done`),
     subscriptions are ignored and nothing more is sent. In HOOK_MODE_OBSERVE
     the agent never waits: it sends the invocation, subscribed items and the
-    outcome, and ignores every answer; a sidecar should send none.
+    outcome, and ignores every answer; a sidecar sends none (no emit,
+    mutate or done: an observer cannot change the reply).
     5. Every message the agent waits for has a deadline
     (HookInvocation.message_timeout, counted from the agent's previous
     message). `done` with an error, a missed deadline, a broken stream or a
@@ -227,7 +228,8 @@ class MiddlewareServiceServicer:
     In HOOK_MODE_PRE_ONLY the invocation ends at `call_next` (or `done`),
     subscriptions are ignored and nothing more is sent. In HOOK_MODE_OBSERVE
     the agent never waits: it sends the invocation, subscribed items and the
-    outcome, and ignores every answer; a sidecar should send none.
+    outcome, and ignores every answer; a sidecar sends none (no emit,
+    mutate or done: an observer cannot change the reply).
     5. Every message the agent waits for has a deadline
     (HookInvocation.message_timeout, counted from the agent's previous
     message). `done` with an error, a missed deadline, a broken stream or a
@@ -408,7 +410,8 @@ class MiddlewareService:
     In HOOK_MODE_PRE_ONLY the invocation ends at `call_next` (or `done`),
     subscriptions are ignored and nothing more is sent. In HOOK_MODE_OBSERVE
     the agent never waits: it sends the invocation, subscribed items and the
-    outcome, and ignores every answer; a sidecar should send none.
+    outcome, and ignores every answer; a sidecar sends none (no emit,
+    mutate or done: an observer cannot change the reply).
     5. Every message the agent waits for has a deadline
     (HookInvocation.message_timeout, counted from the agent's previous
     message). `done` with an error, a missed deadline, a broken stream or a

@@ -96,6 +96,12 @@ func events(inv *sidecar.Invocation, hook string, override *pb.CallNext, next si
 	case "short-circuit":
 		emit(inv, "conformance.short_circuit")
 		return nil
+	case "stop":
+		return next(nil, func(*pb.AgentEvent) bool {
+			emit(inv, "conformance.stopped")
+			inv.End(nil) // next returns ErrEnded: the rest of the downstream is dropped
+			return false
+		})
 	case "override":
 		over = override
 	case "final":
@@ -147,6 +153,8 @@ func (conformance) OnModelCall(inv *sidecar.Invocation, _ *pb.ModelCallArgs, nex
 	case "model":
 		fast := "fast"
 		over = &pb.ModelCallOverrides{Model: &fast}
+	case "stop":
+		return next(nil, func(*pb.ModelChunk) { inv.End(nil) }) // a plain done: the stream ends
 	}
 	resp, err := next(over, nil)
 	if err != nil {
