@@ -1,11 +1,16 @@
 """`AdminService.ForgetUser`: a user's sessions, reply journals, A2A tasks and memories are
 erased (checked in the databases themselves, not through the API), another user's stay, the
 receipt counts what was made, a second call is a no-op; only admins may call, and a running
-reply of the user refuses the call."""
+reply of the user refuses the call.
+
+`AdminService.ExportUser`: the same stores' records of one user (as many as the databases
+hold, with the words of the replies), none of another's, in bounded batches whatever the page
+sizes; an unknown user exports nothing; the CLI writes them as JSON Lines."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 import sys
@@ -23,7 +28,9 @@ from hookmesh.memory import MemoryScope, knowledge_base_of
 from hookmesh.schema import ReplyStartEvent
 from hookmesh.services.a2a._tasks import open_task_store
 from hookmesh.services.agent import AgentService, load_config, start_agent_service
+from hookmesh.services.agent import _export as exporting
 from hookmesh.services.memory import load_memory_config, start_memory_service
+from hookmesh.v1 import admin_pb2, admin_pb2_grpc
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.mesh_app import PARK, Gate
 from tests.session_backends import SessionBackend
@@ -311,3 +318,133 @@ async def test_the_cli_prints_the_receipt(stack: Stack, monkeypatch: pytest.Monk
     assert lines[0] == "a2a.tasks: 0 deleted"
     assert "agent.sessions: 1 deleted" in lines
     assert lines[-1] == "forgot 'alice' in 5 stores"
+
+
+async def _made(stack: Stack) -> tuple[list[str], list[str]]:
+    """Alice's and Bob's data in every store: sessions from real replies, A2A tasks of
+    their sessions, memories; their session ids."""
+    alice = await _converse(stack, "alice-token", 2)
+    bob = await _converse(stack, "bob-token", 1)
+    await _remember(stack, "alice-token", "alice", ["alice drinks green tea", "alice owns a cat"])
+    await _remember(stack, "bob-token", "bob", ["bob cycles to work"])
+    for session in (*alice, *bob):
+        await _task(stack, session)
+    return alice, bob
+
+
+async def _exported(stack: Stack, user: str) -> list[tuple[str, dict[str, Any]]]:
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        return [(store, json.loads(line)) async for store, line in ops.export_user(user)]
+
+
+async def test_export_hands_over_what_every_store_holds_of_the_user(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    alice, bob = await _made(stack)
+    held = await _rows(stack, "alice", alice)
+    with caplog.at_level(logging.INFO, logger="hookmesh.audit"):
+        records = await _exported(stack, "alice")
+    audited = [r.getMessage() for r in caplog.records if r.name == "hookmesh.audit"]
+
+    stores = [store for store, _ in records]
+    order = ["agent.sessions", "agent.replies", "agent.reply_events", "a2a.tasks"]
+    order.append("memory.memories")
+    assert sorted(set(stores), key=stores.index) == order
+    assert stores == sorted(stores, key=order.index)
+    counts = {store: stores.count(store) for store in order}
+    assert counts == held
+    by_store = {s: [r for t, r in records if t == s] for s in order}
+    assert [r["session_id"] for r in by_store["agent.sessions"]] == sorted(alice)
+    said = json.dumps(by_store["agent.sessions"])
+    assert "remember turn 0" in said and "remember turn 1" in said
+    events = by_store["agent.reply_events"]
+    assert {e["session_id"] for e in events} == set(alice)
+    assert all(e["event"] for e in events)
+    keys = [(e["session_id"], e["reply_id"], e["seq"]) for e in events]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert {r["status"] for r in by_store["agent.replies"]} == {"ended"}
+    assert sorted(t["context_id"] for t in by_store["a2a.tasks"]) == sorted(alice)
+    assert by_store["a2a.tasks"][0]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert sorted(m["text"] for m in by_store["memory.memories"]) == [
+        "alice drinks green tea",
+        "alice owns a cat",
+    ]
+    everything = json.dumps(records)
+    assert "bob" not in everything and not any(sid in everything for sid in bob)
+    assert audited == [
+        "export user 'alice' by 'ops': " + ", ".join(f"{s}={counts[s]}" for s in order)
+    ]
+
+
+async def test_export_batches_stay_bounded_and_pages_lose_nothing(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _made(stack)
+    whole = await _exported(stack, "alice")
+    monkeypatch.setattr(exporting, "BATCH_RECORDS", 3)
+    monkeypatch.setattr(exporting, "_SESSION_PAGE", 1)
+    monkeypatch.setattr(exporting, "_ROW_PAGE", 2)
+    monkeypatch.setattr(exporting, "_MEMORY_PAGE", 1)
+    async with grpc.aio.insecure_channel(stack.target) as channel:
+        call = admin_pb2_grpc.AdminServiceStub(channel).ExportUser(
+            admin_pb2.ExportUserRequest(user_id="alice"),
+            timeout=SHORT_TIMEOUT,
+            metadata=(("authorization", "Bearer ops-token"),),
+        )
+        batches = [list(response.records) async for response in call]
+    assert len(batches) > len(whole) // 3 and all(1 <= len(b) <= 3 for b in batches)
+    paged = [(r.store, json.loads(r.json)) for batch in batches for r in batch]
+    assert paged == whole
+
+
+async def test_export_of_an_unknown_user_is_empty_and_bad_input_refused(stack: Stack) -> None:
+    await _made(stack)
+    assert await _exported(stack, "carol") == []
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        for bad in ("", "a\nb", "x" * 129):
+            with pytest.raises(AgentClientError) as refused:
+                _ = [r async for r in ops.export_user(bad)]
+            assert (refused.value.code, refused.value.reason) == (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "INVALID_USER_ID",
+            )
+            assert [v.field for v in refused.value.violations] == ["user_id"]
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="bob-token") as bob:
+        with pytest.raises(AgentClientError) as denied:
+            _ = [r async for r in bob.export_user("alice")]
+    assert (denied.value.code, denied.value.reason) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "ADMIN_ONLY",
+    )
+
+
+async def test_export_after_forget_is_empty(stack: Stack) -> None:
+    await _made(stack)
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        await ops.forget_user("alice")
+    assert await _exported(stack, "alice") == []
+    assert {store for store, _ in await _exported(stack, "bob")} >= {"agent.sessions", "a2a.tasks"}
+
+
+async def test_the_cli_writes_the_export_as_json_lines(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _made(stack)
+    whole = await _exported(stack, "alice")
+    monkeypatch.setenv("OPS_TOKEN", "ops-token")
+    out = tmp_path / "alice.jsonl"
+    export = ("admin", "export", "--user", "alice", "-o", str(out), "--target", stack.target)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hookmesh.cli", *export, "--token-env", "OPS_TOKEN",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(SHORT_TIMEOUT * 3):
+        printed, err = await process.communicate()
+    assert (process.returncode, err) == (0, b"")
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(line["store"], line["record"]) for line in lines] == whole
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert not out.with_name("alice.jsonl.partial").exists()
+    summary = printed.decode().splitlines()
+    assert summary[0] == "agent.sessions: 2 records"
+    assert summary[-1] == f"exported {len(whole)} records of 'alice' to {out}"

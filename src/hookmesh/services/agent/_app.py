@@ -16,6 +16,7 @@ from hookmesh.models import build_model
 from hookmesh.server import RunningServer, Service, start_server
 from hookmesh.services.agent._chain import build_chain
 from hookmesh.services.agent._config import AgentServiceConfig, SessionsConfig
+from hookmesh.services.agent._export import UserExporter
 from hookmesh.services.agent._forget import UserEraser
 from hookmesh.services.agent._open import open_store
 from hookmesh.services.agent._reload import AdminServicer, ConfigSource, MiddlewareReloader
@@ -169,7 +170,12 @@ async def start_agent_service(
         takeover = asyncio.create_task(servicer.desk.take_over())
         stack.push_async_callback(_cancel, takeover)
         reloader = MiddlewareReloader(servicer, reload_from, sidecars or {})
-        admin = AdminServicer(reloader, config.admin_principals, UserEraser(store, config.erasure))
+        admin = AdminServicer(
+            reloader,
+            config.admin_principals,
+            UserEraser(store, config.erasure),
+            UserExporter(store, config.erasure),
+        )
         server = await start_server(
             [
                 Service(SERVICE_NAME, servicer, _agent_grpc.add_AgentServiceServicer_to_server),
