@@ -448,3 +448,98 @@ async def test_the_cli_writes_the_export_as_json_lines(
     summary = printed.decode().splitlines()
     assert summary[0] == "agent.sessions: 2 records"
     assert summary[-1] == f"exported {len(whole)} records of 'alice' to {out}"
+
+
+FILE_MODEL = {
+    "type": "scripted",
+    "per_reply": True,
+    "turns": [
+        {
+            "tool_calls": [
+                {
+                    "name": "write_memory",
+                    "arguments": {
+                        "name": "diet",
+                        "description": "what the user eats",
+                        "type": "user",
+                        "content": "vegetarian",
+                    },
+                },
+                {"name": "long_report", "arguments": {}},
+            ]
+        },
+        "done",
+    ],
+}
+
+
+@pytest.fixture
+async def files_agent(
+    session_backend: SessionBackend, tmp_path: Path
+) -> AsyncIterator[tuple[Stack, Path, Path]]:
+    """An agent whose middlewares keep files per user: file memory and offloaded output."""
+    (tmp_path / "tokens").write_text(TOKENS)
+    memory_root, offload_root = tmp_path / "memory", tmp_path / "offload"
+    builtin = "hookmesh.middleware.builtin"
+    config = session_backend.config(
+        auth={"token_file": str(tmp_path / "tokens")},
+        admin_principals=["ops"],
+        models={"default": FILE_MODEL},
+        tools=["tests.service_tools:long_report"],
+        middlewares=[
+            {
+                "type": "local",
+                "import": f"{builtin}:FileMemoryMiddleware",
+                "params": {"root": str(memory_root), "per_user": True},
+            },
+            {
+                "type": "local",
+                "import": f"{builtin}:ReductionMiddleware",
+                "params": {"root_dir": str(offload_root), "max_length": 100, "preview_chars": 20},
+            },
+        ],
+    )
+    agent = await start_agent_service(load_config(None, **config), address="127.0.0.1:0")
+    try:
+        stack = Stack(agent, session_backend, "", tmp_path / "unused", "")
+        yield stack, memory_root, offload_root
+    finally:
+        await agent.stop(None)
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+
+
+async def test_forget_and_export_reach_the_middlewares_files_of_the_user(
+    files_agent: tuple[Stack, Path, Path],
+) -> None:
+    from hookmesh.middleware import user_folder
+
+    stack, memory_root, offload_root = files_agent
+    await _converse(stack, "alice-token", 1)
+    await _converse(stack, "bob-token", 1)
+    alice, bob = user_folder("alice"), user_folder("bob")
+    assert _files(memory_root / alice) == ["MEMORY.md", "diet.md"]
+    assert _files(memory_root / bob) == ["MEMORY.md", "diet.md"]
+    [report] = _files(offload_root / alice)
+    assert len(_files(offload_root / bob)) == 1
+
+    exported = await _exported(stack, "alice")
+    memory_files = [r for s, r in exported if s == "file_memory.files"]
+    assert [r["file"] for r in memory_files] == ["MEMORY.md", "diet.md"]
+    assert "vegetarian" in memory_files[1]["text"]
+    [offloaded] = [r for s, r in exported if s == "offload.files"]
+    assert offloaded["text"] == "report line\n" * 40
+    assert offloaded["location"].endswith(report) and alice in offloaded["location"]
+    assert bob not in json.dumps(exported)
+
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        receipt = dict(await ops.forget_user("alice"))
+        again = dict(await ops.forget_user("alice"))
+    assert (receipt["file_memory.files"], receipt["offload.files"]) == (2, 1)
+    assert (again["file_memory.files"], again["offload.files"]) == (0, 0)
+    assert not (memory_root / alice).exists() and not (offload_root / alice).exists()
+    assert _files(memory_root / bob) == ["MEMORY.md", "diet.md"]
+    assert len(_files(offload_root / bob)) == 1
+    assert await _exported(stack, "alice") == []

@@ -173,8 +173,8 @@ async def start_agent_service(
         admin = AdminServicer(
             reloader,
             config.admin_principals,
-            UserEraser(store, config.erasure),
-            UserExporter(store, config.erasure),
+            UserEraser(store, config.erasure, lambda: servicer.chain.middlewares),
+            UserExporter(store, config.erasure, lambda: servicer.chain.middlewares),
         )
         server = await start_server(
             [

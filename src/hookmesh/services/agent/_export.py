@@ -17,7 +17,7 @@ from hookmesh.errors import RequestError
 from hookmesh.memory import Memory, MemoryScope
 from hookmesh.services.a2a import export_tasks
 from hookmesh.services.agent._config import ErasureConfig, secret
-from hookmesh.services.agent._forget import check_user
+from hookmesh.services.agent._forget import Middlewares, check_user, user_data_holders
 from hookmesh.services.agent._store import EXPORT_TABLES, SessionStore
 from hookmesh.v1 import agent_pb2 as _agent_pb2
 from hookmesh.v1 import event_pb2 as _event_pb2
@@ -101,11 +101,15 @@ class UserExporter:
     Args:
         store: The agent service's session store.
         config: Where the A2A tasks and the memory service are (as for erasure).
+        middlewares: The current chain's middlewares; those that hold user data are read.
     """
 
-    def __init__(self, store: SessionStore, config: ErasureConfig) -> None:
+    def __init__(
+        self, store: SessionStore, config: ErasureConfig, middlewares: Middlewares = list
+    ) -> None:
         self.store = store
         self.config = config
+        self.middlewares = middlewares
 
     async def batches(self, user_id: str, caller: str) -> AsyncIterator[list[Record]]:
         """The user's records in export order, in batches of at most `BATCH_RECORDS` and
@@ -141,6 +145,7 @@ class UserExporter:
         return (
             *EXPORT_TABLES,
             *(("a2a.tasks",) if self.config.a2a_task_store is not None else ()),
+            *(s for holder in user_data_holders(self.middlewares) for s in holder.user_stores()),
             *(("memory.memories",) if self.config.memory is not None else ()),
         )
 
@@ -158,6 +163,12 @@ class UserExporter:
                         yield "a2a.tasks", task
             except OSError as exc:
                 raise _unreachable("a2a.tasks", str(exc)) from None
+        for holder in user_data_holders(self.middlewares):
+            try:
+                async for record in holder.export_user(user):
+                    yield record
+            except OSError as exc:
+                raise _unreachable(", ".join(holder.user_stores()), str(exc)) from None
         if self.config.memory is not None:
             async for memory in self._memories(user):
                 yield "memory.memories", _memory_record(memory)

@@ -8,7 +8,15 @@ import re
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.middleware import ActingArgs, ActingNext, AgentView, CompressArgs, CompressNext
+from hookmesh.middleware import (
+    ActingArgs,
+    ActingNext,
+    AgentView,
+    CompressArgs,
+    CompressNext,
+    UserRecord,
+    user_folder,
+)
 from hookmesh.middleware._base import (
     FailureMode,
     Middleware,
@@ -26,7 +34,7 @@ from hookmesh.schema import (
     tool_calls,
     tool_results,
 )
-from hookmesh.tools import Tool, tool
+from hookmesh.tools import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
     pass
@@ -44,6 +52,10 @@ _CLEARED_TEXT = "[Old tool result cleared to save context.]"
 _DEFAULT_READ_CHARS = 10_000
 _TRUNCATED_HEAD = "[hookmesh: output truncated"
 _POINTER = re.compile(re.escape(_TRUNCATED_HEAD) + r"[^\n]*\n([^\n]+)\n")
+
+
+OFFLOAD_STORE = "offload.files"
+"""The store name offloaded output has in erasure receipts and exports."""
 
 
 def _count(name: str, value: Any, minimum: int) -> int:
@@ -79,6 +91,12 @@ class ReductionMiddleware(Middleware):
     State: a per-reply count of cleared results in ``middle_context["reduction"][reply_id]``
     (``cleared``); the files live in the store. A ``hookmesh.reduction.cleared`` custom
     event reports each clearing pass.
+
+    Per user: a reply with a user (`AgentView.user_id`, the agent service's caller) offloads
+    under that user's folder (``<root>/user-<hash>/``, `user_folder`), so the agent
+    service's `ForgetUser` and `ExportUser` reach its files (``offload.files``, with a
+    `FileStore`), and its read tool reads only that folder or files outside every user's
+    folder (those of replies without a user, and those offloaded before this layout).
 
     Not supported: truncating media; offloading media of cleared results (it is dropped);
     streaming a long result's deltas to the consumer as they come (they are held until the
@@ -238,7 +256,7 @@ class ReductionMiddleware(Middleware):
         assert self.max_length is not None
         if len(full) <= self.max_length:
             return held
-        location = await self._offload(("truncated", agent.reply_id, call_id), full)
+        location = await self._offload(_key(agent, "truncated", call_id), full)
         pointer = (
             f"{_TRUNCATED_HEAD}: showing the first {self.preview_chars} of {len(full)} "
             f"characters.{self._where(location)}]"
@@ -352,7 +370,7 @@ class ReductionMiddleware(Middleware):
         found = _POINTER.findall(text)
         if found:
             return str(found[-1])
-        return await self._offload(("cleared", agent.reply_id, result.call_id), text)
+        return await self._offload(_key(agent, "cleared", result.call_id), text)
 
     # --- read-back tool -------------------------------------------------------------------
 
@@ -361,7 +379,10 @@ class ReductionMiddleware(Middleware):
         cap = self.max_length or _DEFAULT_READ_CHARS * 5  # a page never needs truncating
 
         async def read_tool_output(
-            path: str, offset: int = 0, limit: int = _DEFAULT_READ_CHARS
+            path: str,
+            offset: int = 0,
+            limit: int = _DEFAULT_READ_CHARS,
+            context: ToolContext[AgentView] | None = None,
         ) -> str:
             """Read tool output that was saved to a file because it was too long.
 
@@ -371,6 +392,8 @@ class ReductionMiddleware(Middleware):
                 limit: How many characters to read at most.
             """
             try:
+                if isinstance(store, FileStore):
+                    _check_reader(store, path, context.agent.user_id if context else "")
                 text = await store.read(path)
             except (ValueError, LookupError) as exc:
                 raise ValueError(f"no saved tool output at {path!r} ({exc})") from None
@@ -385,6 +408,41 @@ class ReductionMiddleware(Middleware):
 
         made: Tool = tool(read_tool_output, name=name, read_only=True, concurrency_safe=True)
         return made
+
+    # --- the user's files (HoldsUserData) -----------------------------------------------------
+
+    def user_stores(self) -> tuple[str, ...]:
+        """``offload.files`` with a `FileStore`; another store is not reached."""
+        return (OFFLOAD_STORE,) if isinstance(self.store, FileStore) else ()
+
+    async def forget_user(self, user_id: str) -> list[tuple[str, int]]:
+        """Delete the user's folder of offloaded output."""
+        if not isinstance(self.store, FileStore):
+            return []
+        return [(OFFLOAD_STORE, await self.store.delete_folder(user_folder(user_id)))]
+
+    async def export_user(self, user_id: str) -> AsyncIterator[UserRecord]:
+        """Each offloaded output of the user: its ``location`` and ``text``."""
+        if isinstance(self.store, FileStore):
+            async for location, text in self.store.folder_texts(user_folder(user_id)):
+                yield OFFLOAD_STORE, {"location": location, "text": text}
+
+
+def _key(agent: AgentView, kind: str, call_id: str) -> tuple[str, ...]:
+    """Where one output is offloaded: under the reply's user's folder when it has one."""
+    head = (user_folder(agent.user_id),) if agent.user_id else ()
+    return (*head, kind, agent.reply_id, call_id)
+
+
+def _check_reader(store: FileStore, location: str, user_id: str) -> None:
+    """Refuse a location in another user's folder.
+
+    Raises:
+        ValueError: It lies in a user folder that is not `user_id`'s, or not under the root.
+    """
+    top = store.top_folder(location)
+    if top.startswith("user-") and top != (user_folder(user_id) if user_id else ""):
+        raise ValueError("it belongs to another user")
 
 
 def _worth_clearing(result: ToolResult) -> bool:
