@@ -23,13 +23,21 @@ from typing import Any
 import grpc
 import pytest
 
-from hookmesh.client import AdminClient, AgentClient, AgentClientError, MemoryClient
+from hookmesh.client import (
+    AdminClient,
+    AgentClient,
+    AgentClientError,
+    MemoryClient,
+    RetrievalClient,
+)
 from hookmesh.memory import MemoryScope, knowledge_base_of
+from hookmesh.retrieval import Document
 from hookmesh.schema import ReplyStartEvent
 from hookmesh.services.a2a._tasks import open_task_store
 from hookmesh.services.agent import AgentService, load_config, start_agent_service
 from hookmesh.services.agent import _export as exporting
 from hookmesh.services.memory import load_memory_config, start_memory_service
+from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
 from hookmesh.v1 import admin_pb2, admin_pb2_grpc
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.mesh_app import PARK, Gate
@@ -37,7 +45,7 @@ from tests.session_backends import SessionBackend
 
 pytestmark = pytest.mark.timeout(180)
 
-TOKENS = "ops:ops-token\nalice:alice-token\nbob:bob-token\nagent:agent-token\n"
+TOKENS = "ops:ops-token\nalice:alice-token\nbob:bob-token\ncarol:carol-token\nagent:agent-token\n"
 
 
 @dataclass
@@ -50,6 +58,9 @@ class Stack:
     a2a_url: str
     memory_db: Path
     memory_target: str
+    retrieval_target: str = ""
+    retrieval_url: str = ""
+    retrieval_namespace: str = ""
 
     @property
     def target(self) -> str:
@@ -81,9 +92,20 @@ async def stack(
         ),
         address="127.0.0.1:0",
     )
-    a2a_url = (
-        f"sqlite:///{tmp_path}/a2a.db" if session_backend.name == "sqlite" else session_backend.url
+    sqlite = session_backend.name == "sqlite"
+    retrieval_url = f"sqlite:///{tmp_path}/kb.db" if sqlite else session_backend.url
+    retrieval_namespace = f"{session_backend.namespace}_kb"
+    retrieval = await start_retrieval_service(
+        load_retrieval_config(
+            None,
+            store=retrieval_url,
+            namespace=retrieval_namespace,
+            auth={**auth, "trusted_gateways": ["agent"]},
+            grace_seconds=0.5,
+        ),
+        address="127.0.0.1:0",
     )
+    a2a_url = f"sqlite:///{tmp_path}/a2a.db" if sqlite else session_backend.url
     await (await open_task_store(a2a_url, max_tasks=1000)).close()  # as an A2A server starts
     monkeypatch.setenv("TEST_MEMORY_TOKEN", "agent-token")
     gated = {"type": "local", "import": "tests.mesh_app:GateMiddleware"}
@@ -95,15 +117,27 @@ async def stack(
             "a2a_task_store": a2a_url,
             "memory": f"127.0.0.1:{memory.port}",
             "memory_token_env": "TEST_MEMORY_TOKEN",
+            "retrieval": f"127.0.0.1:{retrieval.port}",
+            "retrieval_token_env": "TEST_MEMORY_TOKEN",
         },
     )
     agent = await start_agent_service(load_config(None, **config), address="127.0.0.1:0")
     try:
-        yield Stack(agent, session_backend, a2a_url, memory_db, f"127.0.0.1:{memory.port}")
+        yield Stack(
+            agent,
+            session_backend,
+            a2a_url,
+            memory_db,
+            f"127.0.0.1:{memory.port}",
+            f"127.0.0.1:{retrieval.port}",
+            retrieval_url,
+            retrieval_namespace,
+        )
     finally:
         gate.open()
         await agent.stop(None)
         await memory.stop(None)
+        await retrieval.stop(None)
 
 
 async def _converse(stack: Stack, token: str, turns: int) -> list[str]:
@@ -120,6 +154,15 @@ async def _converse(stack: Stack, token: str, turns: int) -> list[str]:
 async def _remember(stack: Stack, token: str, user: str, facts: list[str]) -> None:
     async with MemoryClient(stack.memory_target, timeout=SHORT_TIMEOUT, token=token) as memory:
         await memory.add(MemoryScope(user_id=user), facts=facts)
+
+
+async def _documents(stack: Stack, token: str, base: str, docs: dict[str, str]) -> None:
+    """The token's user ingests `docs` (id → text) into `base` (made when missing)."""
+    async with RetrievalClient(stack.retrieval_target, timeout=SHORT_TIMEOUT, token=token) as kb:
+        if base not in {k.name for k in await kb.list_knowledge_bases()}:
+            await kb.create_knowledge_base(base)
+        report = await kb.ingest(base, [Document(i, text) for i, text in docs.items()])
+        assert not report.errors
 
 
 async def _task(stack: Stack, context_id: str) -> None:
@@ -168,6 +211,13 @@ async def _rows(stack: Stack, user: str, sessions: list[str]) -> dict[str, int]:
         f"SELECT count(*) FROM tasks WHERE context_id IN ({marks})",
         tuple(sessions),
     )
+    documents = (
+        "documents" if stack.retrieval_url.startswith("sqlite") else
+        f"{stack.retrieval_namespace}.documents"
+    )  # fmt: skip
+    counts["retrieval.documents"] = await _sql(
+        stack, stack.retrieval_url, f"SELECT count(*) FROM {documents} WHERE owner = %s", (user,)
+    )
     with sqlite3.connect(stack.memory_db) as db:
         (counts["memory.memories"],) = db.execute(
             "SELECT count(*) FROM documents d JOIN knowledge_bases k ON d.kb_id = k.id"
@@ -187,6 +237,9 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
     for session in alice:
         await _task(stack, session)
     await _task(stack, bob[0])
+    await _documents(stack, "alice-token", "shared", {"a1": "alice plants tulips"})
+    await _documents(stack, "alice-token", "diary", {"a2": "alice dreams of tulips"})
+    await _documents(stack, "bob-token", "shared", {"b1": "bob plants tulips"})
     made = await _rows(stack, "alice", alice)
     bob_before = await _rows(stack, "bob", bob)
     assert made["agent.sessions"] == 2 and made["a2a.tasks"] == 2
@@ -203,6 +256,7 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
         ("agent.reply_events", made["agent.reply_events"]),
         ("agent.replies", made["agent.replies"]),
         ("agent.sessions", 2),
+        ("retrieval.documents", 2),
         ("memory.memories", 2),
     ]
     assert await _rows(stack, "alice", alice) == dict.fromkeys(made, 0)
@@ -214,6 +268,14 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
     with sqlite3.connect(stack.memory_db) as db:
         (left,) = db.execute("SELECT count(*) FROM chunks WHERE text LIKE '%tea%'").fetchone()
     assert left == 0
+    chunks = (
+        "chunks"
+        if stack.retrieval_url.startswith("sqlite")
+        else (f"{stack.retrieval_namespace}.chunks")
+    )
+    sql = f"SELECT count(*) FROM {chunks} WHERE text LIKE %s"
+    assert await _sql(stack, stack.retrieval_url, sql, ("alice%",)) == 0
+    assert await _sql(stack, stack.retrieval_url, sql, ("bob%",)) == 1
 
 
 async def test_only_admin_principals_may_forget(stack: Stack) -> None:
@@ -317,7 +379,7 @@ async def test_the_cli_prints_the_receipt(stack: Stack, monkeypatch: pytest.Monk
     lines = out.decode().splitlines()
     assert lines[0] == "a2a.tasks: 0 deleted"
     assert "agent.sessions: 1 deleted" in lines
-    assert lines[-1] == "forgot 'alice' in 5 stores"
+    assert lines[-1] == "forgot 'alice' in 6 stores"
 
 
 async def _made(stack: Stack) -> tuple[list[str], list[str]]:
@@ -329,6 +391,9 @@ async def _made(stack: Stack) -> tuple[list[str], list[str]]:
     await _remember(stack, "bob-token", "bob", ["bob cycles to work"])
     for session in (*alice, *bob):
         await _task(stack, session)
+    await _documents(stack, "alice-token", "shared", {"a1": "alice plants tulips"})
+    await _documents(stack, "alice-token", "diary", {"a2": "alice dreams of tulips"})
+    await _documents(stack, "bob-token", "shared", {"b1": "bob plants tulips"})
     return alice, bob
 
 
@@ -348,7 +413,7 @@ async def test_export_hands_over_what_every_store_holds_of_the_user(
 
     stores = [store for store, _ in records]
     order = ["agent.sessions", "agent.replies", "agent.reply_events", "a2a.tasks"]
-    order.append("memory.memories")
+    order += ["retrieval.documents", "memory.memories"]
     assert sorted(set(stores), key=stores.index) == order
     assert stores == sorted(stores, key=order.index)
     counts = {store: stores.count(store) for store in order}
@@ -365,6 +430,12 @@ async def test_export_hands_over_what_every_store_holds_of_the_user(
     assert {r["status"] for r in by_store["agent.replies"]} == {"ended"}
     assert sorted(t["context_id"] for t in by_store["a2a.tasks"]) == sorted(alice)
     assert by_store["a2a.tasks"][0]["status"]["state"] == "TASK_STATE_COMPLETED"
+    documents = by_store["retrieval.documents"]
+    assert [(d["knowledge_base"], d["id"]) for d in documents] == [
+        ("diary", "a2"),
+        ("shared", "a1"),
+    ]
+    assert documents[1]["text"] == "alice plants tulips"
     assert sorted(m["text"] for m in by_store["memory.memories"]) == [
         "alice drinks green tea",
         "alice owns a cat",
@@ -385,6 +456,7 @@ async def test_export_batches_stay_bounded_and_pages_lose_nothing(
     monkeypatch.setattr(exporting, "_SESSION_PAGE", 1)
     monkeypatch.setattr(exporting, "_ROW_PAGE", 2)
     monkeypatch.setattr(exporting, "_MEMORY_PAGE", 1)
+    monkeypatch.setattr(exporting, "_DOCUMENT_PAGE", 1)
     async with grpc.aio.insecure_channel(stack.target) as channel:
         call = admin_pb2_grpc.AdminServiceStub(channel).ExportUser(
             admin_pb2.ExportUserRequest(user_id="alice"),
@@ -392,7 +464,7 @@ async def test_export_batches_stay_bounded_and_pages_lose_nothing(
             metadata=(("authorization", "Bearer ops-token"),),
         )
         batches = [list(response.records) async for response in call]
-    assert len(batches) > len(whole) // 3 and all(1 <= len(b) <= 3 for b in batches)
+    assert len(batches) >= len(whole) / 3 and all(1 <= len(b) <= 3 for b in batches)
     paged = [(r.store, json.loads(r.json)) for batch in batches for r in batch]
     assert paged == whole
 
@@ -409,6 +481,16 @@ async def test_export_of_an_unknown_user_is_empty_and_bad_input_refused(stack: S
                 "INVALID_USER_ID",
             )
             assert [v.field for v in refused.value.violations] == ["user_id"]
+    target = stack.retrieval_target
+    async with RetrievalClient(target, timeout=SHORT_TIMEOUT, token="carol-token") as kb:
+        for field, kwargs in (
+            ("page_size", {"page_size": 101}),
+            ("page_token", {"page_token": "x"}),
+        ):
+            with pytest.raises(AgentClientError) as refused:
+                await kb.list_user_documents(**kwargs)  # type: ignore[arg-type]
+            assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert [v.field for v in refused.value.violations] == [field]
     async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="bob-token") as bob:
         with pytest.raises(AgentClientError) as denied:
             _ = [r async for r in bob.export_user("alice")]

@@ -77,6 +77,9 @@ class DocumentWrite:
     """The new chunks, or None for a metadata-only update."""
     vectors: Vectors | None
     """One row per chunk."""
+    owner: str = ""
+    """The user whose ingest wrote this version (kept by a metadata-only update); empty
+    for documents a service stores for itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +187,13 @@ class StoreBackend(abc.ABC):
 
     @abc.abstractmethod
     async def _delete_document(self, kb: KnowledgeBaseRef, document_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def _owned(
+        self, owner: str, limit: int, after: tuple[str, str] | None
+    ) -> list[tuple[str, str]]:
+        """Up to `limit` ``(base name, document id)`` of the documents `owner` wrote, in
+        that order, after the `after` pair."""
 
     @abc.abstractmethod
     async def _dense(

@@ -12,9 +12,10 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from hookmesh.client import AgentClientError, MemoryClient
+from hookmesh.client import AgentClientError, MemoryClient, RetrievalClient
 from hookmesh.errors import RequestError
 from hookmesh.memory import Memory, MemoryScope
+from hookmesh.retrieval import StoredDocument
 from hookmesh.services.a2a import export_tasks
 from hookmesh.services.agent._config import ErasureConfig, secret
 from hookmesh.services.agent._forget import Middlewares, check_user, user_data_holders
@@ -32,6 +33,7 @@ _SESSION_PAGE = 16
 """Sessions read per query: a session's state is its whole context, so pages stay small."""
 _ROW_PAGE = 500
 _MEMORY_PAGE = 100
+_DOCUMENT_PAGE = 100
 _MEMORY_TIMEOUT = 60.0
 
 Record = tuple[str, str]
@@ -78,6 +80,17 @@ def _row_record(table: str, row: Sequence[Any]) -> dict[str, Any]:
         "reply_id": reply_id,
         "seq": int(seq),
         "event": _proto_json(_event_pb2.AgentEvent.FromString(bytes(event))),
+    }
+
+
+def _document_record(doc: StoredDocument) -> dict[str, Any]:
+    return {
+        "knowledge_base": doc.knowledge_base,
+        "id": doc.id,
+        "text": doc.text,
+        "metadata": dict(doc.metadata),
+        "create_time": doc.create_time.isoformat(),
+        "update_time": doc.update_time.isoformat(),
     }
 
 
@@ -146,6 +159,7 @@ class UserExporter:
             *EXPORT_TABLES,
             *(("a2a.tasks",) if self.config.a2a_task_store is not None else ()),
             *(s for holder in user_data_holders(self.middlewares) for s in holder.user_stores()),
+            *(("retrieval.documents",) if self.config.retrieval is not None else ()),
             *(("memory.memories",) if self.config.memory is not None else ()),
         )
 
@@ -169,9 +183,32 @@ class UserExporter:
                     yield record
             except OSError as exc:
                 raise _unreachable(", ".join(holder.user_stores()), str(exc)) from None
+        if self.config.retrieval is not None:
+            async for document in self._documents(user):
+                yield "retrieval.documents", _document_record(document)
         if self.config.memory is not None:
             async for memory in self._memories(user):
                 yield "memory.memories", _memory_record(memory)
+
+    async def _documents(self, user: str) -> AsyncIterator[StoredDocument]:
+        assert self.config.retrieval is not None
+        token = secret(self.config.retrieval_token_env)
+        try:
+            async with RetrievalClient(
+                self.config.retrieval, timeout=_MEMORY_TIMEOUT, token=token, acting_for=user
+            ) as retrieval:
+                page_token = ""
+                while True:
+                    docs, page_token = await retrieval.list_user_documents(
+                        page_size=_DOCUMENT_PAGE, page_token=page_token
+                    )
+                    for doc in docs:
+                        yield doc
+                    if not page_token:
+                        return
+        except AgentClientError as exc:
+            why = f"{exc.code.name}: {exc.message}"
+            raise _unreachable("retrieval.documents", why) from None
 
     async def _memories(self, user: str) -> AsyncIterator[Memory]:
         assert self.config.memory is not None

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
-from hookmesh.client import AgentClientError, MemoryClient
+from hookmesh.client import AgentClientError, MemoryClient, RetrievalClient
 from hookmesh.errors import RequestError, SchemaError
 from hookmesh.memory import MemoryScope
 from hookmesh.middleware import HoldsUserData, Middleware
@@ -98,6 +98,8 @@ class UserEraser:
                 receipt += await holder.forget_user(user)
             except OSError as exc:
                 raise _unreachable(", ".join(holder.user_stores()), str(exc)) from None
+        if self.config.retrieval is not None:
+            receipt.append(("retrieval.documents", await self._forget_documents(user)))
         if self.config.memory is not None:
             receipt.append(("memory.memories", await self._forget_memories(user)))
         audit.warning(
@@ -107,6 +109,18 @@ class UserEraser:
             ", ".join(f"{store}={count}" for store, count in receipt),
         )
         return receipt
+
+    async def _forget_documents(self, user: str) -> int:
+        assert self.config.retrieval is not None
+        token = secret(self.config.retrieval_token_env)
+        try:
+            async with RetrievalClient(
+                self.config.retrieval, timeout=_MEMORY_TIMEOUT, token=token, acting_for=user
+            ) as retrieval:
+                return await retrieval.delete_user_documents()
+        except AgentClientError as exc:
+            why = f"{exc.code.name}: {exc.message}"
+            raise _unreachable("retrieval.documents", why) from None
 
     async def _forget_memories(self, user: str) -> int:
         assert self.config.memory is not None
