@@ -248,7 +248,8 @@ type ErasedStore struct {
 	unknownFields protoimpl.UnknownFields
 
 	// The store: `a2a.tasks`, `agent.sessions`, `agent.replies`,
-	// `agent.reply_events`, `file_memory.files`, `offload.files`, `memory.memories`.
+	// `agent.reply_events`, `file_memory.files`, `offload.files`,
+	// `retrieval.documents`, `memory.memories`.
 	Store string `protobuf:"bytes,1,opt,name=store,proto3" json:"store,omitempty"`
 	// Rows (or files) deleted.
 	DeletedCount int64 `protobuf:"varint,2,opt,name=deleted_count,json=deletedCount,proto3" json:"deleted_count,omitempty"`

@@ -66,8 +66,10 @@ class AdminServiceStub:
     2. Otherwise it erases, in this order, every store it reaches that holds
     the user's data: the A2A tasks of the user's sessions, the sessions and
     their reply journals, the files of the agent's middlewares that keep
-    them per user (file memories, offloaded tool results), then the user's
-    long-term memories in the memory service named by `erasure.memory`.
+    them per user (file memories, offloaded tool results), the documents
+    the user ingested in the retrieval service named by `erasure.retrieval`
+    (in every base; others' documents stay), then the user's long-term
+    memories in the memory service named by `erasure.memory`.
     Stores shared by replicas (PostgreSQL) are erased once for all of them.
     3. It logs one audit line (the caller, the user, the counts; no content)
     and answers the counts per store. A store that cannot be reached ends
@@ -83,9 +85,12 @@ class AdminServiceStub:
     2. The server streams every record held about the user in the stores
     ForgetUser reaches, store by store in this order: `agent.sessions`,
     `agent.replies`, `agent.reply_events`, `a2a.tasks` (when
-    `erasure.a2a_task_store` names the A2A store), `memory.memories` (when
-    `erasure.memory` names the memory service). Within a store records come
-    in a stable order (by session, reply, sequence number or id).
+    `erasure.a2a_task_store` names the A2A store), the stores of the
+    agent's middlewares that keep files per user (`file_memory.files`,
+    `offload.files`), `retrieval.documents` (when `erasure.retrieval` names
+    the retrieval service), `memory.memories` (when `erasure.memory` names
+    the memory service). Within a store records come in a stable order (by
+    session, reply, sequence number, file or id).
     3. Each response carries at most 256 records and about 1 MiB of JSON (a
     single larger record travels alone), so neither side holds the whole
     export in memory. Each store is read in pages; records that change
@@ -164,8 +169,10 @@ class AdminServiceServicer:
     2. Otherwise it erases, in this order, every store it reaches that holds
     the user's data: the A2A tasks of the user's sessions, the sessions and
     their reply journals, the files of the agent's middlewares that keep
-    them per user (file memories, offloaded tool results), then the user's
-    long-term memories in the memory service named by `erasure.memory`.
+    them per user (file memories, offloaded tool results), the documents
+    the user ingested in the retrieval service named by `erasure.retrieval`
+    (in every base; others' documents stay), then the user's long-term
+    memories in the memory service named by `erasure.memory`.
     Stores shared by replicas (PostgreSQL) are erased once for all of them.
     3. It logs one audit line (the caller, the user, the counts; no content)
     and answers the counts per store. A store that cannot be reached ends
@@ -181,9 +188,12 @@ class AdminServiceServicer:
     2. The server streams every record held about the user in the stores
     ForgetUser reaches, store by store in this order: `agent.sessions`,
     `agent.replies`, `agent.reply_events`, `a2a.tasks` (when
-    `erasure.a2a_task_store` names the A2A store), `memory.memories` (when
-    `erasure.memory` names the memory service). Within a store records come
-    in a stable order (by session, reply, sequence number or id).
+    `erasure.a2a_task_store` names the A2A store), the stores of the
+    agent's middlewares that keep files per user (`file_memory.files`,
+    `offload.files`), `retrieval.documents` (when `erasure.retrieval` names
+    the retrieval service), `memory.memories` (when `erasure.memory` names
+    the memory service). Within a store records come in a stable order (by
+    session, reply, sequence number, file or id).
     3. Each response carries at most 256 records and about 1 MiB of JSON (a
     single larger record travels alone), so neither side holds the whole
     export in memory. Each store is read in pages; records that change
@@ -289,8 +299,10 @@ class AdminService:
     2. Otherwise it erases, in this order, every store it reaches that holds
     the user's data: the A2A tasks of the user's sessions, the sessions and
     their reply journals, the files of the agent's middlewares that keep
-    them per user (file memories, offloaded tool results), then the user's
-    long-term memories in the memory service named by `erasure.memory`.
+    them per user (file memories, offloaded tool results), the documents
+    the user ingested in the retrieval service named by `erasure.retrieval`
+    (in every base; others' documents stay), then the user's long-term
+    memories in the memory service named by `erasure.memory`.
     Stores shared by replicas (PostgreSQL) are erased once for all of them.
     3. It logs one audit line (the caller, the user, the counts; no content)
     and answers the counts per store. A store that cannot be reached ends
@@ -306,9 +318,12 @@ class AdminService:
     2. The server streams every record held about the user in the stores
     ForgetUser reaches, store by store in this order: `agent.sessions`,
     `agent.replies`, `agent.reply_events`, `a2a.tasks` (when
-    `erasure.a2a_task_store` names the A2A store), `memory.memories` (when
-    `erasure.memory` names the memory service). Within a store records come
-    in a stable order (by session, reply, sequence number or id).
+    `erasure.a2a_task_store` names the A2A store), the stores of the
+    agent's middlewares that keep files per user (`file_memory.files`,
+    `offload.files`), `retrieval.documents` (when `erasure.retrieval` names
+    the retrieval service), `memory.memories` (when `erasure.memory` names
+    the memory service). Within a store records come in a stable order (by
+    session, reply, sequence number, file or id).
     3. Each response carries at most 256 records and about 1 MiB of JSON (a
     single larger record travels alone), so neither side holds the whole
     export in memory. Each store is read in pages; records that change
