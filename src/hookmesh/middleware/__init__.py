@@ -51,7 +51,7 @@ from hookmesh.middleware._kwargs import (
 from hookmesh.middleware._order import declared_order
 from hookmesh.middleware._permission import ALLOW, ASK, PermissionDecision
 from hookmesh.middleware._trip import GUARDRAIL_TRIPPED, GuardrailStage, GuardrailTripped, is_trip
-from hookmesh.middleware._user_data import HoldsUserData, UserRecord, user_folder
+from hookmesh.middleware._user_data import ExpiresData, HoldsUserData, UserRecord, user_folder
 from hookmesh.middleware._view import AgentView, StateView
 
 __all__ = [
@@ -74,6 +74,7 @@ __all__ = [
     "CompressNext",
     "EventCall",
     "EventHandler",
+    "ExpiresData",
     "FailureMode",
     "GuardrailStage",
     "GuardrailTripped",

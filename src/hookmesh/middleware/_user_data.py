@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 UserRecord = tuple[str, dict[str, Any]]
@@ -33,6 +34,19 @@ class HoldsUserData(Protocol):
 
     def export_user(self, user_id: str) -> AsyncIterator[UserRecord]:
         """What it keeps of `user_id`, record by record, store by store."""
+        ...
+
+
+@runtime_checkable
+class ExpiresData(Protocol):
+    """A local middleware whose stores have a retention of their own (files older than it
+    configures). The agent service calls `expire` at start and every
+    `sessions.sweep_interval_seconds` on every middleware of its current chain that has it,
+    in rounds until one deletes fewer than `limit`."""
+
+    async def expire(self, now: datetime, limit: int) -> int:
+        """Delete at most `limit` items older than the retention at `now` (none without
+        one); how many."""
         ...
 
 

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
+from datetime import datetime
 
 from ._embedder import Vectors
 from ._types import Chunk, ChunkingOptions, KnowledgeBase, MetadataValue, StoredDocument
@@ -194,6 +195,11 @@ class StoreBackend(abc.ABC):
     ) -> list[tuple[str, str]]:
         """Up to `limit` ``(base name, document id)`` of the documents `owner` wrote, in
         that order, after the `after` pair."""
+
+    @abc.abstractmethod
+    async def _stale(self, before: datetime, limit: int) -> list[tuple[str, str]]:
+        """Up to `limit` ``(base name, document id)`` of documents last written before
+        `before`, oldest first."""
 
     @abc.abstractmethod
     async def _dense(

@@ -6,6 +6,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -450,6 +451,14 @@ class PostgresKnowledgeStore(KnowledgeStore):
             ' OR (k.name COLLATE "C", d.document_id COLLATE "C") > (%s, %s))'
             ' ORDER BY k.name COLLATE "C", d.document_id COLLATE "C" LIMIT %s',
             (owner, after and after[0], *(after or (None, None)), limit),
+        )
+        return [(name, doc) for name, doc in rows]
+
+    async def _stale(self, before: datetime, limit: int) -> list[tuple[str, str]]:
+        rows = await self._fetchall(
+            "SELECT k.name, d.document_id FROM {ns}.documents d JOIN {ns}.knowledge_bases k"
+            " ON k.id = d.kb_id WHERE d.update_time < %s ORDER BY d.update_time LIMIT %s",
+            (before, limit),
         )
         return [(name, doc) for name, doc in rows]
 

@@ -370,6 +370,15 @@ class SqliteKnowledgeStore(KnowledgeStore):
         )
         return [(name, doc) for name, doc in rows]
 
+    async def _stale(self, before: datetime, limit: int) -> list[tuple[str, str]]:
+        rows = await self.database.run(
+            self._sql,
+            "SELECT k.name, d.document_id FROM documents d JOIN knowledge_bases k"
+            " ON k.id = d.kb_id WHERE d.update_time < ? ORDER BY d.update_time LIMIT ?",
+            [before.astimezone(UTC).isoformat(), limit],
+        )
+        return [(name, doc) for name, doc in rows]
+
     async def _delete_document(self, kb: KnowledgeBaseRef, document_id: str) -> bool:
         def delete() -> bool:
             index = self._index(kb)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import datetime
 from types import TracebackType
 
 from hookmesh.errors import SchemaError
@@ -306,6 +307,18 @@ class KnowledgeStore(StoreBackend):
                 ref = refs.get(name)  # a base deleted meanwhile took its documents along
                 if ref is not None:
                     deleted += await self._delete_document(ref, document_id)
+        return deleted
+
+    async def sweep(self, before: datetime, limit: int) -> int:
+        """Delete up to `limit` documents last written before `before` (oldest first, over
+        every base), with their chunks: one bounded round of retention. How many went."""
+        ids = await self._stale(before, limit)
+        refs = await self._refs(sorted({name for name, _ in ids})) if ids else {}
+        deleted = 0
+        for name, document_id in ids:
+            ref = refs.get(name)
+            if ref is not None:
+                deleted += await self._delete_document(ref, document_id)
         return deleted
 
     # -- search -----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import shutil
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -194,6 +195,9 @@ class FileMemoryMiddleware(Middleware):
         failure_mode: ``fail_open`` (default) or ``fail_closed``.
         note: The text above the index in the system prompt.
         per_user: A folder per user under `root` (see above).
+        retention_seconds: Delete memory files not written for this long (with their index
+            lines, in every user's folder); None keeps them. The agent service sweeps
+            (`expire`).
     """
 
     subscriptions: Mapping[str, tuple[str, ...]] = {"on_reply": (), "on_reasoning": ()}
@@ -212,6 +216,7 @@ class FileMemoryMiddleware(Middleware):
         failure_mode: FailureMode = "fail_open",
         note: str = DEFAULT_NOTE,
         per_user: bool = False,
+        retention_seconds: float | None = None,
     ) -> None:
         if model is not None and not isinstance(model, ChatModel):
             raise ValueError(f"model must be a ChatModel or None, not {type(model).__name__}")
@@ -239,6 +244,13 @@ class FileMemoryMiddleware(Middleware):
         self.failure_mode = failure_mode
         self.note = note
         self.per_user = per_user
+        if retention_seconds is not None and (
+            isinstance(retention_seconds, bool)
+            or not isinstance(retention_seconds, int | float)
+            or retention_seconds <= 0
+        ):
+            raise ValueError(f"retention_seconds must be positive, not {retention_seconds!r}")
+        self.retention_seconds = retention_seconds
         self._write_lock = threading.Lock()
         self._tools = self._make_tools()
 
@@ -435,6 +447,41 @@ class FileMemoryMiddleware(Middleware):
             except FileNotFoundError:
                 continue
             yield FILES_STORE, {"file": path.name, "text": text}
+
+    async def expire(self, now: datetime, limit: int) -> int:
+        """Delete at most `limit` memory files older than `retention_seconds`, oldest first,
+        and their lines in their folder's index (ExpiresData)."""
+        if self.retention_seconds is None:
+            return 0
+        cutoff = (now - timedelta(seconds=self.retention_seconds)).timestamp()
+        return await asyncio.to_thread(self._expire, cutoff, limit)
+
+    def _expire(self, cutoff: float, limit: int) -> int:
+        if not self.root.is_dir():
+            return 0
+        folders = [self.root]
+        if self.per_user:
+            folders += [p for p in self.root.iterdir() if p.name.startswith("user-") and p.is_dir()]
+        old: list[tuple[float, Path]] = []
+        for folder in folders:
+            if folder.is_symlink():
+                continue
+            for path in folder.iterdir():
+                if path.name == INDEX or path.suffix != ".md" or path.is_symlink():
+                    continue
+                if path.is_file() and (mtime := path.stat().st_mtime) < cutoff:
+                    old.append((mtime, path))
+        old.sort()
+        with self._write_lock:
+            for _, path in old[:limit]:
+                path.unlink(missing_ok=True)
+                index = path.parent / INDEX
+                if index.is_file() and not index.is_symlink():
+                    lines = index.read_text(encoding="utf-8").rstrip("\n").split("\n")
+                    kept = [line for line in lines if _linked(line) != path.name]
+                    if kept != lines:
+                        write_text_atomically(index, "\n".join(kept) + "\n")
+        return len(old[:limit])
 
     # --- hooks -----------------------------------------------------------------------------
 

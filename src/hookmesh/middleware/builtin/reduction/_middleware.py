@@ -6,6 +6,7 @@ import logging
 import os
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from hookmesh.middleware import (
@@ -126,6 +127,8 @@ class ReductionMiddleware(Middleware):
         read_tool_name: Name of the contributed read-back tool; None contributes none.
         store: Another offload backend instead of a `FileStore` on `root_dir`.
         failure_mode: ``fail_closed`` (default) or ``fail_open``.
+        retention_seconds: Delete offloaded files (with a `FileStore`) this long after they
+            were written; None keeps them. The agent service sweeps (`expire`).
     """
 
     needs_context = True
@@ -147,6 +150,7 @@ class ReductionMiddleware(Middleware):
         read_tool_name: str | None = "read_tool_output",
         store: OffloadStore | None = None,
         failure_mode: FailureMode = "fail_closed",
+        retention_seconds: float | None = None,
     ) -> None:
         if (root_dir is None) == (store is None):
             raise ValueError(
@@ -189,6 +193,13 @@ class ReductionMiddleware(Middleware):
                 f"failure_mode must be 'fail_closed' or 'fail_open', not {failure_mode!r}"
             )
         self.failure_mode = failure_mode
+        if retention_seconds is not None and (
+            isinstance(retention_seconds, bool)
+            or not isinstance(retention_seconds, int | float)
+            or retention_seconds <= 0
+        ):
+            raise ValueError(f"retention_seconds must be positive, not {retention_seconds!r}")
+        self.retention_seconds = retention_seconds
         self._tools = [self._read_tool(read_tool_name)] if read_tool_name else []
 
     def middleware_key(self) -> str:
@@ -426,6 +437,12 @@ class ReductionMiddleware(Middleware):
         if isinstance(self.store, FileStore):
             async for location, text in self.store.folder_texts(user_folder(user_id)):
                 yield OFFLOAD_STORE, {"location": location, "text": text}
+
+    async def expire(self, now: datetime, limit: int) -> int:
+        """Delete at most `limit` offloaded files older than `retention_seconds` (ExpiresData)."""
+        if self.retention_seconds is None or not isinstance(self.store, FileStore):
+            return 0
+        return await self.store.expire(now - timedelta(seconds=self.retention_seconds), limit)
 
 
 def _key(agent: AgentView, kind: str, call_id: str) -> tuple[str, ...]:

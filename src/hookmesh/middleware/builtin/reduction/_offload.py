@@ -8,6 +8,7 @@ import os
 import shutil
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from pathlib import Path
 
 from hookmesh.middleware.builtin._support._atomic import write_text_atomically
@@ -41,7 +42,7 @@ class FileStore(OffloadStore):
     Every key part goes through `safe_name`, and the resolved path must stay under the
     resolved root (so ``..``, absolute ids and symlinks out of the root are refused). File
     IO runs in a worker thread. Files are deleted only by `delete_folder` (the erasure of a
-    user's folder); otherwise clean the directory yourself.
+    user's folder) and `expire` (retention); otherwise clean the directory yourself.
     """
 
     def __init__(self, root_dir: str | os.PathLike[str]) -> None:
@@ -113,6 +114,31 @@ class FileStore(OffloadStore):
             except FileNotFoundError:
                 continue  # deleted since the listing
             yield str(path), text
+
+    async def expire(self, before: datetime, limit: int) -> int:
+        """Delete at most `limit` offloaded files last written before `before`, oldest
+        first, and the folders they leave empty; how many."""
+        cutoff = before.timestamp()
+
+        def delete() -> int:
+            old = sorted(
+                (mtime, path)
+                for path in self.root.rglob("*.txt")
+                if not path.is_symlink()
+                and path.is_file()
+                and (mtime := path.stat().st_mtime) < cutoff
+            )[:limit]
+            for _, path in old:
+                path.unlink(missing_ok=True)
+                folder = path.parent
+                while folder != self.root and not any(folder.iterdir()):
+                    folder.rmdir()
+                    folder = folder.parent
+            return len(old)
+
+        if not self.root.is_dir():
+            return 0
+        return await asyncio.to_thread(delete)
 
     def top_folder(self, location: str) -> str:
         """The top-level folder under the root a location lies in ("" for a file directly
