@@ -625,3 +625,19 @@ async def test_forget_and_export_reach_the_middlewares_files_of_the_user(
     assert _files(memory_root / bob) == ["MEMORY.md", "diet.md"]
     assert len(_files(offload_root / bob)) == 1
     assert await _exported(stack, "alice") == []
+
+
+async def test_a_refused_cli_export_leaves_no_file(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPS_TOKEN", "ops-token")
+    out = tmp_path / "bad.jsonl"
+    export = ("admin", "export", "--user", "a\tb", "-o", str(out), "--target", stack.target)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hookmesh.cli", *export, "--token-env", "OPS_TOKEN",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(SHORT_TIMEOUT * 3):
+        printed, err = await process.communicate()
+    assert process.returncode == 2 and b"user_id" in err and printed == b""
+    assert not out.exists() and not out.with_name("bad.jsonl.partial").exists()
