@@ -465,6 +465,7 @@ async def test_export_batches_stay_bounded_and_pages_lose_nothing(
         )
         batches = [list(response.records) async for response in call]
     assert len(batches) >= len(whole) / 3 and all(1 <= len(b) <= 3 for b in batches)
+    assert all(len({r.store for r in b}) == 1 for b in batches)
     paged = [(r.store, json.loads(r.json)) for batch in batches for r in batch]
     assert paged == whole
 
@@ -641,3 +642,39 @@ async def test_a_refused_cli_export_leaves_no_file(
         printed, err = await process.communicate()
     assert process.returncode == 2 and b"user_id" in err and printed == b""
     assert not out.exists() and not out.with_name("bad.jsonl.partial").exists()
+
+
+async def test_an_unreachable_store_ends_the_export_unavailable_after_what_was_read(
+    session_backend: SessionBackend, tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    (tmp_path / "tokens").write_text(TOKENS)
+    config = session_backend.config(
+        auth={"token_file": str(tmp_path / "tokens")},
+        admin_principals=["ops"],
+        erasure={"memory": f"127.0.0.1:{closed}"},
+    )
+    agent = await start_agent_service(load_config(None, **config), address="127.0.0.1:0")
+    try:
+        stack = Stack(agent, session_backend, "", tmp_path / "unused", "")
+        await _converse(stack, "alice-token", 1)
+        received: list[str] = []
+        async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+            with pytest.raises(AgentClientError) as failed:
+                async for store, _ in ops.export_user("alice"):
+                    received.append(store)
+            with pytest.raises(AgentClientError) as unerased:
+                await ops.forget_user("alice")
+    finally:
+        await agent.stop(None)
+    assert (failed.value.code, failed.value.reason) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "EXPORT_STORE_UNAVAILABLE",
+    )
+    assert "memory.memories" in failed.value.message
+    assert received[0] == "agent.sessions" and "memory.memories" not in received
+    assert unerased.value.reason == "ERASURE_STORE_UNAVAILABLE"

@@ -91,9 +91,9 @@ class AdminServiceStub:
     the retrieval service), `memory.memories` (when `erasure.memory` names
     the memory service). Within a store records come in a stable order (by
     session, reply, sequence number, file or id).
-    3. Each response carries at most 256 records and about 1 MiB of JSON (a
-    single larger record travels alone), so neither side holds the whole
-    export in memory. Each store is read in pages; records that change
+    3. Each response carries records of one store only, at most 256 and about
+    1 MiB of JSON (a single larger record travels alone), so neither side
+    holds the whole export in memory. Each store is read in pages; records that change
     while the export runs may be seen before or after the change.
     4. A user no store knows is not an error: the stream ends OK with no
     records. Running replies are not waited for.
@@ -194,9 +194,9 @@ class AdminServiceServicer:
     the retrieval service), `memory.memories` (when `erasure.memory` names
     the memory service). Within a store records come in a stable order (by
     session, reply, sequence number, file or id).
-    3. Each response carries at most 256 records and about 1 MiB of JSON (a
-    single larger record travels alone), so neither side holds the whole
-    export in memory. Each store is read in pages; records that change
+    3. Each response carries records of one store only, at most 256 and about
+    1 MiB of JSON (a single larger record travels alone), so neither side
+    holds the whole export in memory. Each store is read in pages; records that change
     while the export runs may be seen before or after the change.
     4. A user no store knows is not an error: the stream ends OK with no
     records. Running replies are not waited for.
@@ -324,9 +324,9 @@ class AdminService:
     the retrieval service), `memory.memories` (when `erasure.memory` names
     the memory service). Within a store records come in a stable order (by
     session, reply, sequence number, file or id).
-    3. Each response carries at most 256 records and about 1 MiB of JSON (a
-    single larger record travels alone), so neither side holds the whole
-    export in memory. Each store is read in pages; records that change
+    3. Each response carries records of one store only, at most 256 and about
+    1 MiB of JSON (a single larger record travels alone), so neither side
+    holds the whole export in memory. Each store is read in pages; records that change
     while the export runs may be seen before or after the change.
     4. A user no store knows is not an error: the stream ends OK with no
     records. Running replies are not waited for.

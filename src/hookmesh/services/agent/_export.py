@@ -126,7 +126,8 @@ class UserExporter:
 
     async def batches(self, user_id: str, caller: str) -> AsyncIterator[list[Record]]:
         """The user's records in export order, in batches of at most `BATCH_RECORDS` and
-        about `BATCH_BYTES`; the audit line once the last is out.
+        about `BATCH_BYTES`, each of one store (so a store that fails later leaves the
+        earlier ones received); the audit line once the last is out.
 
         Raises:
             SchemaError: INVALID_ARGUMENT ``INVALID_USER_ID`` (before any batch).
@@ -139,7 +140,8 @@ class UserExporter:
         async for store, record in self._records(user):
             counts[store] = counts.get(store, 0) + 1
             line = _dumps(record)
-            if batch and (len(batch) == BATCH_RECORDS or size + len(line) > BATCH_BYTES):
+            full = len(batch) == BATCH_RECORDS or size + len(line) > BATCH_BYTES
+            if batch and (full or batch[-1][0] != store):  # a store's records go out whole
                 yield batch
                 batch, size = [], 0
             batch.append((store, line))
