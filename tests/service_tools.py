@@ -64,3 +64,9 @@ async def confirming_service(tmp_path: Path) -> AsyncIterator[str]:
         yield f"127.0.0.1:{service.port}"
     finally:
         await service.stop(None)
+
+
+@tool(name="long_report", read_only=True)
+def long_report() -> str:
+    """A report longer than the reduction tests' limit, so it is offloaded."""
+    return "report line\n" * 40

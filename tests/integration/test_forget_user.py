@@ -1,11 +1,16 @@
 """`AdminService.ForgetUser`: a user's sessions, reply journals, A2A tasks and memories are
 erased (checked in the databases themselves, not through the API), another user's stay, the
 receipt counts what was made, a second call is a no-op; only admins may call, and a running
-reply of the user refuses the call."""
+reply of the user refuses the call.
+
+`AdminService.ExportUser`: the same stores' records of one user (as many as the databases
+hold, with the words of the replies), none of another's, in bounded batches whatever the page
+sizes; an unknown user exports nothing; the CLI writes them as JSON Lines."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 import sys
@@ -18,19 +23,29 @@ from typing import Any
 import grpc
 import pytest
 
-from hookmesh.client import AdminClient, AgentClient, AgentClientError, MemoryClient
+from hookmesh.client import (
+    AdminClient,
+    AgentClient,
+    AgentClientError,
+    MemoryClient,
+    RetrievalClient,
+)
 from hookmesh.memory import MemoryScope, knowledge_base_of
+from hookmesh.retrieval import Document
 from hookmesh.schema import ReplyStartEvent
 from hookmesh.services.a2a._tasks import open_task_store
 from hookmesh.services.agent import AgentService, load_config, start_agent_service
+from hookmesh.services.agent import _export as exporting
 from hookmesh.services.memory import load_memory_config, start_memory_service
+from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
+from hookmesh.v1 import admin_pb2, admin_pb2_grpc
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.mesh_app import PARK, Gate
 from tests.session_backends import SessionBackend
 
 pytestmark = pytest.mark.timeout(180)
 
-TOKENS = "ops:ops-token\nalice:alice-token\nbob:bob-token\nagent:agent-token\n"
+TOKENS = "ops:ops-token\nalice:alice-token\nbob:bob-token\ncarol:carol-token\nagent:agent-token\n"
 
 
 @dataclass
@@ -43,6 +58,9 @@ class Stack:
     a2a_url: str
     memory_db: Path
     memory_target: str
+    retrieval_target: str = ""
+    retrieval_url: str = ""
+    retrieval_namespace: str = ""
 
     @property
     def target(self) -> str:
@@ -74,9 +92,20 @@ async def stack(
         ),
         address="127.0.0.1:0",
     )
-    a2a_url = (
-        f"sqlite:///{tmp_path}/a2a.db" if session_backend.name == "sqlite" else session_backend.url
+    sqlite = session_backend.name == "sqlite"
+    retrieval_url = f"sqlite:///{tmp_path}/kb.db" if sqlite else session_backend.url
+    retrieval_namespace = f"{session_backend.namespace}_kb"
+    retrieval = await start_retrieval_service(
+        load_retrieval_config(
+            None,
+            store=retrieval_url,
+            namespace=retrieval_namespace,
+            auth={**auth, "trusted_gateways": ["agent"]},
+            grace_seconds=0.5,
+        ),
+        address="127.0.0.1:0",
     )
+    a2a_url = f"sqlite:///{tmp_path}/a2a.db" if sqlite else session_backend.url
     await (await open_task_store(a2a_url, max_tasks=1000)).close()  # as an A2A server starts
     monkeypatch.setenv("TEST_MEMORY_TOKEN", "agent-token")
     gated = {"type": "local", "import": "tests.mesh_app:GateMiddleware"}
@@ -88,15 +117,27 @@ async def stack(
             "a2a_task_store": a2a_url,
             "memory": f"127.0.0.1:{memory.port}",
             "memory_token_env": "TEST_MEMORY_TOKEN",
+            "retrieval": f"127.0.0.1:{retrieval.port}",
+            "retrieval_token_env": "TEST_MEMORY_TOKEN",
         },
     )
     agent = await start_agent_service(load_config(None, **config), address="127.0.0.1:0")
     try:
-        yield Stack(agent, session_backend, a2a_url, memory_db, f"127.0.0.1:{memory.port}")
+        yield Stack(
+            agent,
+            session_backend,
+            a2a_url,
+            memory_db,
+            f"127.0.0.1:{memory.port}",
+            f"127.0.0.1:{retrieval.port}",
+            retrieval_url,
+            retrieval_namespace,
+        )
     finally:
         gate.open()
         await agent.stop(None)
         await memory.stop(None)
+        await retrieval.stop(None)
 
 
 async def _converse(stack: Stack, token: str, turns: int) -> list[str]:
@@ -113,6 +154,15 @@ async def _converse(stack: Stack, token: str, turns: int) -> list[str]:
 async def _remember(stack: Stack, token: str, user: str, facts: list[str]) -> None:
     async with MemoryClient(stack.memory_target, timeout=SHORT_TIMEOUT, token=token) as memory:
         await memory.add(MemoryScope(user_id=user), facts=facts)
+
+
+async def _documents(stack: Stack, token: str, base: str, docs: dict[str, str]) -> None:
+    """The token's user ingests `docs` (id → text) into `base` (made when missing)."""
+    async with RetrievalClient(stack.retrieval_target, timeout=SHORT_TIMEOUT, token=token) as kb:
+        if base not in {k.name for k in await kb.list_knowledge_bases()}:
+            await kb.create_knowledge_base(base)
+        report = await kb.ingest(base, [Document(i, text) for i, text in docs.items()])
+        assert not report.errors
 
 
 async def _task(stack: Stack, context_id: str) -> None:
@@ -161,6 +211,13 @@ async def _rows(stack: Stack, user: str, sessions: list[str]) -> dict[str, int]:
         f"SELECT count(*) FROM tasks WHERE context_id IN ({marks})",
         tuple(sessions),
     )
+    documents = (
+        "documents" if stack.retrieval_url.startswith("sqlite") else
+        f"{stack.retrieval_namespace}.documents"
+    )  # fmt: skip
+    counts["retrieval.documents"] = await _sql(
+        stack, stack.retrieval_url, f"SELECT count(*) FROM {documents} WHERE owner = %s", (user,)
+    )
     with sqlite3.connect(stack.memory_db) as db:
         (counts["memory.memories"],) = db.execute(
             "SELECT count(*) FROM documents d JOIN knowledge_bases k ON d.kb_id = k.id"
@@ -180,6 +237,9 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
     for session in alice:
         await _task(stack, session)
     await _task(stack, bob[0])
+    await _documents(stack, "alice-token", "shared", {"a1": "alice plants tulips"})
+    await _documents(stack, "alice-token", "diary", {"a2": "alice dreams of tulips"})
+    await _documents(stack, "bob-token", "shared", {"b1": "bob plants tulips"})
     made = await _rows(stack, "alice", alice)
     bob_before = await _rows(stack, "bob", bob)
     assert made["agent.sessions"] == 2 and made["a2a.tasks"] == 2
@@ -196,6 +256,7 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
         ("agent.reply_events", made["agent.reply_events"]),
         ("agent.replies", made["agent.replies"]),
         ("agent.sessions", 2),
+        ("retrieval.documents", 2),
         ("memory.memories", 2),
     ]
     assert await _rows(stack, "alice", alice) == dict.fromkeys(made, 0)
@@ -207,6 +268,14 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
     with sqlite3.connect(stack.memory_db) as db:
         (left,) = db.execute("SELECT count(*) FROM chunks WHERE text LIKE '%tea%'").fetchone()
     assert left == 0
+    chunks = (
+        "chunks"
+        if stack.retrieval_url.startswith("sqlite")
+        else (f"{stack.retrieval_namespace}.chunks")
+    )
+    sql = f"SELECT count(*) FROM {chunks} WHERE text LIKE %s"
+    assert await _sql(stack, stack.retrieval_url, sql, ("alice%",)) == 0
+    assert await _sql(stack, stack.retrieval_url, sql, ("bob%",)) == 1
 
 
 async def test_only_admin_principals_may_forget(stack: Stack) -> None:
@@ -310,4 +379,302 @@ async def test_the_cli_prints_the_receipt(stack: Stack, monkeypatch: pytest.Monk
     lines = out.decode().splitlines()
     assert lines[0] == "a2a.tasks: 0 deleted"
     assert "agent.sessions: 1 deleted" in lines
-    assert lines[-1] == "forgot 'alice' in 5 stores"
+    assert lines[-1] == "forgot 'alice' in 6 stores"
+
+
+async def _made(stack: Stack) -> tuple[list[str], list[str]]:
+    """Alice's and Bob's data in every store: sessions from real replies, A2A tasks of
+    their sessions, memories; their session ids."""
+    alice = await _converse(stack, "alice-token", 2)
+    bob = await _converse(stack, "bob-token", 1)
+    await _remember(stack, "alice-token", "alice", ["alice drinks green tea", "alice owns a cat"])
+    await _remember(stack, "bob-token", "bob", ["bob cycles to work"])
+    for session in (*alice, *bob):
+        await _task(stack, session)
+    await _documents(stack, "alice-token", "shared", {"a1": "alice plants tulips"})
+    await _documents(stack, "alice-token", "diary", {"a2": "alice dreams of tulips"})
+    await _documents(stack, "bob-token", "shared", {"b1": "bob plants tulips"})
+    return alice, bob
+
+
+async def _exported(stack: Stack, user: str) -> list[tuple[str, dict[str, Any]]]:
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        return [(store, json.loads(line)) async for store, line in ops.export_user(user)]
+
+
+async def test_export_hands_over_what_every_store_holds_of_the_user(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    alice, bob = await _made(stack)
+    held = await _rows(stack, "alice", alice)
+    with caplog.at_level(logging.INFO, logger="hookmesh.audit"):
+        records = await _exported(stack, "alice")
+    audited = [r.getMessage() for r in caplog.records if r.name == "hookmesh.audit"]
+
+    stores = [store for store, _ in records]
+    order = ["agent.sessions", "agent.replies", "agent.reply_events", "a2a.tasks"]
+    order += ["retrieval.documents", "memory.memories"]
+    assert sorted(set(stores), key=stores.index) == order
+    assert stores == sorted(stores, key=order.index)
+    counts = {store: stores.count(store) for store in order}
+    assert counts == held
+    by_store = {s: [r for t, r in records if t == s] for s in order}
+    assert [r["session_id"] for r in by_store["agent.sessions"]] == sorted(alice)
+    said = json.dumps(by_store["agent.sessions"])
+    assert "remember turn 0" in said and "remember turn 1" in said
+    events = by_store["agent.reply_events"]
+    assert {e["session_id"] for e in events} == set(alice)
+    assert all(e["event"] for e in events)
+    keys = [(e["session_id"], e["reply_id"], e["seq"]) for e in events]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert {r["status"] for r in by_store["agent.replies"]} == {"ended"}
+    assert sorted(t["context_id"] for t in by_store["a2a.tasks"]) == sorted(alice)
+    assert by_store["a2a.tasks"][0]["status"]["state"] == "TASK_STATE_COMPLETED"
+    documents = by_store["retrieval.documents"]
+    assert [(d["knowledge_base"], d["id"]) for d in documents] == [
+        ("diary", "a2"),
+        ("shared", "a1"),
+    ]
+    assert documents[1]["text"] == "alice plants tulips"
+    assert sorted(m["text"] for m in by_store["memory.memories"]) == [
+        "alice drinks green tea",
+        "alice owns a cat",
+    ]
+    everything = json.dumps(records)
+    assert "bob" not in everything and not any(sid in everything for sid in bob)
+    assert audited == [
+        "export user 'alice' by 'ops': " + ", ".join(f"{s}={counts[s]}" for s in order)
+    ]
+
+
+async def test_export_batches_stay_bounded_and_pages_lose_nothing(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _made(stack)
+    whole = await _exported(stack, "alice")
+    monkeypatch.setattr(exporting, "BATCH_RECORDS", 3)
+    monkeypatch.setattr(exporting, "_SESSION_PAGE", 1)
+    monkeypatch.setattr(exporting, "_ROW_PAGE", 2)
+    monkeypatch.setattr(exporting, "_MEMORY_PAGE", 1)
+    monkeypatch.setattr(exporting, "_DOCUMENT_PAGE", 1)
+    async with grpc.aio.insecure_channel(stack.target) as channel:
+        call = admin_pb2_grpc.AdminServiceStub(channel).ExportUser(
+            admin_pb2.ExportUserRequest(user_id="alice"),
+            timeout=SHORT_TIMEOUT,
+            metadata=(("authorization", "Bearer ops-token"),),
+        )
+        batches = [list(response.records) async for response in call]
+    assert len(batches) >= len(whole) / 3 and all(1 <= len(b) <= 3 for b in batches)
+    assert all(len({r.store for r in b}) == 1 for b in batches)
+    paged = [(r.store, json.loads(r.json)) for batch in batches for r in batch]
+    assert paged == whole
+
+
+async def test_export_of_an_unknown_user_is_empty_and_bad_input_refused(stack: Stack) -> None:
+    await _made(stack)
+    assert await _exported(stack, "carol") == []
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        for bad in ("", "a\nb", "x" * 129):
+            with pytest.raises(AgentClientError) as refused:
+                _ = [r async for r in ops.export_user(bad)]
+            assert (refused.value.code, refused.value.reason) == (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "INVALID_USER_ID",
+            )
+            assert [v.field for v in refused.value.violations] == ["user_id"]
+    target = stack.retrieval_target
+    async with RetrievalClient(target, timeout=SHORT_TIMEOUT, token="carol-token") as kb:
+        for field, kwargs in (
+            ("page_size", {"page_size": 101}),
+            ("page_token", {"page_token": "x"}),
+        ):
+            with pytest.raises(AgentClientError) as refused:
+                await kb.list_user_documents(**kwargs)  # type: ignore[arg-type]
+            assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert [v.field for v in refused.value.violations] == [field]
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="bob-token") as bob:
+        with pytest.raises(AgentClientError) as denied:
+            _ = [r async for r in bob.export_user("alice")]
+    assert (denied.value.code, denied.value.reason) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "ADMIN_ONLY",
+    )
+
+
+async def test_export_after_forget_is_empty(stack: Stack) -> None:
+    await _made(stack)
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        await ops.forget_user("alice")
+    assert await _exported(stack, "alice") == []
+    assert {store for store, _ in await _exported(stack, "bob")} >= {"agent.sessions", "a2a.tasks"}
+
+
+async def test_the_cli_writes_the_export_as_json_lines(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _made(stack)
+    whole = await _exported(stack, "alice")
+    monkeypatch.setenv("OPS_TOKEN", "ops-token")
+    out = tmp_path / "alice.jsonl"
+    export = ("admin", "export", "--user", "alice", "-o", str(out), "--target", stack.target)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hookmesh.cli", *export, "--token-env", "OPS_TOKEN",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(SHORT_TIMEOUT * 3):
+        printed, err = await process.communicate()
+    assert (process.returncode, err) == (0, b"")
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(line["store"], line["record"]) for line in lines] == whole
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert not out.with_name("alice.jsonl.partial").exists()
+    summary = printed.decode().splitlines()
+    assert summary[0] == "agent.sessions: 2 records"
+    assert summary[-1] == f"exported {len(whole)} records of 'alice' to {out}"
+
+
+FILE_MODEL = {
+    "type": "scripted",
+    "per_reply": True,
+    "turns": [
+        {
+            "tool_calls": [
+                {
+                    "name": "write_memory",
+                    "arguments": {
+                        "name": "diet",
+                        "description": "what the user eats",
+                        "type": "user",
+                        "content": "vegetarian",
+                    },
+                },
+                {"name": "long_report", "arguments": {}},
+            ]
+        },
+        "done",
+    ],
+}
+
+
+@pytest.fixture
+async def files_agent(
+    session_backend: SessionBackend, tmp_path: Path
+) -> AsyncIterator[tuple[Stack, Path, Path]]:
+    """An agent whose middlewares keep files per user: file memory and offloaded output."""
+    (tmp_path / "tokens").write_text(TOKENS)
+    memory_root, offload_root = tmp_path / "memory", tmp_path / "offload"
+    builtin = "hookmesh.middleware.builtin"
+    config = session_backend.config(
+        auth={"token_file": str(tmp_path / "tokens")},
+        admin_principals=["ops"],
+        models={"default": FILE_MODEL},
+        tools=["tests.service_tools:long_report"],
+        middlewares=[
+            {
+                "type": "local",
+                "import": f"{builtin}:FileMemoryMiddleware",
+                "params": {"root": str(memory_root), "per_user": True},
+            },
+            {
+                "type": "local",
+                "import": f"{builtin}:ReductionMiddleware",
+                "params": {"root_dir": str(offload_root), "max_length": 100, "preview_chars": 20},
+            },
+        ],
+    )
+    agent = await start_agent_service(load_config(None, **config), address="127.0.0.1:0")
+    try:
+        stack = Stack(agent, session_backend, "", tmp_path / "unused", "")
+        yield stack, memory_root, offload_root
+    finally:
+        await agent.stop(None)
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+
+
+async def test_forget_and_export_reach_the_middlewares_files_of_the_user(
+    files_agent: tuple[Stack, Path, Path],
+) -> None:
+    from hookmesh.middleware import user_folder
+
+    stack, memory_root, offload_root = files_agent
+    await _converse(stack, "alice-token", 1)
+    await _converse(stack, "bob-token", 1)
+    alice, bob = user_folder("alice"), user_folder("bob")
+    assert _files(memory_root / alice) == ["MEMORY.md", "diet.md"]
+    assert _files(memory_root / bob) == ["MEMORY.md", "diet.md"]
+    [report] = _files(offload_root / alice)
+    assert len(_files(offload_root / bob)) == 1
+
+    exported = await _exported(stack, "alice")
+    memory_files = [r for s, r in exported if s == "file_memory.files"]
+    assert [r["file"] for r in memory_files] == ["MEMORY.md", "diet.md"]
+    assert "vegetarian" in memory_files[1]["text"]
+    [offloaded] = [r for s, r in exported if s == "offload.files"]
+    assert offloaded["text"] == "report line\n" * 40
+    assert offloaded["location"].endswith(report) and alice in offloaded["location"]
+    assert bob not in json.dumps(exported)
+
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        receipt = dict(await ops.forget_user("alice"))
+        again = dict(await ops.forget_user("alice"))
+    assert (receipt["file_memory.files"], receipt["offload.files"]) == (2, 1)
+    assert (again["file_memory.files"], again["offload.files"]) == (0, 0)
+    assert not (memory_root / alice).exists() and not (offload_root / alice).exists()
+    assert _files(memory_root / bob) == ["MEMORY.md", "diet.md"]
+    assert len(_files(offload_root / bob)) == 1
+    assert await _exported(stack, "alice") == []
+
+
+async def test_a_refused_cli_export_leaves_no_file(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPS_TOKEN", "ops-token")
+    out = tmp_path / "bad.jsonl"
+    export = ("admin", "export", "--user", "a\tb", "-o", str(out), "--target", stack.target)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hookmesh.cli", *export, "--token-env", "OPS_TOKEN",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(SHORT_TIMEOUT * 3):
+        printed, err = await process.communicate()
+    assert process.returncode == 2 and b"user_id" in err and printed == b""
+    assert not out.exists() and not out.with_name("bad.jsonl.partial").exists()
+
+
+async def test_an_unreachable_store_ends_the_export_unavailable_after_what_was_read(
+    session_backend: SessionBackend, tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    (tmp_path / "tokens").write_text(TOKENS)
+    config = session_backend.config(
+        auth={"token_file": str(tmp_path / "tokens")},
+        admin_principals=["ops"],
+        erasure={"memory": f"127.0.0.1:{closed}"},
+    )
+    agent = await start_agent_service(load_config(None, **config), address="127.0.0.1:0")
+    try:
+        stack = Stack(agent, session_backend, "", tmp_path / "unused", "")
+        await _converse(stack, "alice-token", 1)
+        received: list[str] = []
+        async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+            with pytest.raises(AgentClientError) as failed:
+                async for store, _ in ops.export_user("alice"):
+                    received.append(store)
+            with pytest.raises(AgentClientError) as unerased:
+                await ops.forget_user("alice")
+    finally:
+        await agent.stop(None)
+    assert (failed.value.code, failed.value.reason) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "EXPORT_STORE_UNAVAILABLE",
+    )
+    assert "memory.memories" in failed.value.message
+    assert received[0] == "agent.sessions" and "memory.memories" not in received
+    assert unerased.value.reason == "ERASURE_STORE_UNAVAILABLE"

@@ -23,6 +23,9 @@ type AdminServiceClient interface {
 	// Erases everything the service's stores keep about one user (see the
 	// protocol above).
 	ForgetUser(ctx context.Context, in *ForgetUserRequest, opts ...grpc.CallOption) (*ForgetUserResponse, error)
+	// Streams everything the stores ForgetUser reaches keep about one user, as
+	// JSON records (see the ExportUser protocol above).
+	ExportUser(ctx context.Context, in *ExportUserRequest, opts ...grpc.CallOption) (AdminService_ExportUserClient, error)
 }
 
 type adminServiceClient struct {
@@ -51,6 +54,38 @@ func (c *adminServiceClient) ForgetUser(ctx context.Context, in *ForgetUserReque
 	return out, nil
 }
 
+func (c *adminServiceClient) ExportUser(ctx context.Context, in *ExportUserRequest, opts ...grpc.CallOption) (AdminService_ExportUserClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_AdminService_serviceDesc.Streams[0], "/hookmesh.v1.AdminService/ExportUser", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &adminServiceExportUserClient{stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+type AdminService_ExportUserClient interface {
+	Recv() (*ExportUserResponse, error)
+	grpc.ClientStream
+}
+
+type adminServiceExportUserClient struct {
+	grpc.ClientStream
+}
+
+func (x *adminServiceExportUserClient) Recv() (*ExportUserResponse, error) {
+	m := new(ExportUserResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility
@@ -61,6 +96,9 @@ type AdminServiceServer interface {
 	// Erases everything the service's stores keep about one user (see the
 	// protocol above).
 	ForgetUser(context.Context, *ForgetUserRequest) (*ForgetUserResponse, error)
+	// Streams everything the stores ForgetUser reaches keep about one user, as
+	// JSON records (see the ExportUser protocol above).
+	ExportUser(*ExportUserRequest, AdminService_ExportUserServer) error
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -73,6 +111,9 @@ func (UnimplementedAdminServiceServer) ReloadMiddlewares(context.Context, *Reloa
 }
 func (UnimplementedAdminServiceServer) ForgetUser(context.Context, *ForgetUserRequest) (*ForgetUserResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ForgetUser not implemented")
+}
+func (UnimplementedAdminServiceServer) ExportUser(*ExportUserRequest, AdminService_ExportUserServer) error {
+	return status.Errorf(codes.Unimplemented, "method ExportUser not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 
@@ -123,6 +164,27 @@ func _AdminService_ForgetUser_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ExportUser_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportUserRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServiceServer).ExportUser(m, &adminServiceExportUserServer{stream})
+}
+
+type AdminService_ExportUserServer interface {
+	Send(*ExportUserResponse) error
+	grpc.ServerStream
+}
+
+type adminServiceExportUserServer struct {
+	grpc.ServerStream
+}
+
+func (x *adminServiceExportUserServer) Send(m *ExportUserResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
 var _AdminService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "hookmesh.v1.AdminService",
 	HandlerType: (*AdminServiceServer)(nil),
@@ -136,6 +198,12 @@ var _AdminService_serviceDesc = grpc.ServiceDesc{
 			Handler:    _AdminService_ForgetUser_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExportUser",
+			Handler:       _AdminService_ExportUser_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "hookmesh/v1/admin.proto",
 }

@@ -31,6 +31,12 @@ type RetrievalServiceClient interface {
 	GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*GetDocumentResponse, error)
 	// Deletes one document.
 	DeleteDocument(ctx context.Context, in *DeleteDocumentRequest, opts ...grpc.CallOption) (*DeleteDocumentResponse, error)
+	// One page of the documents the caller's user owns, in every base (see
+	// "User data" above).
+	ListUserDocuments(ctx context.Context, in *ListUserDocumentsRequest, opts ...grpc.CallOption) (*ListUserDocumentsResponse, error)
+	// Deletes every document the caller's user owns, in every base, with its
+	// chunks (see "User data" above). Idempotent: a second call deletes none.
+	DeleteUserDocuments(ctx context.Context, in *DeleteUserDocumentsRequest, opts ...grpc.CallOption) (*DeleteUserDocumentsResponse, error)
 }
 
 type retrievalServiceClient struct {
@@ -129,6 +135,24 @@ func (c *retrievalServiceClient) DeleteDocument(ctx context.Context, in *DeleteD
 	return out, nil
 }
 
+func (c *retrievalServiceClient) ListUserDocuments(ctx context.Context, in *ListUserDocumentsRequest, opts ...grpc.CallOption) (*ListUserDocumentsResponse, error) {
+	out := new(ListUserDocumentsResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.RetrievalService/ListUserDocuments", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retrievalServiceClient) DeleteUserDocuments(ctx context.Context, in *DeleteUserDocumentsRequest, opts ...grpc.CallOption) (*DeleteUserDocumentsResponse, error) {
+	out := new(DeleteUserDocumentsResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.RetrievalService/DeleteUserDocuments", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RetrievalServiceServer is the server API for RetrievalService service.
 // All implementations must embed UnimplementedRetrievalServiceServer
 // for forward compatibility
@@ -147,6 +171,12 @@ type RetrievalServiceServer interface {
 	GetDocument(context.Context, *GetDocumentRequest) (*GetDocumentResponse, error)
 	// Deletes one document.
 	DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error)
+	// One page of the documents the caller's user owns, in every base (see
+	// "User data" above).
+	ListUserDocuments(context.Context, *ListUserDocumentsRequest) (*ListUserDocumentsResponse, error)
+	// Deletes every document the caller's user owns, in every base, with its
+	// chunks (see "User data" above). Idempotent: a second call deletes none.
+	DeleteUserDocuments(context.Context, *DeleteUserDocumentsRequest) (*DeleteUserDocumentsResponse, error)
 	mustEmbedUnimplementedRetrievalServiceServer()
 }
 
@@ -174,6 +204,12 @@ func (UnimplementedRetrievalServiceServer) GetDocument(context.Context, *GetDocu
 }
 func (UnimplementedRetrievalServiceServer) DeleteDocument(context.Context, *DeleteDocumentRequest) (*DeleteDocumentResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteDocument not implemented")
+}
+func (UnimplementedRetrievalServiceServer) ListUserDocuments(context.Context, *ListUserDocumentsRequest) (*ListUserDocumentsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListUserDocuments not implemented")
+}
+func (UnimplementedRetrievalServiceServer) DeleteUserDocuments(context.Context, *DeleteUserDocumentsRequest) (*DeleteUserDocumentsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteUserDocuments not implemented")
 }
 func (UnimplementedRetrievalServiceServer) mustEmbedUnimplementedRetrievalServiceServer() {}
 
@@ -322,6 +358,42 @@ func _RetrievalService_DeleteDocument_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RetrievalService_ListUserDocuments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUserDocumentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetrievalServiceServer).ListUserDocuments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.RetrievalService/ListUserDocuments",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetrievalServiceServer).ListUserDocuments(ctx, req.(*ListUserDocumentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetrievalService_DeleteUserDocuments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteUserDocumentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetrievalServiceServer).DeleteUserDocuments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.RetrievalService/DeleteUserDocuments",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetrievalServiceServer).DeleteUserDocuments(ctx, req.(*DeleteUserDocumentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _RetrievalService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "hookmesh.v1.RetrievalService",
 	HandlerType: (*RetrievalServiceServer)(nil),
@@ -349,6 +421,14 @@ var _RetrievalService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteDocument",
 			Handler:    _RetrievalService_DeleteDocument_Handler,
+		},
+		{
+			MethodName: "ListUserDocuments",
+			Handler:    _RetrievalService_ListUserDocuments_Handler,
+		},
+		{
+			MethodName: "DeleteUserDocuments",
+			Handler:    _RetrievalService_DeleteUserDocuments_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

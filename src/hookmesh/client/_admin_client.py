@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import grpc
+
 from hookmesh._security import ClientTLS
+from hookmesh.client._agent_client import MAX_RECEIVE_BYTES
 from hookmesh.client._base import ServiceClient
+from hookmesh.client._errors import AgentClientError
 from hookmesh.v1 import admin_pb2 as _admin_pb2
 from hookmesh.v1 import admin_pb2_grpc as _admin_grpc
 
@@ -38,7 +43,13 @@ class AdminClient(ServiceClient):
         tls: ClientTLS | None = None,
         token: str | None = None,
     ) -> None:
-        super().__init__(target, timeout=timeout, tls=tls, token=token)
+        super().__init__(
+            target,
+            timeout=timeout,
+            tls=tls,
+            token=token,
+            options=[("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)],
+        )
         self._stub = _admin_grpc.AdminServiceStub(self._channel)
 
     async def reload_middlewares(self, *, timeout: float | None = None) -> ReloadResult:
@@ -73,3 +84,28 @@ class AdminClient(ServiceClient):
         request = _admin_pb2.ForgetUserRequest(user_id=user_id)
         response = await self._unary(self._stub.ForgetUser, request, timeout)
         return [(s.store, s.deleted_count) for s in response.stores]
+
+    async def export_user(
+        self, user_id: str, *, timeout: float | None = None
+    ) -> AsyncIterator[tuple[str, str]]:
+        """Everything the service's stores keep about `user_id`, record by record as the
+        server streams them: (store, the record as one line of JSON; docs/security.md,
+        "Export format"). An unknown user yields nothing. `timeout` bounds the whole export.
+
+        Raises:
+            AgentClientError: PERMISSION_DENIED ``ADMIN_ONLY``, INVALID_ARGUMENT
+                ``INVALID_USER_ID`` or UNAVAILABLE ``EXPORT_STORE_UNAVAILABLE`` (what came
+                before is not the whole export).
+        """
+        request = _admin_pb2.ExportUserRequest(user_id=user_id)
+        call = self._stub.ExportUser(
+            request, timeout=timeout or self.timeout, metadata=self._metadata
+        )
+        try:
+            async for response in call:
+                for record in response.records:
+                    yield record.store, record.json
+        except grpc.aio.AioRpcError as exc:
+            raise AgentClientError.from_rpc_error(exc) from None
+        finally:
+            call.cancel()

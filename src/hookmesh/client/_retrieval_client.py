@@ -155,6 +155,8 @@ class RetrievalClient(ServiceClient):
         ingest_timeout: Default deadline in seconds for one Ingest call.
         tls: TLS settings; plaintext when None.
         token: Bearer token to send (a secret).
+        acting_for: The end user every call acts for (the ``x-hookmesh-user`` header), for
+            a caller the service lists in its `trusted_gateways`; None: the token's own.
     """
 
     def __init__(
@@ -165,8 +167,11 @@ class RetrievalClient(ServiceClient):
         ingest_timeout: float = DEFAULT_INGEST_TIMEOUT,
         tls: ClientTLS | None = None,
         token: str | None = None,
+        acting_for: str | None = None,
     ) -> None:
         super().__init__(target, timeout=timeout, tls=tls, token=token, options=_CHANNEL_OPTIONS)
+        if acting_for is not None:
+            self._metadata += (("x-hookmesh-user", acting_for),)
         self.ingest_timeout = ingest_timeout
         self._stub = _grpc.RetrievalServiceStub(self._channel)
 
@@ -341,3 +346,19 @@ class RetrievalClient(ServiceClient):
         """
         request = _pb.DeleteDocumentRequest(knowledge_base=knowledge_base, document_id=document_id)
         await self._unary(self._stub.DeleteDocument, request, timeout)
+
+    async def list_user_documents(
+        self, *, page_size: int = 0, page_token: str = "", timeout: float | None = None
+    ) -> tuple[list[StoredDocument], str]:
+        """One page of the documents the caller's user owns, in every base, and the next
+        page's token ("" after the last)."""
+        request = _pb.ListUserDocumentsRequest(page_size=page_size, page_token=page_token)
+        response = await self._unary(self._stub.ListUserDocuments, request, timeout)
+        docs = [stored_document_from_pb(d.knowledge_base, d.stored) for d in response.documents]
+        return docs, response.next_page_token
+
+    async def delete_user_documents(self, *, timeout: float | None = None) -> int:
+        """Delete every document the caller's user owns, in every base; how many went."""
+        request = _pb.DeleteUserDocumentsRequest()
+        response = await self._unary(self._stub.DeleteUserDocuments, request, timeout)
+        return int(response.deleted_count)

@@ -51,6 +51,7 @@ from hookmesh.middleware._kwargs import (
 from hookmesh.middleware._order import declared_order
 from hookmesh.middleware._permission import ALLOW, ASK, PermissionDecision
 from hookmesh.middleware._trip import GUARDRAIL_TRIPPED, GuardrailStage, GuardrailTripped, is_trip
+from hookmesh.middleware._user_data import ExpiresData, HoldsUserData, UserRecord, user_folder
 from hookmesh.middleware._view import AgentView, StateView
 
 __all__ = [
@@ -73,9 +74,11 @@ __all__ = [
     "CompressNext",
     "EventCall",
     "EventHandler",
+    "ExpiresData",
     "FailureMode",
     "GuardrailStage",
     "GuardrailTripped",
+    "HoldsUserData",
     "HookMode",
     "HookSpec",
     "Middleware",
@@ -95,6 +98,7 @@ __all__ = [
     "ReplyArgs",
     "ReplyNext",
     "StateView",
+    "UserRecord",
     "blame",
     "build_await_chain",
     "build_event_chain",
@@ -106,4 +110,5 @@ __all__ = [
     "declared_order",
     "is_trip",
     "skip_failed",
+    "user_folder",
 ]

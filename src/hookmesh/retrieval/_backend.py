@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
+from datetime import datetime
 
 from ._embedder import Vectors
 from ._types import Chunk, ChunkingOptions, KnowledgeBase, MetadataValue, StoredDocument
@@ -77,6 +78,9 @@ class DocumentWrite:
     """The new chunks, or None for a metadata-only update."""
     vectors: Vectors | None
     """One row per chunk."""
+    owner: str = ""
+    """The user whose ingest wrote this version (kept by a metadata-only update); empty
+    for documents a service stores for itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +188,18 @@ class StoreBackend(abc.ABC):
 
     @abc.abstractmethod
     async def _delete_document(self, kb: KnowledgeBaseRef, document_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def _owned(
+        self, owner: str, limit: int, after: tuple[str, str] | None
+    ) -> list[tuple[str, str]]:
+        """Up to `limit` ``(base name, document id)`` of the documents `owner` wrote, in
+        that order, after the `after` pair."""
+
+    @abc.abstractmethod
+    async def _stale(self, before: datetime, limit: int) -> list[tuple[str, str]]:
+        """Up to `limit` ``(base name, document id)`` of documents last written before
+        `before`, oldest first."""
 
     @abc.abstractmethod
     async def _dense(

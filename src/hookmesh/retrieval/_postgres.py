@@ -6,6 +6,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -52,8 +53,11 @@ CREATE TABLE IF NOT EXISTS {ns}.documents (
     chunk_count  integer NOT NULL,
     create_time  timestamptz NOT NULL DEFAULT now(),
     update_time  timestamptz NOT NULL DEFAULT now(),
+    owner        text NOT NULL DEFAULT '',
     UNIQUE (kb_id, document_id)
 );
+ALTER TABLE {ns}.documents ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS documents_by_owner ON {ns}.documents (owner, kb_id);
 CREATE INDEX IF NOT EXISTS documents_metadata ON {ns}.documents USING gin (metadata jsonb_path_ops);
 CREATE TABLE IF NOT EXISTS {ns}.chunks (
     id          bigserial PRIMARY KEY,
@@ -366,12 +370,21 @@ class PostgresKnowledgeStore(KnowledgeStore):
                 cursor = await conn.execute(
                     self._sql(
                         "INSERT INTO {ns}.documents (kb_id, document_id, text, metadata,"
-                        " content_hash, chunk_count) VALUES (%s, %s, %s, %s, %s, %s)"
+                        " content_hash, chunk_count, owner) VALUES (%s, %s, %s, %s, %s, %s, %s)"
                         " ON CONFLICT (kb_id, document_id) DO UPDATE SET text = excluded.text,"
                         " metadata = excluded.metadata, content_hash = excluded.content_hash,"
-                        " chunk_count = excluded.chunk_count, update_time = now() RETURNING id"
+                        " chunk_count = excluded.chunk_count, owner = excluded.owner,"
+                        " update_time = now() RETURNING id"
                     ),
-                    (kb.key, w.document_id, w.text, metadata, w.content_hash, len(w.chunks)),
+                    (
+                        kb.key,
+                        w.document_id,
+                        w.text,
+                        metadata,
+                        w.content_hash,
+                        len(w.chunks),
+                        w.owner,
+                    ),
                 )
                 row = await cursor.fetchone()
                 assert row is not None
@@ -428,6 +441,26 @@ class PostgresKnowledgeStore(KnowledgeStore):
             (kb.key, Jsonb(metadata_filter), after, after, limit),
         )
         return [self._document(kb, row) for row in rows]
+
+    async def _owned(
+        self, owner: str, limit: int, after: tuple[str, str] | None
+    ) -> list[tuple[str, str]]:
+        rows = await self._fetchall(
+            "SELECT k.name, d.document_id FROM {ns}.documents d JOIN {ns}.knowledge_bases k"
+            " ON k.id = d.kb_id WHERE d.owner = %s AND (%s::text IS NULL"
+            ' OR (k.name COLLATE "C", d.document_id COLLATE "C") > (%s, %s))'
+            ' ORDER BY k.name COLLATE "C", d.document_id COLLATE "C" LIMIT %s',
+            (owner, after and after[0], *(after or (None, None)), limit),
+        )
+        return [(name, doc) for name, doc in rows]
+
+    async def _stale(self, before: datetime, limit: int) -> list[tuple[str, str]]:
+        rows = await self._fetchall(
+            "SELECT k.name, d.document_id FROM {ns}.documents d JOIN {ns}.knowledge_bases k"
+            " ON k.id = d.kb_id WHERE d.update_time < %s ORDER BY d.update_time LIMIT %s",
+            (before, limit),
+        )
+        return [(name, doc) for name, doc in rows]
 
     async def _delete_document(self, kb: KnowledgeBaseRef, document_id: str) -> bool:
         rows = await self._fetchall(

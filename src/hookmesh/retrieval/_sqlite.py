@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY AUTOINCREMENT, kb_id INTEGER NOT NULL, document_id TEXT NOT NULL,
     text TEXT NOT NULL, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
     chunk_count INTEGER NOT NULL, create_time TEXT NOT NULL, update_time TEXT NOT NULL,
-    UNIQUE (kb_id, document_id));
+    owner TEXT NOT NULL DEFAULT '', UNIQUE (kb_id, document_id));
 CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT, kb_id INTEGER NOT NULL, doc_key INTEGER NOT NULL,
     chunk_index INTEGER NOT NULL, start_char INTEGER NOT NULL, end_char INTEGER NOT NULL,
@@ -161,6 +161,10 @@ class SqliteKnowledgeStore(KnowledgeStore):
             columns = {row[1] for row in db.execute("PRAGMA table_info(knowledge_bases)")}
             if "owner" not in columns:  # a file from before owners were recorded
                 db.execute("ALTER TABLE knowledge_bases ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+            columns = {row[1] for row in db.execute("PRAGMA table_info(documents)")}
+            if "owner" not in columns:  # a file from before documents had owners
+                db.execute("ALTER TABLE documents ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+            db.execute("CREATE INDEX IF NOT EXISTS documents_by_owner ON documents (owner, kb_id)")
 
     def _sql(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self.database.connection().execute(sql, params).fetchall()
@@ -287,21 +291,21 @@ class SqliteKnowledgeStore(KnowledgeStore):
         found = db.execute(
             "SELECT id FROM documents WHERE kb_id = ? AND document_id = ?", (kb.key, w.document_id)
         ).fetchone()
-        values = (w.text, metadata, w.content_hash, len(w.chunks), now)
+        values = (w.text, metadata, w.content_hash, len(w.chunks), now, w.owner)
         if found is not None:
             doc_key = int(found[0])
             self._delete_chunks(db, kb.key, doc_key)
             removed.append(doc_key)
             db.execute(
                 "UPDATE documents SET text = ?, metadata = ?, content_hash = ?, chunk_count = ?,"
-                " update_time = ? WHERE id = ?",
+                " update_time = ?, owner = ? WHERE id = ?",
                 (*values, doc_key),
             )
         else:
             doc_key = int(
                 db.execute(
                     "INSERT INTO documents (text, metadata, content_hash, chunk_count, update_time,"
-                    " kb_id, document_id, create_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    " owner, kb_id, document_id, create_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (*values, kb.key, w.document_id, now),
                 ).lastrowid
                 or 0
@@ -352,6 +356,28 @@ class SqliteKnowledgeStore(KnowledgeStore):
             [kb.key, *params, after, after, limit],
         )
         return [_document(kb, row) for row in rows]
+
+    async def _owned(
+        self, owner: str, limit: int, after: tuple[str, str] | None
+    ) -> list[tuple[str, str]]:
+        rows = await self.database.run(
+            self._sql,
+            "SELECT k.name, d.document_id FROM documents d JOIN knowledge_bases k"
+            " ON k.id = d.kb_id WHERE d.owner = ?"
+            " AND (? IS NULL OR (k.name, d.document_id) > (?, ?))"
+            " ORDER BY k.name, d.document_id LIMIT ?",
+            [owner, after and after[0], *(after or (None, None)), limit],
+        )
+        return [(name, doc) for name, doc in rows]
+
+    async def _stale(self, before: datetime, limit: int) -> list[tuple[str, str]]:
+        rows = await self.database.run(
+            self._sql,
+            "SELECT k.name, d.document_id FROM documents d JOIN knowledge_bases k"
+            " ON k.id = d.kb_id WHERE d.update_time < ? ORDER BY d.update_time LIMIT ?",
+            [before.astimezone(UTC).isoformat(), limit],
+        )
+        return [(name, doc) for name, doc in rows]
 
     async def _delete_document(self, kb: KnowledgeBaseRef, document_id: str) -> bool:
         def delete() -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import datetime
 from types import TracebackType
 
 from hookmesh.errors import SchemaError
@@ -166,9 +167,11 @@ class KnowledgeStore(StoreBackend):
     # -- documents --------------------------------------------------------------------------
 
     async def ingest(
-        self, knowledge_base: str, documents: Sequence[Document]
+        self, knowledge_base: str, documents: Sequence[Document], *, owner: str = ""
     ) -> list[IngestResult]:
-        """Add or replace documents by id; returns once they are durably committed.
+        """Add or replace documents by id; returns once they are durably committed. Each
+        new or replaced text is recorded as `owner`'s (the ingesting user), which
+        `forget_owner` and `owned_documents` find; an unchanged one keeps its owner.
 
         A document whose text (and the base's chunking and embedder) is unchanged is not
         chunked or embedded again; a changed one has all its chunks replaced in the same
@@ -214,7 +217,7 @@ class KnowledgeStore(StoreBackend):
             for (doc, meta, digest), chunks in zip(to_chunk, chunked, strict=True):
                 rows = vectors[offset : offset + len(chunks)]
                 offset += len(chunks)
-                writes.append(DocumentWrite(doc.id, doc.text, meta, digest, chunks, rows))
+                writes.append(DocumentWrite(doc.id, doc.text, meta, digest, chunks, rows, owner))
                 counts[doc.id] = len(chunks)
             results = [
                 IngestResult(r.document_id, r.status, counts[r.document_id])
@@ -276,6 +279,46 @@ class KnowledgeStore(StoreBackend):
         deleted = await self._delete_document(kb, document_id)
         if not deleted and not allow_missing:
             raise document_not_found(knowledge_base, document_id)
+        return deleted
+
+    async def owned_page(
+        self, owner: str, limit: int, after: tuple[str, str] | None = None
+    ) -> tuple[list[StoredDocument], tuple[str, str] | None]:
+        """Up to `limit` of the documents `owner` ingested (their latest version is
+        theirs), over all bases by base name then id, after the ``(base, id)`` cursor
+        `after`; and the cursor of the next page (None after the last)."""
+        ids = await self._owned(owner, limit, after)
+        refs = await self._refs(sorted({name for name, _ in ids})) if ids else {}
+        found: list[StoredDocument] = []
+        for name, document_id in ids:
+            ref = refs.get(name)
+            doc = await self._get_document(ref, document_id) if ref is not None else None
+            if doc is not None:  # deleted meanwhile otherwise
+                found.append(doc)
+        return found, (ids[-1] if len(ids) == limit else None)
+
+    async def forget_owner(self, owner: str, *, page: int = 100) -> int:
+        """Delete every document `owner` ingested, with its chunks, in every base (others'
+        documents in shared bases stay); how many went."""
+        deleted = 0
+        while ids := await self._owned(owner, page, None):
+            refs = await self._refs(sorted({name for name, _ in ids}))
+            for name, document_id in ids:
+                ref = refs.get(name)  # a base deleted meanwhile took its documents along
+                if ref is not None:
+                    deleted += await self._delete_document(ref, document_id)
+        return deleted
+
+    async def sweep(self, before: datetime, limit: int) -> int:
+        """Delete up to `limit` documents last written before `before` (oldest first, over
+        every base), with their chunks: one bounded round of retention. How many went."""
+        ids = await self._stale(before, limit)
+        refs = await self._refs(sorted({name for name, _ in ids})) if ids else {}
+        deleted = 0
+        for name, document_id in ids:
+            ref = refs.get(name)
+            if ref is not None:
+                deleted += await self._delete_document(ref, document_id)
         return deleted
 
     # -- search -----------------------------------------------------------------------------

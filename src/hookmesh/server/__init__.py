@@ -21,6 +21,7 @@ from hookmesh.server._components import report_component
 from hookmesh.server._http import HttpServer
 from hookmesh.server._http_settings import HttpGatewaySettings
 from hookmesh.server._interceptor import REQUEST_ID_HEADER, ServerCallInterceptor, request_id_var
+from hookmesh.server._retention import Clock, RetentionConfig, Sweeper, utc_now
 from hookmesh.server._server import (
     DEFAULT_GRACE,
     AddressInUseError,
@@ -47,13 +48,16 @@ __all__ = [
     "AuthConfig",
     "Authenticator",
     "Caller",
+    "Clock",
     "HttpGatewaySettings",
     "HttpServer",
     "ListenError",
+    "RetentionConfig",
     "RunningServer",
     "ServerCallInterceptor",
     "Service",
     "ServiceSettings",
+    "Sweeper",
     "TLSConfig",
     "bound_address",
     "check_free",
@@ -73,5 +77,6 @@ __all__ = [
     "store_error",
     "store_outages",
     "store_rpc",
+    "utc_now",
     "wait_for_signal",
 ]

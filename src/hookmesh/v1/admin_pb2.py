@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hookmesh/v1/admin.proto\x12\x0bhookmesh.v1\"\x1a\n\x18ReloadMiddlewaresRequest\"x\n\x19ReloadMiddlewaresResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\x17\n\x0fmiddleware_keys\x18\x02 \x03(\t\x12\x18\n\x10\x64raining_replies\x18\x03 \x01(\x05\x12\x14\n\x0crestart_keys\x18\x04 \x03(\t\"$\n\x11\x46orgetUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\">\n\x12\x46orgetUserResponse\x12(\n\x06stores\x18\x01 \x03(\x0b\x32\x18.hookmesh.v1.ErasedStore\"3\n\x0b\x45rasedStore\x12\r\n\x05store\x18\x01 \x01(\t\x12\x15\n\rdeleted_count\x18\x02 \x01(\x03\x32\xc1\x01\n\x0c\x41\x64minService\x12\x62\n\x11ReloadMiddlewares\x12%.hookmesh.v1.ReloadMiddlewaresRequest\x1a&.hookmesh.v1.ReloadMiddlewaresResponse\x12M\n\nForgetUser\x12\x1e.hookmesh.v1.ForgetUserRequest\x1a\x1f.hookmesh.v1.ForgetUserResponseB\x8f\x01\n\x0f\x63om.hookmesh.v1B\nAdminProtoP\x01Z=github.com/hookmesh/hookmesh/clients/go/hookmeshv1;hookmeshv1\xa2\x02\x03HXX\xaa\x02\x0bHookmesh.V1\xca\x02\x0bHookmesh\\V1\xea\x02\x0cHookmesh::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hookmesh/v1/admin.proto\x12\x0bhookmesh.v1\"\x1a\n\x18ReloadMiddlewaresRequest\"x\n\x19ReloadMiddlewaresResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\x17\n\x0fmiddleware_keys\x18\x02 \x03(\t\x12\x18\n\x10\x64raining_replies\x18\x03 \x01(\x05\x12\x14\n\x0crestart_keys\x18\x04 \x03(\t\"$\n\x11\x46orgetUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\">\n\x12\x46orgetUserResponse\x12(\n\x06stores\x18\x01 \x03(\x0b\x32\x18.hookmesh.v1.ErasedStore\"3\n\x0b\x45rasedStore\x12\r\n\x05store\x18\x01 \x01(\t\x12\x15\n\rdeleted_count\x18\x02 \x01(\x03\"$\n\x11\x45xportUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"B\n\x12\x45xportUserResponse\x12,\n\x07records\x18\x01 \x03(\x0b\x32\x1b.hookmesh.v1.ExportedRecord\"-\n\x0e\x45xportedRecord\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0c\n\x04json\x18\x02 \x01(\t2\x92\x02\n\x0c\x41\x64minService\x12\x62\n\x11ReloadMiddlewares\x12%.hookmesh.v1.ReloadMiddlewaresRequest\x1a&.hookmesh.v1.ReloadMiddlewaresResponse\x12M\n\nForgetUser\x12\x1e.hookmesh.v1.ForgetUserRequest\x1a\x1f.hookmesh.v1.ForgetUserResponse\x12O\n\nExportUser\x12\x1e.hookmesh.v1.ExportUserRequest\x1a\x1f.hookmesh.v1.ExportUserResponse0\x01\x42\x8f\x01\n\x0f\x63om.hookmesh.v1B\nAdminProtoP\x01Z=github.com/hookmesh/hookmesh/clients/go/hookmeshv1;hookmeshv1\xa2\x02\x03HXX\xaa\x02\x0bHookmesh.V1\xca\x02\x0bHookmesh\\V1\xea\x02\x0cHookmesh::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,6 +42,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FORGETUSERRESPONSE']._serialized_end=290
   _globals['_ERASEDSTORE']._serialized_start=292
   _globals['_ERASEDSTORE']._serialized_end=343
-  _globals['_ADMINSERVICE']._serialized_start=346
-  _globals['_ADMINSERVICE']._serialized_end=539
+  _globals['_EXPORTUSERREQUEST']._serialized_start=345
+  _globals['_EXPORTUSERREQUEST']._serialized_end=381
+  _globals['_EXPORTUSERRESPONSE']._serialized_start=383
+  _globals['_EXPORTUSERRESPONSE']._serialized_end=449
+  _globals['_EXPORTEDRECORD']._serialized_start=451
+  _globals['_EXPORTEDRECORD']._serialized_end=496
+  _globals['_ADMINSERVICE']._serialized_start=499
+  _globals['_ADMINSERVICE']._serialized_end=773
 # @@protoc_insertion_point(module_scope)

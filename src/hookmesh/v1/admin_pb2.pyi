@@ -41,3 +41,23 @@ class ErasedStore(_message.Message):
     store: str
     deleted_count: int
     def __init__(self, store: _Optional[str] = ..., deleted_count: _Optional[int] = ...) -> None: ...
+
+class ExportUserRequest(_message.Message):
+    __slots__ = ("user_id",)
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    def __init__(self, user_id: _Optional[str] = ...) -> None: ...
+
+class ExportUserResponse(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[ExportedRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[ExportedRecord, _Mapping]]] = ...) -> None: ...
+
+class ExportedRecord(_message.Message):
+    __slots__ = ("store", "json")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    json: str
+    def __init__(self, store: _Optional[str] = ..., json: _Optional[str] = ...) -> None: ...

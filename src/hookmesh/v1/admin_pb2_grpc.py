@@ -66,14 +66,43 @@ class AdminServiceStub:
     2. Otherwise it erases, in this order, every store it reaches that holds
     the user's data: the A2A tasks of the user's sessions, the sessions and
     their reply journals, the files of the agent's middlewares that keep
-    them per user (file memories, offloaded tool results), then the user's
-    long-term memories in the memory service named by `erasure.memory`.
+    them per user (file memories, offloaded tool results), the documents
+    the user ingested in the retrieval service named by `erasure.retrieval`
+    (in every base; others' documents stay), then the user's long-term
+    memories in the memory service named by `erasure.memory`.
     Stores shared by replicas (PostgreSQL) are erased once for all of them.
     3. It logs one audit line (the caller, the user, the counts; no content)
     and answers the counts per store. A store that cannot be reached ends
     the call with UNAVAILABLE before the audit line; what was erased stays
     erased and a second call finishes the rest.
     Erasure is idempotent: a second call for the same user answers zero counts.
+
+    Protocol of ExportUser (data export on request, docs/security.md "Export
+    format"):
+    1. The user id follows ForgetUser's rule; any other value ends the call
+    with INVALID_ARGUMENT, reason INVALID_USER_ID, and a BadRequest naming
+    `user_id`, before any record is sent.
+    2. The server streams every record held about the user in the stores
+    ForgetUser reaches, store by store in this order: `agent.sessions`,
+    `agent.replies`, `agent.reply_events`, `a2a.tasks` (when
+    `erasure.a2a_task_store` names the A2A store), the stores of the
+    agent's middlewares that keep files per user (`file_memory.files`,
+    `offload.files`), `retrieval.documents` (when `erasure.retrieval` names
+    the retrieval service), `memory.memories` (when `erasure.memory` names
+    the memory service). Within a store records come in a stable order (by
+    session, reply, sequence number, file or id).
+    3. Each response carries records of one store only, at most 256 and about
+    1 MiB of JSON (a single larger record travels alone), so neither side
+    holds the whole export in memory. Each store is read in pages; records that change
+    while the export runs may be seen before or after the change.
+    4. A user no store knows is not an error: the stream ends OK with no
+    records. Running replies are not waited for.
+    5. After the last record the server logs one audit line (the caller, the
+    user, the counts per store; no content) and ends the stream OK. A store
+    that cannot be reached ends it with UNAVAILABLE, reason
+    EXPORT_STORE_UNAVAILABLE, naming the store in ErrorInfo metadata
+    `store`: the records received so far are not the whole export.
+    Only admin principals may call it, as for the other methods.
     """
 
     def __init__(self, channel):
@@ -91,6 +120,11 @@ class AdminServiceStub:
                 '/hookmesh.v1.AdminService/ForgetUser',
                 request_serializer=hookmesh_dot_v1_dot_admin__pb2.ForgetUserRequest.SerializeToString,
                 response_deserializer=hookmesh_dot_v1_dot_admin__pb2.ForgetUserResponse.FromString,
+                _registered_method=True)
+        self.ExportUser = channel.unary_stream(
+                '/hookmesh.v1.AdminService/ExportUser',
+                request_serializer=hookmesh_dot_v1_dot_admin__pb2.ExportUserRequest.SerializeToString,
+                response_deserializer=hookmesh_dot_v1_dot_admin__pb2.ExportUserResponse.FromString,
                 _registered_method=True)
 
 
@@ -135,14 +169,43 @@ class AdminServiceServicer:
     2. Otherwise it erases, in this order, every store it reaches that holds
     the user's data: the A2A tasks of the user's sessions, the sessions and
     their reply journals, the files of the agent's middlewares that keep
-    them per user (file memories, offloaded tool results), then the user's
-    long-term memories in the memory service named by `erasure.memory`.
+    them per user (file memories, offloaded tool results), the documents
+    the user ingested in the retrieval service named by `erasure.retrieval`
+    (in every base; others' documents stay), then the user's long-term
+    memories in the memory service named by `erasure.memory`.
     Stores shared by replicas (PostgreSQL) are erased once for all of them.
     3. It logs one audit line (the caller, the user, the counts; no content)
     and answers the counts per store. A store that cannot be reached ends
     the call with UNAVAILABLE before the audit line; what was erased stays
     erased and a second call finishes the rest.
     Erasure is idempotent: a second call for the same user answers zero counts.
+
+    Protocol of ExportUser (data export on request, docs/security.md "Export
+    format"):
+    1. The user id follows ForgetUser's rule; any other value ends the call
+    with INVALID_ARGUMENT, reason INVALID_USER_ID, and a BadRequest naming
+    `user_id`, before any record is sent.
+    2. The server streams every record held about the user in the stores
+    ForgetUser reaches, store by store in this order: `agent.sessions`,
+    `agent.replies`, `agent.reply_events`, `a2a.tasks` (when
+    `erasure.a2a_task_store` names the A2A store), the stores of the
+    agent's middlewares that keep files per user (`file_memory.files`,
+    `offload.files`), `retrieval.documents` (when `erasure.retrieval` names
+    the retrieval service), `memory.memories` (when `erasure.memory` names
+    the memory service). Within a store records come in a stable order (by
+    session, reply, sequence number, file or id).
+    3. Each response carries records of one store only, at most 256 and about
+    1 MiB of JSON (a single larger record travels alone), so neither side
+    holds the whole export in memory. Each store is read in pages; records that change
+    while the export runs may be seen before or after the change.
+    4. A user no store knows is not an error: the stream ends OK with no
+    records. Running replies are not waited for.
+    5. After the last record the server logs one audit line (the caller, the
+    user, the counts per store; no content) and ends the stream OK. A store
+    that cannot be reached ends it with UNAVAILABLE, reason
+    EXPORT_STORE_UNAVAILABLE, naming the store in ErrorInfo metadata
+    `store`: the records received so far are not the whole export.
+    Only admin principals may call it, as for the other methods.
     """
 
     def ReloadMiddlewares(self, request, context):
@@ -161,6 +224,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportUser(self, request, context):
+        """Streams everything the stores ForgetUser reaches keep about one user, as
+        JSON records (see the ExportUser protocol above).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -173,6 +244,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ForgetUser,
                     request_deserializer=hookmesh_dot_v1_dot_admin__pb2.ForgetUserRequest.FromString,
                     response_serializer=hookmesh_dot_v1_dot_admin__pb2.ForgetUserResponse.SerializeToString,
+            ),
+            'ExportUser': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportUser,
+                    request_deserializer=hookmesh_dot_v1_dot_admin__pb2.ExportUserRequest.FromString,
+                    response_serializer=hookmesh_dot_v1_dot_admin__pb2.ExportUserResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -223,14 +299,43 @@ class AdminService:
     2. Otherwise it erases, in this order, every store it reaches that holds
     the user's data: the A2A tasks of the user's sessions, the sessions and
     their reply journals, the files of the agent's middlewares that keep
-    them per user (file memories, offloaded tool results), then the user's
-    long-term memories in the memory service named by `erasure.memory`.
+    them per user (file memories, offloaded tool results), the documents
+    the user ingested in the retrieval service named by `erasure.retrieval`
+    (in every base; others' documents stay), then the user's long-term
+    memories in the memory service named by `erasure.memory`.
     Stores shared by replicas (PostgreSQL) are erased once for all of them.
     3. It logs one audit line (the caller, the user, the counts; no content)
     and answers the counts per store. A store that cannot be reached ends
     the call with UNAVAILABLE before the audit line; what was erased stays
     erased and a second call finishes the rest.
     Erasure is idempotent: a second call for the same user answers zero counts.
+
+    Protocol of ExportUser (data export on request, docs/security.md "Export
+    format"):
+    1. The user id follows ForgetUser's rule; any other value ends the call
+    with INVALID_ARGUMENT, reason INVALID_USER_ID, and a BadRequest naming
+    `user_id`, before any record is sent.
+    2. The server streams every record held about the user in the stores
+    ForgetUser reaches, store by store in this order: `agent.sessions`,
+    `agent.replies`, `agent.reply_events`, `a2a.tasks` (when
+    `erasure.a2a_task_store` names the A2A store), the stores of the
+    agent's middlewares that keep files per user (`file_memory.files`,
+    `offload.files`), `retrieval.documents` (when `erasure.retrieval` names
+    the retrieval service), `memory.memories` (when `erasure.memory` names
+    the memory service). Within a store records come in a stable order (by
+    session, reply, sequence number, file or id).
+    3. Each response carries records of one store only, at most 256 and about
+    1 MiB of JSON (a single larger record travels alone), so neither side
+    holds the whole export in memory. Each store is read in pages; records that change
+    while the export runs may be seen before or after the change.
+    4. A user no store knows is not an error: the stream ends OK with no
+    records. Running replies are not waited for.
+    5. After the last record the server logs one audit line (the caller, the
+    user, the counts per store; no content) and ends the stream OK. A store
+    that cannot be reached ends it with UNAVAILABLE, reason
+    EXPORT_STORE_UNAVAILABLE, naming the store in ErrorInfo metadata
+    `store`: the records received so far are not the whole export.
+    Only admin principals may call it, as for the other methods.
     """
 
     @staticmethod
@@ -277,6 +382,33 @@ class AdminService:
             '/hookmesh.v1.AdminService/ForgetUser',
             hookmesh_dot_v1_dot_admin__pb2.ForgetUserRequest.SerializeToString,
             hookmesh_dot_v1_dot_admin__pb2.ForgetUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/hookmesh.v1.AdminService/ExportUser',
+            hookmesh_dot_v1_dot_admin__pb2.ExportUserRequest.SerializeToString,
+            hookmesh_dot_v1_dot_admin__pb2.ExportUserResponse.FromString,
             options,
             channel_credentials,
             insecure,

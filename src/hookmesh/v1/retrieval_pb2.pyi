@@ -211,3 +211,37 @@ class DeleteDocumentRequest(_message.Message):
 class DeleteDocumentResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ListUserDocumentsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListUserDocumentsResponse(_message.Message):
+    __slots__ = ("documents", "next_page_token")
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[UserDocument]
+    next_page_token: str
+    def __init__(self, documents: _Optional[_Iterable[_Union[UserDocument, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UserDocument(_message.Message):
+    __slots__ = ("knowledge_base", "stored")
+    KNOWLEDGE_BASE_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    knowledge_base: str
+    stored: GetDocumentResponse
+    def __init__(self, knowledge_base: _Optional[str] = ..., stored: _Optional[_Union[GetDocumentResponse, _Mapping]] = ...) -> None: ...
+
+class DeleteUserDocumentsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DeleteUserDocumentsResponse(_message.Message):
+    __slots__ = ("deleted_count",)
+    DELETED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    deleted_count: int
+    def __init__(self, deleted_count: _Optional[int] = ...) -> None: ...

@@ -46,6 +46,18 @@ class RetrievalServiceStub:
     score, since scores of different indexes are not comparable.
     Errors carry a google.rpc.ErrorInfo with a stable reason and, for bad
     fields, a BadRequest.
+
+    User data (erasure and export on request, docs/security.md "Data
+    lifecycle"): every document records as its owner the user whose Ingest
+    wrote its current text (the caller's user: the principal of its token or
+    certificate, or the `x-hookmesh-user` a trusted gateway names; documents
+    ingested before owners were recorded have none). An ingest that leaves a
+    document's text unchanged keeps its owner. ListUserDocuments and
+    DeleteUserDocuments act on the caller's user's documents in every base,
+    whatever the base's grants or owner: a user may always see and erase what
+    they wrote, and nothing of others (shared bases keep others' documents).
+    The agent service's `hookmesh admin forget` and `export` call them as a
+    trusted gateway naming the user.
     """
 
     def __init__(self, channel):
@@ -89,6 +101,16 @@ class RetrievalServiceStub:
                 request_serializer=hookmesh_dot_v1_dot_retrieval__pb2.DeleteDocumentRequest.SerializeToString,
                 response_deserializer=hookmesh_dot_v1_dot_retrieval__pb2.DeleteDocumentResponse.FromString,
                 _registered_method=True)
+        self.ListUserDocuments = channel.unary_unary(
+                '/hookmesh.v1.RetrievalService/ListUserDocuments',
+                request_serializer=hookmesh_dot_v1_dot_retrieval__pb2.ListUserDocumentsRequest.SerializeToString,
+                response_deserializer=hookmesh_dot_v1_dot_retrieval__pb2.ListUserDocumentsResponse.FromString,
+                _registered_method=True)
+        self.DeleteUserDocuments = channel.unary_unary(
+                '/hookmesh.v1.RetrievalService/DeleteUserDocuments',
+                request_serializer=hookmesh_dot_v1_dot_retrieval__pb2.DeleteUserDocumentsRequest.SerializeToString,
+                response_deserializer=hookmesh_dot_v1_dot_retrieval__pb2.DeleteUserDocumentsResponse.FromString,
+                _registered_method=True)
 
 
 class RetrievalServiceServicer:
@@ -112,6 +134,18 @@ class RetrievalServiceServicer:
     score, since scores of different indexes are not comparable.
     Errors carry a google.rpc.ErrorInfo with a stable reason and, for bad
     fields, a BadRequest.
+
+    User data (erasure and export on request, docs/security.md "Data
+    lifecycle"): every document records as its owner the user whose Ingest
+    wrote its current text (the caller's user: the principal of its token or
+    certificate, or the `x-hookmesh-user` a trusted gateway names; documents
+    ingested before owners were recorded have none). An ingest that leaves a
+    document's text unchanged keeps its owner. ListUserDocuments and
+    DeleteUserDocuments act on the caller's user's documents in every base,
+    whatever the base's grants or owner: a user may always see and erase what
+    they wrote, and nothing of others (shared bases keep others' documents).
+    The agent service's `hookmesh admin forget` and `export` call them as a
+    trusted gateway naming the user.
     """
 
     def CreateKnowledgeBase(self, request, context):
@@ -163,6 +197,22 @@ class RetrievalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListUserDocuments(self, request, context):
+        """One page of the documents the caller's user owns, in every base (see
+        "User data" above).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteUserDocuments(self, request, context):
+        """Deletes every document the caller's user owns, in every base, with its
+        chunks (see "User data" above). Idempotent: a second call deletes none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrievalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +251,16 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     request_deserializer=hookmesh_dot_v1_dot_retrieval__pb2.DeleteDocumentRequest.FromString,
                     response_serializer=hookmesh_dot_v1_dot_retrieval__pb2.DeleteDocumentResponse.SerializeToString,
             ),
+            'ListUserDocuments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUserDocuments,
+                    request_deserializer=hookmesh_dot_v1_dot_retrieval__pb2.ListUserDocumentsRequest.FromString,
+                    response_serializer=hookmesh_dot_v1_dot_retrieval__pb2.ListUserDocumentsResponse.SerializeToString,
+            ),
+            'DeleteUserDocuments': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteUserDocuments,
+                    request_deserializer=hookmesh_dot_v1_dot_retrieval__pb2.DeleteUserDocumentsRequest.FromString,
+                    response_serializer=hookmesh_dot_v1_dot_retrieval__pb2.DeleteUserDocumentsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'hookmesh.v1.RetrievalService', rpc_method_handlers)
@@ -230,6 +290,18 @@ class RetrievalService:
     score, since scores of different indexes are not comparable.
     Errors carry a google.rpc.ErrorInfo with a stable reason and, for bad
     fields, a BadRequest.
+
+    User data (erasure and export on request, docs/security.md "Data
+    lifecycle"): every document records as its owner the user whose Ingest
+    wrote its current text (the caller's user: the principal of its token or
+    certificate, or the `x-hookmesh-user` a trusted gateway names; documents
+    ingested before owners were recorded have none). An ingest that leaves a
+    document's text unchanged keeps its owner. ListUserDocuments and
+    DeleteUserDocuments act on the caller's user's documents in every base,
+    whatever the base's grants or owner: a user may always see and erase what
+    they wrote, and nothing of others (shared bases keep others' documents).
+    The agent service's `hookmesh admin forget` and `export` call them as a
+    trusted gateway naming the user.
     """
 
     @staticmethod
@@ -411,6 +483,60 @@ class RetrievalService:
             '/hookmesh.v1.RetrievalService/DeleteDocument',
             hookmesh_dot_v1_dot_retrieval__pb2.DeleteDocumentRequest.SerializeToString,
             hookmesh_dot_v1_dot_retrieval__pb2.DeleteDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUserDocuments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookmesh.v1.RetrievalService/ListUserDocuments',
+            hookmesh_dot_v1_dot_retrieval__pb2.ListUserDocumentsRequest.SerializeToString,
+            hookmesh_dot_v1_dot_retrieval__pb2.ListUserDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteUserDocuments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookmesh.v1.RetrievalService/DeleteUserDocuments',
+            hookmesh_dot_v1_dot_retrieval__pb2.DeleteUserDocumentsRequest.SerializeToString,
+            hookmesh_dot_v1_dot_retrieval__pb2.DeleteUserDocumentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

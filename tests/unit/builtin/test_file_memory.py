@@ -255,3 +255,38 @@ def test_bad_parameters_are_refused(tmp_path: Path) -> None:
         "read_memory",
         "write_memory",
     ]
+
+
+async def test_per_user_folders_keep_each_users_memory_apart(
+    kind: MessageKind, attach: Attach, tmp_path: Path
+) -> None:
+    from hookmesh.middleware import user_folder
+
+    root = tmp_path / "Memory"
+    write(root / user_folder("bob"), "diet", "What the user eats", "user", "Bob eats fish.")
+    save = ScriptedTurn(
+        tool_calls=[
+            (
+                "write_memory",
+                {"name": "diet", "description": "diet", "type": "user", "content": "Vegan."},
+            )
+        ]
+    )
+    rec = Recorder(json.dumps({"files": ["diet.md"]}), save, ScriptedTurn(text="ok"))
+    mw = FileMemoryMiddleware(root, model=rec.model, per_user=True)
+    agent = Agent(rec.model, kind=kind, middlewares=[await attach(mw)], user_id="alice")
+    events = await collect(agent.reply("I am vegan now."))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    alice = root / user_folder("alice")
+    assert "Vegan." in (alice / "diet.md").read_text()
+    assert "Bob eats fish." in (root / user_folder("bob") / "diet.md").read_text()
+    assert not (root / "diet.md").exists() and "Bob" not in text_of(rec.prompts[0][0])
+    assert [(s, r["file"]) async for s, r in mw.export_user("alice")] == [
+        ("file_memory.files", "MEMORY.md"),
+        ("file_memory.files", "diet.md"),
+    ]
+    assert await mw.forget_user("alice") == [("file_memory.files", 2)]
+    assert not alice.exists() and (root / user_folder("bob") / "diet.md").exists()
+    assert await mw.forget_user("alice") == [("file_memory.files", 0)]
+    shared = FileMemoryMiddleware(root)
+    assert shared.user_stores() == () and await shared.forget_user("bob") == []

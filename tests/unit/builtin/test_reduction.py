@@ -581,3 +581,32 @@ async def test_state_counts_cleared_results_per_reply(kind: MessageKind, tmp_pat
     await collect(agent.reply("go"))
     assert seen == [{"cleared": 2}]
     assert agent.state.middle_context == {"reduction": {}}
+
+
+async def test_a_users_output_is_offloaded_in_their_folder_and_read_by_them_only(
+    kind: MessageKind, tmp_path: Path
+) -> None:
+    from hookmesh.middleware import user_folder
+    from hookmesh.tools import ToolContext
+
+    mw = ReductionMiddleware(tmp_path, max_length=100, preview_chars=20)
+    script: list[ScriptedTurn | str] = [
+        ScriptedTurn(tool_calls=[("pieces", {"count": 5, "size": 40})]),
+        "done",
+    ]
+    agent = Agent(
+        ScriptedChatModel(script), kind=kind, tools=[pieces], middlewares=[mw], user_id="alice"
+    )
+    await collect(agent.reply("go"))
+    [saved] = await asyncio.to_thread(lambda: list(tmp_path.rglob("*.txt")))
+    assert saved.relative_to(tmp_path).parts[0] == user_folder("alice")
+    [read] = mw.list_tools()
+    bob = Agent(ScriptedChatModel(["x"]), kind=kind, user_id="bob")
+    with pytest.raises(ValueError, match="another user"):
+        async for _ in read.run({"path": str(saved)}, ToolContext(bob, ToolCall(id="c", name="r"))):
+            pass
+    [exported] = [r async for _, r in mw.export_user("alice")]
+    assert exported == {"location": str(saved), "text": _letters(5, 40)}
+    assert [r async for r in mw.export_user("bob")] == []
+    assert await mw.forget_user("alice") == [("offload.files", 1)]
+    assert not saved.exists() and await mw.forget_user("alice") == [("offload.files", 0)]

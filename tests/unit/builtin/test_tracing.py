@@ -177,3 +177,25 @@ async def test_the_reply_span_records_the_output_schema(
     (root,) = spans_by_name(span_exporter)["invoke_agent agent"]
     assert root.attributes["hookmesh.output.schema_name"] == "Count"
     assert root.attributes["hookmesh.finish_reason"] == ("completed" if valid else "error")
+
+
+@pytest.mark.parametrize(
+    ("options", "recorded"),
+    [
+        ({}, False),
+        ({"capture_content": True}, True),
+        ({"capture_content": True, "record_user": False}, False),
+        ({"record_user": True}, True),
+    ],
+)
+async def test_the_reply_span_names_the_user_with_content_unless_turned_off(
+    kind: MessageKind, attach: Attach, span_exporter: Any, options: dict[str, Any], recorded: bool
+) -> None:
+    middleware = await attach(TracingMiddleware(**options))
+    agent = Agent(ScriptedChatModel(["hi"]), kind=kind, middlewares=[middleware], user_id="alice")
+    span_exporter.clear()
+    await collect(agent.reply("go"))
+    spans = span_exporter.get_finished_spans()
+    (root,) = [s for s in spans if s.name.startswith("invoke_agent")]
+    assert root.attributes.get("user.id") == ("alice" if recorded else None)
+    assert all("user.id" not in s.attributes for s in spans if s is not root)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import shutil
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -15,7 +17,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hookmesh.agent import Tool, ToolArgumentError, tool
-from hookmesh.middleware import AgentView, ReasoningArgs, ReasoningNext, ReplyArgs, ReplyNext
+from hookmesh.middleware import (
+    AgentView,
+    ReasoningArgs,
+    ReasoningNext,
+    ReplyArgs,
+    ReplyNext,
+    UserRecord,
+    user_folder,
+)
 from hookmesh.middleware._base import FailureMode, HookMode, Middleware
 from hookmesh.middleware.builtin._support._atomic import write_text_atomically
 from hookmesh.middleware.builtin._support._frontmatter import split_front_matter
@@ -30,6 +40,7 @@ from hookmesh.schema import (
     make_text,
     text_of,
 )
+from hookmesh.tools import ToolContext
 
 if TYPE_CHECKING:
     pass
@@ -41,6 +52,8 @@ MemoryType = Literal["user", "feedback", "project", "reference"]
 pointer to something elsewhere."""
 INDEX = "MEMORY.md"
 """The index file the system prompt shows."""
+FILES_STORE = "file_memory.files"
+"""The store name of per-user memory files in erasure receipts and exports."""
 WARNING_EVENT = "file_memory.warning"
 """Name of the custom event reporting a failed file selection under ``fail_open``."""
 DEFAULT_NOTE = (
@@ -156,9 +169,15 @@ class FileMemoryMiddleware(Middleware):
     [reply_id]`` holds the user's input and the selected file names; the instance keeps only
     its folder and a write lock, so it may serve many agents.
 
+    Per user (`per_user`): each reply's user (`AgentView.user_id`, the agent service's
+    caller) gets a folder of their own under `root`, ``user-<hash>/`` (`user_folder`: the
+    path names no user), which is all that reply's prompt, selection and tools see; a reply
+    without a user uses `root` itself. The agent service's `ForgetUser` deletes a user's
+    folder and `ExportUser` hands over its files (``file_memory.files``). Without
+    `per_user` the folder is shared by every user and neither reaches it.
+
     Not supported: sub-folders; several processes writing one folder at once (writes are
-    serialised per instance only); memory per user (give each user their own folder and
-    instance).
+    serialised per instance only).
 
     Example:
         >>> mw = FileMemoryMiddleware("Memory")
@@ -175,6 +194,10 @@ class FileMemoryMiddleware(Middleware):
         timeout: Seconds the selection may take.
         failure_mode: ``fail_open`` (default) or ``fail_closed``.
         note: The text above the index in the system prompt.
+        per_user: A folder per user under `root` (see above).
+        retention_seconds: Delete memory files not written for this long (with their index
+            lines, in every user's folder); None keeps them. The agent service sweeps
+            (`expire`).
     """
 
     subscriptions: Mapping[str, tuple[str, ...]] = {"on_reply": (), "on_reasoning": ()}
@@ -192,6 +215,8 @@ class FileMemoryMiddleware(Middleware):
         timeout: float = 30.0,
         failure_mode: FailureMode = "fail_open",
         note: str = DEFAULT_NOTE,
+        per_user: bool = False,
+        retention_seconds: float | None = None,
     ) -> None:
         if model is not None and not isinstance(model, ChatModel):
             raise ValueError(f"model must be a ChatModel or None, not {type(model).__name__}")
@@ -218,6 +243,14 @@ class FileMemoryMiddleware(Middleware):
         self.timeout = timeout
         self.failure_mode = failure_mode
         self.note = note
+        self.per_user = per_user
+        if retention_seconds is not None and (
+            isinstance(retention_seconds, bool)
+            or not isinstance(retention_seconds, int | float)
+            or retention_seconds <= 0
+        ):
+            raise ValueError(f"retention_seconds must be positive, not {retention_seconds!r}")
+        self.retention_seconds = retention_seconds
         self._write_lock = threading.Lock()
         self._tools = self._make_tools()
 
@@ -229,8 +262,12 @@ class FileMemoryMiddleware(Middleware):
 
     # --- the folder ------------------------------------------------------------------------
 
-    def path_of(self, name: str) -> Path:
-        """The file a memory name refers to, inside the folder.
+    def folder_of(self, user_id: str) -> Path:
+        """The folder a reply of `user_id` reads and writes."""
+        return self.root / user_folder(user_id) if self.per_user and user_id else self.root
+
+    def path_of(self, name: str, folder: Path | None = None) -> Path:
+        """The file a memory name refers to, inside `folder` (default `root`).
 
         Raises:
             ToolArgumentError: Not a plain file name, the index, or a symbolic link.
@@ -243,18 +280,20 @@ class FileMemoryMiddleware(Middleware):
                 f"{name!r} is not a memory name: use 1-80 letters, digits, '_', '.' or '-' "
                 f"(no folders), other than {INDEX}"
             )
-        root = self.root.resolve()
+        root = (folder or self.root).resolve()
         path = root / file
         if path.is_symlink() or path.resolve().parent != root:
             raise ToolArgumentError(f"{file} is outside the memory folder")
         return path
 
-    def catalog(self) -> list[MemoryFile]:
-        """The memory files with valid frontmatter, most recently changed first (blocking)."""
-        if not self.root.is_dir():
+    def catalog(self, folder: Path | None = None) -> list[MemoryFile]:
+        """The memory files with valid frontmatter in `folder` (default `root`), most
+        recently changed first (blocking)."""
+        folder = folder or self.root
+        if not folder.is_dir():
             return []
         found = []
-        for path in self.root.iterdir():
+        for path in folder.iterdir():
             if path.name == INDEX or path.suffix != ".md" or path.is_symlink():
                 continue
             if not path.is_file() or not _FILE_NAME.match(path.name):
@@ -271,28 +310,31 @@ class FileMemoryMiddleware(Middleware):
                 out.append(MemoryFile(path.name, meta.name, _one_line(meta.description), meta.type))
         return out
 
-    def index_text(self) -> str:
-        """``MEMORY.md`` cut to the token budget (blocking); "" when there is none."""
-        path = self.root / INDEX
+    def index_text(self, folder: Path | None = None) -> str:
+        """``MEMORY.md`` of `folder` (default `root`) cut to the token budget (blocking); ""
+        when there is none."""
+        path = (folder or self.root) / INDEX
         if path.is_symlink() or not path.is_file():
             return ""
         text = path.read_text(encoding="utf-8", errors="replace").strip()
         return _cut(text, self.index_max_tokens * _CHARS_PER_TOKEN, "index truncated")
 
-    def _contents(self, files: Sequence[str]) -> str:
+    def _contents(self, files: Sequence[str], folder: Path) -> str:
         parts = []
         budget = self.max_tokens_per_file * _CHARS_PER_TOKEN
         for file in files:
             try:
-                path = self.path_of(file)
+                path = self.path_of(file, folder)
                 text = path.read_text(encoding="utf-8", errors="replace")
             except (ToolArgumentError, OSError):
                 continue  # deleted or replaced by a link since it was selected
             parts.append(f"## {file}\n{_cut(text.strip(), budget, 'file truncated')}")
         return "\n\n".join(parts)
 
-    def _write(self, name: str, description: str, kind: MemoryType, content: str) -> str:
-        path = self.path_of(name)
+    def _write(
+        self, name: str, description: str, kind: MemoryType, content: str, folder: Path
+    ) -> str:
+        path = self.path_of(name, folder)
         description = _one_line(description)
         if not description or len(description) > _MAX_DESCRIPTION:
             raise ToolArgumentError(f"description must be one line of 1-{_MAX_DESCRIPTION} chars")
@@ -323,15 +365,21 @@ class FileMemoryMiddleware(Middleware):
             write_text_atomically(index, "\n".join(lines) + "\n")
         return f"Saved {path.name} and listed it in {INDEX}."
 
-    def _read(self, name: str) -> str:
-        path = self.path_of(name)
+    def _read(self, name: str, folder: Path) -> str:
+        path = self.path_of(name, folder)
         if not path.is_file():
             raise ToolArgumentError(f"there is no memory file {path.name}")
         text = path.read_text(encoding="utf-8", errors="replace")
         return _cut(text, self.max_tokens_per_file * _CHARS_PER_TOKEN, "file truncated")
 
     def _make_tools(self) -> list[Tool]:
-        async def write_memory(name: str, description: str, type: MemoryType, content: str) -> str:
+        async def write_memory(
+            name: str,
+            description: str,
+            type: MemoryType,
+            content: str,
+            context: ToolContext[AgentView] | None = None,
+        ) -> str:
             """Save (or replace) a memory file and list it in MEMORY.md.
 
             Args:
@@ -340,20 +388,100 @@ class FileMemoryMiddleware(Middleware):
                 type: user, feedback, project or reference.
                 content: The memory itself, in markdown.
             """
-            return await asyncio.to_thread(self._write, name, description, type, content)
+            folder = self._folder(context)
+            return await asyncio.to_thread(self._write, name, description, type, content, folder)
 
-        async def read_memory(name: str) -> str:
+        async def read_memory(name: str, context: ToolContext[AgentView] | None = None) -> str:
             """Read a memory file listed in MEMORY.md.
 
             Args:
                 name: Its file name, e.g. "diet.md".
             """
-            return await asyncio.to_thread(self._read, name)
+            return await asyncio.to_thread(self._read, name, self._folder(context))
 
         return [
             tool(write_memory),
             tool(read_memory, read_only=True, concurrency_safe=True),
         ]
+
+    def _folder(self, context: ToolContext[AgentView] | None) -> Path:
+        return self.folder_of(context.agent.user_id if context is not None else "")
+
+    # --- the users' folders (HoldsUserData) ------------------------------------------------
+
+    def user_stores(self) -> tuple[str, ...]:
+        """``file_memory.files`` with `per_user`; a shared folder is not keyed by user."""
+        return (FILES_STORE,) if self.per_user else ()
+
+    async def forget_user(self, user_id: str) -> list[tuple[str, int]]:
+        """Delete the user's folder (with `per_user`); how many files it held."""
+        if not self.per_user:
+            return []
+
+        def delete() -> int:
+            folder = self.folder_of(user_id)
+            if folder.is_symlink() or not folder.is_dir():
+                return 0
+            with self._write_lock:
+                count = sum(1 for p in folder.iterdir() if p.is_file() or p.is_symlink())
+                shutil.rmtree(folder)
+            return count
+
+        return [(FILES_STORE, await asyncio.to_thread(delete))]
+
+    async def export_user(self, user_id: str) -> AsyncIterator[UserRecord]:
+        """Each file of the user's folder (with `per_user`), by name: ``file`` and ``text``
+        (``MEMORY.md`` included)."""
+        if not self.per_user:
+            return
+        folder = self.folder_of(user_id)
+
+        def listing() -> list[Path]:
+            if folder.is_symlink() or not folder.is_dir():
+                return []
+            return sorted(p for p in folder.iterdir() if p.is_file() and not p.is_symlink())
+
+        for path in await asyncio.to_thread(listing):
+            try:
+                text = await asyncio.to_thread(path.read_text, encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                continue
+            yield FILES_STORE, {"file": path.name, "text": text}
+
+    async def expire(self, now: datetime, limit: int) -> int:
+        """Delete at most `limit` memory files older than `retention_seconds`, oldest first,
+        and their lines in their folder's index (ExpiresData)."""
+        if self.retention_seconds is None:
+            return 0
+        cutoff = (now - timedelta(seconds=self.retention_seconds)).timestamp()
+        return await asyncio.to_thread(self._expire, cutoff, limit)
+
+    def _expire(self, cutoff: float, limit: int) -> int:
+        if not self.root.is_dir():
+            return 0
+        folders = [self.root]
+        if self.per_user:
+            folders += [p for p in self.root.iterdir() if p.name.startswith("user-") and p.is_dir()]
+        old: list[tuple[float, Path]] = []
+        for folder in folders:
+            if folder.is_symlink():
+                continue
+            for path in folder.iterdir():
+                if path.name == INDEX or path.suffix != ".md" or path.is_symlink():
+                    continue
+                if path.is_file() and (mtime := path.stat().st_mtime) < cutoff:
+                    old.append((mtime, path))
+        old.sort()
+        with self._write_lock:
+            for _, path in old[:limit]:
+                path.unlink(missing_ok=True)
+                index = path.parent / INDEX
+                if index.is_file() and not index.is_symlink():
+                    lines = index.read_text(encoding="utf-8").rstrip("\n").split("\n")
+                    kept = [line for line in lines if _linked(line) != path.name]
+                    if kept != lines:
+                        write_text_atomically(index, "\n".join(kept) + "\n")
+        return len(old[:limit])
 
     # --- hooks -----------------------------------------------------------------------------
 
@@ -370,7 +498,7 @@ class FileMemoryMiddleware(Middleware):
 
     async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         """Add the note and the index (cut to its budget)."""
-        index = await asyncio.to_thread(self.index_text)
+        index = await asyncio.to_thread(self.index_text, self.folder_of(agent.user_id))
         text = f"{self.note}\n\n{INDEX}:\n{index or '(empty: no memories yet)'}"
         return f"{prompt}\n\n{text}" if prompt else text
 
@@ -399,7 +527,8 @@ class FileMemoryMiddleware(Middleware):
                     value={"message": f"memory file selection failed: {exc}"},
                 )
         selected: list[str] = state.get("selected") or []
-        text = await asyncio.to_thread(self._contents, selected) if selected else ""
+        folder = self.folder_of(agent.user_id)
+        text = await asyncio.to_thread(self._contents, selected, folder) if selected else ""
         if not text:
             async for event in next_handler():
                 yield event
@@ -420,7 +549,7 @@ class FileMemoryMiddleware(Middleware):
     async def _select(self, agent: AgentView, query: str) -> list[str]:
         """The files the model picks for `query` (only names from the list, at most
         `max_files`); [] when there is nothing to pick from or no model."""
-        files = await asyncio.to_thread(self.catalog)
+        files = await asyncio.to_thread(self.catalog, self.folder_of(agent.user_id))
         if not files or not query.strip():
             return []
         model = self.model or agent.model

@@ -7,7 +7,7 @@ per request."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,6 +136,69 @@ async def forget_tasks(url: str, context_ids: Sequence[str]) -> int:
         return int(result.rowcount or 0)
     finally:
         await opened.close()
+
+
+async def export_tasks(
+    url: str, context_ids: Sequence[str], page: int = 100
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """The tasks of the store at `url` whose context is one of `context_ids`, in pages of up
+    to `page`, by context then id: each as its stored JSON columns (status, artifacts,
+    history and metadata in the A2A JSON form) with ``id``, ``context_id`` and
+    ``last_updated`` (ISO 8601, or None).
+
+    Raises:
+        ValueError: `url` is not a database the SDK's task store uses.
+        OSError: The database cannot be opened.
+    """
+    if url == "memory":
+        raise ValueError("an in-memory A2A task store cannot be reached from another process")
+    from sqlalchemy import select
+
+    opened = await open_task_store(url, max_tasks=1)  # never saves: the cap is unused
+    try:
+        store = opened.store
+        assert isinstance(store, _CappedDatabaseTaskStore)
+        model = store.task_model
+        columns = (model.id, model.context_id, model.last_updated, model.status)
+        extra = (model.artifacts, model.history, model.task_metadata)
+        ordered = sorted(set(context_ids))
+        for start in range(0, len(ordered), page):
+            async with store.async_session_maker() as session:
+                rows = (
+                    await session.execute(
+                        select(*columns, *extra)
+                        .where(model.context_id.in_(ordered[start : start + page]))
+                        .order_by(model.context_id, model.id)
+                    )
+                ).all()
+            if rows:
+                yield [_task_record(row) for row in rows]
+    finally:
+        await opened.close()
+
+
+def _task_record(row: Any) -> dict[str, Any]:
+    task_id, context_id, updated, status, artifacts, history, metadata = row
+    return {
+        "id": task_id,
+        "context_id": context_id,
+        "last_updated": updated.isoformat() if updated is not None else None,
+        "status": _plain(status),
+        "artifacts": _plain(artifacts),
+        "history": _plain(history),
+        "metadata": _plain(metadata),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """A JSON column's value as JSON data (the SDK may hand back protobuf messages)."""
+    if hasattr(value, "DESCRIPTOR"):
+        from google.protobuf.json_format import MessageToDict
+
+        return MessageToDict(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _state(status: Any) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -12,10 +13,12 @@ from typing import Any
 
 from hookmesh._imports import load_object
 from hookmesh.agent import Tool, tool
+from hookmesh.middleware import ExpiresData
 from hookmesh.models import build_model
-from hookmesh.server import RunningServer, Service, start_server
+from hookmesh.server import Clock, RunningServer, Service, Sweeper, start_server, utc_now
 from hookmesh.services.agent._chain import build_chain
 from hookmesh.services.agent._config import AgentServiceConfig, SessionsConfig
+from hookmesh.services.agent._export import UserExporter
 from hookmesh.services.agent._forget import UserEraser
 from hookmesh.services.agent._open import open_store
 from hookmesh.services.agent._reload import AdminServicer, ConfigSource, MiddlewareReloader
@@ -58,6 +61,9 @@ class AgentService:
     servicer: AgentServicer
     resources: AsyncExitStack
     reloader: MiddlewareReloader
+    expiry: Sweeper
+    """The retention of the middlewares' own stores (its first sweep starts with the
+    service)."""
 
     @property
     def port(self) -> int:
@@ -112,6 +118,20 @@ async def sweep_sessions(
         await sweep_once(store, servicer, config)
 
 
+def expire_middleware_data(servicer: AgentServicer) -> Callable[[datetime, int], Awaitable[int]]:
+    """The sweep of the stores the current chain's middlewares expire themselves (their
+    own retention, `ExpiresData`), at most the given count in all."""
+
+    async def sweep(now: datetime, limit: int) -> int:
+        gone = 0
+        for middleware in servicer.chain.middlewares:
+            if isinstance(middleware, ExpiresData) and gone < limit:
+                gone += await middleware.expire(now, limit - gone)
+        return gone
+
+    return sweep
+
+
 async def renew_leases(servicer: AgentServicer, interval: float) -> None:
     """Renew the replies' session leases every `interval` s, until cancelled (a failure is
     logged: the next round tries again before the leases expire)."""
@@ -129,6 +149,7 @@ async def start_agent_service(
     address: str | None = None,
     sidecars: dict[str, str] | None = None,
     reload_from: ConfigSource | None = None,
+    clock: Clock = utc_now,
 ) -> AgentService:
     """Build everything the config names and start serving (health, reflection, tracing).
 
@@ -138,6 +159,7 @@ async def start_agent_service(
         sidecars: Addresses of named sidecars, for remote middlewares that name one.
         reload_from: Reads the configuration again for a middleware reload (SIGHUP, the
             AdminService); without it a reload is refused (``NO_CONFIG_FILE``).
+        clock: The time the middlewares' retention measures ages against.
     """
     stack = AsyncExitStack()
     try:
@@ -163,13 +185,26 @@ async def start_agent_service(
         await sweep_once(store, servicer, sessions)
         sweeper = asyncio.create_task(sweep_sessions(store, servicer, sessions))
         stack.push_async_callback(_cancel, sweeper)
+        expiry = Sweeper(
+            "middleware files",
+            expire_middleware_data(servicer),
+            interval=sessions.sweep_interval_seconds,
+            clock=clock,
+        )
+        expiry.start()
+        stack.push_async_callback(expiry.stop)
         # NOTE(durability): replies cut off before this start (a crash of this very process,
         # on SQLite; a dead replica, on PostgreSQL) go on now, then whenever one is found.
         await servicer.desk.adopt_orphans()
         takeover = asyncio.create_task(servicer.desk.take_over())
         stack.push_async_callback(_cancel, takeover)
         reloader = MiddlewareReloader(servicer, reload_from, sidecars or {})
-        admin = AdminServicer(reloader, config.admin_principals, UserEraser(store, config.erasure))
+        admin = AdminServicer(
+            reloader,
+            config.admin_principals,
+            UserEraser(store, config.erasure, lambda: servicer.chain.middlewares),
+            UserExporter(store, config.erasure, lambda: servicer.chain.middlewares),
+        )
         server = await start_server(
             [
                 Service(SERVICE_NAME, servicer, _agent_grpc.add_AgentServiceServicer_to_server),
@@ -183,4 +218,4 @@ async def start_agent_service(
     except BaseException:
         await stack.aclose()
         raise
-    return AgentService(server, servicer, stack, reloader)
+    return AgentService(server, servicer, stack, reloader, expiry)

@@ -175,6 +175,12 @@ class ErasureConfig(_Strict):
     reached."""
     memory_token_env: str | None = None
     """Environment variable holding the bearer token for the memory service (a secret)."""
+    retrieval: str | None = None
+    """``host:port`` of the retrieval service whose documents the user owns are deleted (in
+    every base). The agent service must be one of its `trusted_gateways` when it checks
+    credentials. Unset: not reached."""
+    retrieval_token_env: str | None = None
+    """Environment variable holding the bearer token for the retrieval service (a secret)."""
 
 
 class AgentServiceConfig(ServiceSettings):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Sequence
 
 import grpc
 
-from hookmesh.client import AgentClientError, MemoryClient
+from hookmesh.client import AgentClientError, MemoryClient, RetrievalClient
 from hookmesh.errors import RequestError, SchemaError
 from hookmesh.memory import MemoryScope
+from hookmesh.middleware import HoldsUserData, Middleware
 from hookmesh.services.a2a import forget_tasks
 from hookmesh.services.agent._config import ErasureConfig, secret
 from hookmesh.services.agent._store import SessionStore
@@ -23,6 +25,15 @@ _MEMORY_TIMEOUT = 60.0
 
 Receipt = list[tuple[str, int]]
 """(store, rows or files deleted), in the order they were erased."""
+
+
+Middlewares = Callable[[], Sequence[Middleware]]
+"""The middlewares of the chain new replies take (read at each call: reloads swap it)."""
+
+
+def user_data_holders(middlewares: Middlewares) -> list[HoldsUserData]:
+    """The middlewares keeping stores per user (`HoldsUserData` with stores), in order."""
+    return [m for m in middlewares() if isinstance(m, HoldsUserData) and m.user_stores()]
 
 
 def check_user(user_id: str) -> str:
@@ -46,11 +57,15 @@ class UserEraser:
     Args:
         store: The agent service's session store (shared by its replicas on PostgreSQL).
         config: Where the A2A tasks and the memory service are.
+        middlewares: The current chain's middlewares; those that hold user data are erased.
     """
 
-    def __init__(self, store: SessionStore, config: ErasureConfig) -> None:
+    def __init__(
+        self, store: SessionStore, config: ErasureConfig, middlewares: Middlewares = list
+    ) -> None:
         self.store = store
         self.config = config
+        self.middlewares = middlewares
 
     async def forget(self, user_id: str, busy: bool, caller: str) -> Receipt:
         """Erase `user_id` everywhere; `busy` says a reply of the user runs in this process.
@@ -78,6 +93,13 @@ class UserEraser:
             except OSError as exc:
                 raise _unreachable("a2a.tasks", str(exc)) from None
         receipt += await self.store.forget(user)
+        for holder in user_data_holders(self.middlewares):
+            try:
+                receipt += await holder.forget_user(user)
+            except OSError as exc:
+                raise _unreachable(", ".join(holder.user_stores()), str(exc)) from None
+        if self.config.retrieval is not None:
+            receipt.append(("retrieval.documents", await self._forget_documents(user)))
         if self.config.memory is not None:
             receipt.append(("memory.memories", await self._forget_memories(user)))
         audit.warning(
@@ -87,6 +109,18 @@ class UserEraser:
             ", ".join(f"{store}={count}" for store, count in receipt),
         )
         return receipt
+
+    async def _forget_documents(self, user: str) -> int:
+        assert self.config.retrieval is not None
+        token = secret(self.config.retrieval_token_env)
+        try:
+            async with RetrievalClient(
+                self.config.retrieval, timeout=_MEMORY_TIMEOUT, token=token, acting_for=user
+            ) as retrieval:
+                return await retrieval.delete_user_documents()
+        except AgentClientError as exc:
+            why = f"{exc.code.name}: {exc.message}"
+            raise _unreachable("retrieval.documents", why) from None
 
     async def _forget_memories(self, user: str) -> int:
         assert self.config.memory is not None

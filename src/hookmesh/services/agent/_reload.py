@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import grpc
@@ -15,6 +15,7 @@ from hookmesh.remote import SidecarError
 from hookmesh.server import current_principal
 from hookmesh.services.agent._chain import MiddlewareChain, build_chain
 from hookmesh.services.agent._config import AgentServiceConfig
+from hookmesh.services.agent._export import UserExporter
 from hookmesh.services.agent._forget import UserEraser
 from hookmesh.services.agent._servicer import AgentServicer
 from hookmesh.v1 import admin_pb2 as _admin_pb2
@@ -123,12 +124,20 @@ class AdminServicer(_admin_grpc.AdminServiceServicer):
         reloader: Does the reloads.
         admins: Principals allowed to call.
         eraser: Does the erasures.
+        exporter: Does the exports.
     """
 
-    def __init__(self, reloader: MiddlewareReloader, admins: list[str], eraser: UserEraser) -> None:
+    def __init__(
+        self,
+        reloader: MiddlewareReloader,
+        admins: list[str],
+        eraser: UserEraser,
+        exporter: UserExporter,
+    ) -> None:
         self.reloader = reloader
         self.admins = frozenset(admins)
         self.eraser = eraser
+        self.exporter = exporter
 
     def _admin(self) -> str:
         principal = current_principal()
@@ -163,3 +172,12 @@ class AdminServicer(_admin_grpc.AdminServiceServicer):
         return _admin_pb2.ForgetUserResponse(
             stores=[_admin_pb2.ErasedStore(store=s, deleted_count=n) for s, n in receipt]
         )
+
+    async def ExportUser(
+        self, request: _admin_pb2.ExportUserRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[_admin_pb2.ExportUserResponse]:
+        caller = self._admin()
+        async for batch in self.exporter.batches(request.user_id, caller):
+            yield _admin_pb2.ExportUserResponse(
+                records=[_admin_pb2.ExportedRecord(store=s, json=j) for s, j in batch]
+            )

@@ -86,6 +86,30 @@ _FORGET = (
 )
 """Erasure of one user, journal first (a cut erasure leaves no journal without its session
 that retention would not find)."""
+_EXPORT: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "agent.sessions": (
+        "SELECT session_id, agent_name, create_time, update_time, state_json FROM {table}"
+        " WHERE owner = {mark} AND session_id > {mark} ORDER BY session_id LIMIT {mark}",
+        ("",),
+    ),
+    "agent.replies": (
+        "SELECT session_id, reply_id, status, last_seq, durability, request, update_time"
+        " FROM {replies} WHERE owner = {mark} AND (session_id, reply_id) > ({mark}, {mark})"
+        " ORDER BY session_id, reply_id LIMIT {mark}",
+        ("", ""),
+    ),
+    "agent.reply_events": (
+        "SELECT session_id, reply_id, seq, event FROM {events} WHERE owner = {mark}"
+        " AND (session_id, reply_id, seq) > ({mark}, {mark}, {mark})"
+        " ORDER BY session_id, reply_id, seq LIMIT {mark}",
+        ("", "", -1),
+    ),
+}
+"""A user's rows of each table, one page after a cursor (the key columns of the last row,
+which lead the selection; the first page's cursor is given): keyset paging, so a page costs
+the same at any depth."""
+EXPORT_TABLES = tuple(_EXPORT)
+"""The tables `SessionStore.export` reads, in export order."""
 JOURNAL_REPLY = (
     "INSERT INTO {replies} (owner, session_id, reply_id, status, last_seq, step_seq, durability,"
     " request, update_time) VALUES ({mark}, {mark}, {mark}, {mark}, {mark}, {mark}, {mark},"
@@ -398,6 +422,19 @@ class SessionStore(abc.ABC):
         return tuple(
             [(name, len(await self._rows(self._sql(sql), (owner,)))) for name, sql in _FORGET]
         )
+
+    async def export(self, owner: str, table: str, page: int) -> AsyncIterator[Rows]:
+        """Every row `owner` has in `table` (one of `EXPORT_TABLES`), in pages of up to
+        `page` rows in key order; the columns as `_EXPORT` selects them."""
+        sql, cursor = _EXPORT[table]
+        width = len(cursor)
+        while True:
+            rows = await self._rows(self._sql(sql), (owner, *cursor, page))
+            if rows:
+                yield rows
+            if len(rows) < page:
+                return
+            cursor = tuple(rows[-1][:width])
 
     async def sweep(
         self,

@@ -12,7 +12,7 @@ import hookmesh.remote  # noqa: F401
 from hookmesh.memory import MemoryStore, open_memory_store
 from hookmesh.models import build_model
 from hookmesh.retrieval import Embedder, default_embedder
-from hookmesh.server import RunningServer, Service, start_server
+from hookmesh.server import Clock, RunningServer, Service, Sweeper, start_server, utc_now
 from hookmesh.services.memory._config import MemoryServiceConfig
 from hookmesh.services.memory._servicer import MemoryServicer
 from hookmesh.v1 import memory_pb2 as _pb
@@ -29,6 +29,8 @@ class MemoryService:
     servicer: MemoryServicer
     store: MemoryStore
     resources: AsyncExitStack
+    retention: Sweeper
+    """The memories' retention (its first sweep starts with the service)."""
 
     @property
     def port(self) -> int:
@@ -39,6 +41,7 @@ class MemoryService:
         """Report NOT_SERVING, give in-flight calls `grace` seconds, then close the store
         (which waits for running commits) and the extraction model."""
         try:
+            await self.retention.stop()
             await self.server.stop(grace)
         finally:
             await self.resources.aclose()
@@ -49,6 +52,7 @@ async def start_memory_service(
     *,
     address: str | None = None,
     embedder: Embedder | None = None,
+    clock: Clock = utc_now,
 ) -> MemoryService:
     """Open the store, build the extraction model and start serving (health, reflection,
     tracing).
@@ -60,6 +64,7 @@ async def start_memory_service(
         config: The configuration.
         address: Overrides `config.listen` (tests pass ``127.0.0.1:0``).
         embedder: Another embedder than the process-wide all-MiniLM-L6-v2.
+        clock: The time retention measures ages against.
 
     Raises:
         EmbedderUnavailableError: The embedding model files are missing.
@@ -97,4 +102,6 @@ async def start_memory_service(
     except BaseException:
         await stack.aclose()
         raise
-    return MemoryService(server, servicer, store, stack)
+    retention = Sweeper.of("memory.memories", store.knowledge.sweep, config.retention, clock)
+    retention.start()
+    return MemoryService(server, servicer, store, stack, retention)

@@ -10,7 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from hookmesh.memory import DEFAULT_DEDUP_THRESHOLD, DEFAULT_EXTRACTION_INSTRUCTION, MemoryLimits
 from hookmesh.models import ModelConfig
-from hookmesh.server import ServiceSettings, load_settings
+from hookmesh.server import RetentionConfig, ServiceSettings, load_settings
 
 _DEFAULT = MemoryLimits()
 
@@ -49,6 +49,9 @@ class MemoryServiceConfig(ServiceSettings):
     """Most metadata keys per memory."""
     max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     """Largest accepted request (gRPC refuses bigger ones with RESOURCE_EXHAUSTED)."""
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    """How long memories are kept after they last changed (added, updated or merged into;
+    unset `ttl_seconds`: forever); swept at start and every `sweep_interval_seconds`."""
     grace_seconds: float = Field(5.0, ge=0)
     """Seconds in-flight calls get to finish on shutdown."""
 

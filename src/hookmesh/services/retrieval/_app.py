@@ -9,7 +9,7 @@ from typing import Any
 # only this order resolves.
 import hookmesh.remote  # noqa: F401
 from hookmesh.retrieval import Embedder, KnowledgeStore, default_embedder, open_knowledge_store
-from hookmesh.server import RunningServer, Service, start_server
+from hookmesh.server import Clock, RunningServer, Service, Sweeper, start_server, utc_now
 from hookmesh.services.retrieval._config import RetrievalServiceConfig
 from hookmesh.services.retrieval._servicer import RetrievalServicer
 from hookmesh.v1 import retrieval_pb2 as _pb
@@ -25,6 +25,8 @@ class RetrievalService:
     server: RunningServer
     servicer: RetrievalServicer
     store: KnowledgeStore
+    retention: Sweeper
+    """The documents' retention (its first sweep starts with the service)."""
 
     @property
     def port(self) -> int:
@@ -35,6 +37,7 @@ class RetrievalService:
         """Report NOT_SERVING, give in-flight calls `grace` seconds, then close the store
         (which waits for running commits)."""
         try:
+            await self.retention.stop()
             await self.server.stop(grace)
         finally:
             await self.store.close()
@@ -45,6 +48,7 @@ async def start_retrieval_service(
     *,
     address: str | None = None,
     embedder: Embedder | None = None,
+    clock: Clock = utc_now,
 ) -> RetrievalService:
     """Open the store and start serving (health, reflection, tracing).
 
@@ -55,6 +59,7 @@ async def start_retrieval_service(
         config: The configuration.
         address: Overrides `config.listen` (tests pass ``127.0.0.1:0``).
         embedder: Another embedder than the process-wide all-MiniLM-L6-v2.
+        clock: The time retention measures ages against.
 
     Raises:
         EmbedderUnavailableError: The model files are missing.
@@ -81,4 +86,6 @@ async def start_retrieval_service(
     except BaseException:
         await store.close()
         raise
-    return RetrievalService(server, servicer, store)
+    retention = Sweeper.of("retrieval.documents", store.sweep, config.retention, clock)
+    retention.start()
+    return RetrievalService(server, servicer, store, retention)

@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from hookmesh.retrieval import Limits
-from hookmesh.server import ServiceSettings, load_settings
+from hookmesh.server import RetentionConfig, ServiceSettings, load_settings
 from hookmesh.services.retrieval._access import KnowledgeBaseGrant
 
 _DEFAULT = Limits()
@@ -47,6 +47,9 @@ class RetrievalServiceConfig(ServiceSettings):
     """A base belongs to the principal that created it: it alone may use it, others only
     with a grant in `access` (any caller may create bases of its own). `hookmesh up` turns
     it on with tokens (docs/security.md)."""
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    """How long documents are kept after their last ingest (unset `ttl_seconds`: forever);
+    swept at start and every `sweep_interval_seconds`."""
 
     @model_validator(mode="after")
     def _batch_holds_a_document(self) -> RetrievalServiceConfig:

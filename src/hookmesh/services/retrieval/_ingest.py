@@ -64,6 +64,8 @@ class Ingestion:
     store: KnowledgeStore
     config: RetrievalServiceConfig
     access: AccessPolicy
+    owner: str = ""
+    """The ingesting user, recorded on each document written."""
     knowledge_base: str = ""
     received: int = 0
     response: _pb.IngestResponse = field(default_factory=_pb.IngestResponse)
@@ -154,7 +156,9 @@ class Ingestion:
         """Ingest `batch`; a document the store refuses is reported and the rest retried."""
         while batch:
             try:
-                results = await self.store.ingest(self.knowledge_base, [p.document for p in batch])
+                results = await self.store.ingest(
+                    self.knowledge_base, [p.document for p in batch], owner=self.owner
+                )
             except SchemaError as exc:
                 violation = exc.violations[0]
                 found = _BATCH_FIELD.match(violation.field)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
 from collections.abc import AsyncIterator
 
@@ -27,6 +30,9 @@ log = logging.getLogger("hookmesh.retrieval_service")
 
 DEFAULT_TOP_K = 5
 """Hits a search returns when the request says 0."""
+DEFAULT_PAGE_SIZE = 20
+"""Documents in a ListUserDocuments page when the request says 0."""
+MAX_PAGE_SIZE = 100
 _DEFAULT_CHUNKING = ChunkingOptions()
 # The store names fields as a knowledge_base object; CreateKnowledgeBase has them top level.
 _CREATE_FIELDS = {
@@ -92,7 +98,7 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         request_iterator: AsyncIterator[_pb.IngestRequest],
         context: grpc.aio.ServicerContext,
     ) -> _pb.IngestResponse:
-        ingestion = Ingestion(self.store, self.config, self.access)
+        ingestion = Ingestion(self.store, self.config, self.access, owner=current_user())
         try:
             return await ingestion.run(request_iterator)
         except Exception as exc:
@@ -151,3 +157,48 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         await self.access.check(self.store, request.knowledge_base, "write")
         await self.store.delete_document(request.knowledge_base, request.document_id)
         return _pb.DeleteDocumentResponse()
+
+    @_rpc
+    async def ListUserDocuments(
+        self, request: _pb.ListUserDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.ListUserDocumentsResponse:
+        size = request.page_size or DEFAULT_PAGE_SIZE
+        if not 1 <= size <= MAX_PAGE_SIZE:
+            raise SchemaError.single("page_size", f"must be 0-{MAX_PAGE_SIZE}")
+        after = _cursor(request.page_token) if request.page_token else None
+        docs, following = await self.store.owned_page(current_user(), size, after)
+        return _pb.ListUserDocumentsResponse(
+            documents=[
+                _pb.UserDocument(knowledge_base=d.knowledge_base, stored=stored_document_to_pb(d))
+                for d in docs
+            ],
+            next_page_token=_token(following) if following else "",
+        )
+
+    @_rpc
+    async def DeleteUserDocuments(
+        self, request: _pb.DeleteUserDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> _pb.DeleteUserDocumentsResponse:
+        user = current_user()
+        deleted = await self.store.forget_owner(user)
+        log.info("deleted %d documents of one user", deleted)
+        return _pb.DeleteUserDocumentsResponse(deleted_count=deleted)
+
+
+def _token(cursor: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(cursor)).encode()).decode()
+
+
+def _cursor(token: str) -> tuple[str, str]:
+    """A ListUserDocuments page token read back.
+
+    Raises:
+        SchemaError: INVALID_ARGUMENT naming ``page_token``.
+    """
+    try:
+        base, document = json.loads(base64.urlsafe_b64decode(token.encode()))
+        if isinstance(base, str) and isinstance(document, str):
+            return base, document
+    except (ValueError, TypeError, binascii.Error):
+        pass
+    raise SchemaError.single("page_token", "is not a token a previous page returned")

@@ -6,9 +6,18 @@ import logging
 import os
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from hookmesh.middleware import ActingArgs, ActingNext, AgentView, CompressArgs, CompressNext
+from hookmesh.middleware import (
+    ActingArgs,
+    ActingNext,
+    AgentView,
+    CompressArgs,
+    CompressNext,
+    UserRecord,
+    user_folder,
+)
 from hookmesh.middleware._base import (
     FailureMode,
     Middleware,
@@ -26,7 +35,7 @@ from hookmesh.schema import (
     tool_calls,
     tool_results,
 )
-from hookmesh.tools import Tool, tool
+from hookmesh.tools import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
     pass
@@ -44,6 +53,10 @@ _CLEARED_TEXT = "[Old tool result cleared to save context.]"
 _DEFAULT_READ_CHARS = 10_000
 _TRUNCATED_HEAD = "[hookmesh: output truncated"
 _POINTER = re.compile(re.escape(_TRUNCATED_HEAD) + r"[^\n]*\n([^\n]+)\n")
+
+
+OFFLOAD_STORE = "offload.files"
+"""The store name offloaded output has in erasure receipts and exports."""
 
 
 def _count(name: str, value: Any, minimum: int) -> int:
@@ -80,6 +93,12 @@ class ReductionMiddleware(Middleware):
     (``cleared``); the files live in the store. A ``hookmesh.reduction.cleared`` custom
     event reports each clearing pass.
 
+    Per user: a reply with a user (`AgentView.user_id`, the agent service's caller) offloads
+    under that user's folder (``<root>/user-<hash>/``, `user_folder`), so the agent
+    service's `ForgetUser` and `ExportUser` reach its files (``offload.files``, with a
+    `FileStore`), and its read tool reads only that folder or files outside every user's
+    folder (those of replies without a user, and those offloaded before this layout).
+
     Not supported: truncating media; offloading media of cleared results (it is dropped);
     streaming a long result's deltas to the consumer as they come (they are held until the
     result ends, then the preview is sent). A store that fails is logged and the model is
@@ -108,6 +127,8 @@ class ReductionMiddleware(Middleware):
         read_tool_name: Name of the contributed read-back tool; None contributes none.
         store: Another offload backend instead of a `FileStore` on `root_dir`.
         failure_mode: ``fail_closed`` (default) or ``fail_open``.
+        retention_seconds: Delete offloaded files (with a `FileStore`) this long after they
+            were written; None keeps them. The agent service sweeps (`expire`).
     """
 
     needs_context = True
@@ -129,6 +150,7 @@ class ReductionMiddleware(Middleware):
         read_tool_name: str | None = "read_tool_output",
         store: OffloadStore | None = None,
         failure_mode: FailureMode = "fail_closed",
+        retention_seconds: float | None = None,
     ) -> None:
         if (root_dir is None) == (store is None):
             raise ValueError(
@@ -171,6 +193,13 @@ class ReductionMiddleware(Middleware):
                 f"failure_mode must be 'fail_closed' or 'fail_open', not {failure_mode!r}"
             )
         self.failure_mode = failure_mode
+        if retention_seconds is not None and (
+            isinstance(retention_seconds, bool)
+            or not isinstance(retention_seconds, int | float)
+            or retention_seconds <= 0
+        ):
+            raise ValueError(f"retention_seconds must be positive, not {retention_seconds!r}")
+        self.retention_seconds = retention_seconds
         self._tools = [self._read_tool(read_tool_name)] if read_tool_name else []
 
     def middleware_key(self) -> str:
@@ -238,7 +267,7 @@ class ReductionMiddleware(Middleware):
         assert self.max_length is not None
         if len(full) <= self.max_length:
             return held
-        location = await self._offload(("truncated", agent.reply_id, call_id), full)
+        location = await self._offload(_key(agent, "truncated", call_id), full)
         pointer = (
             f"{_TRUNCATED_HEAD}: showing the first {self.preview_chars} of {len(full)} "
             f"characters.{self._where(location)}]"
@@ -352,7 +381,7 @@ class ReductionMiddleware(Middleware):
         found = _POINTER.findall(text)
         if found:
             return str(found[-1])
-        return await self._offload(("cleared", agent.reply_id, result.call_id), text)
+        return await self._offload(_key(agent, "cleared", result.call_id), text)
 
     # --- read-back tool -------------------------------------------------------------------
 
@@ -361,7 +390,10 @@ class ReductionMiddleware(Middleware):
         cap = self.max_length or _DEFAULT_READ_CHARS * 5  # a page never needs truncating
 
         async def read_tool_output(
-            path: str, offset: int = 0, limit: int = _DEFAULT_READ_CHARS
+            path: str,
+            offset: int = 0,
+            limit: int = _DEFAULT_READ_CHARS,
+            context: ToolContext[AgentView] | None = None,
         ) -> str:
             """Read tool output that was saved to a file because it was too long.
 
@@ -371,6 +403,8 @@ class ReductionMiddleware(Middleware):
                 limit: How many characters to read at most.
             """
             try:
+                if isinstance(store, FileStore):
+                    _check_reader(store, path, context.agent.user_id if context else "")
                 text = await store.read(path)
             except (ValueError, LookupError) as exc:
                 raise ValueError(f"no saved tool output at {path!r} ({exc})") from None
@@ -385,6 +419,47 @@ class ReductionMiddleware(Middleware):
 
         made: Tool = tool(read_tool_output, name=name, read_only=True, concurrency_safe=True)
         return made
+
+    # --- the user's files (HoldsUserData) -----------------------------------------------------
+
+    def user_stores(self) -> tuple[str, ...]:
+        """``offload.files`` with a `FileStore`; another store is not reached."""
+        return (OFFLOAD_STORE,) if isinstance(self.store, FileStore) else ()
+
+    async def forget_user(self, user_id: str) -> list[tuple[str, int]]:
+        """Delete the user's folder of offloaded output."""
+        if not isinstance(self.store, FileStore):
+            return []
+        return [(OFFLOAD_STORE, await self.store.delete_folder(user_folder(user_id)))]
+
+    async def export_user(self, user_id: str) -> AsyncIterator[UserRecord]:
+        """Each offloaded output of the user: its ``location`` and ``text``."""
+        if isinstance(self.store, FileStore):
+            async for location, text in self.store.folder_texts(user_folder(user_id)):
+                yield OFFLOAD_STORE, {"location": location, "text": text}
+
+    async def expire(self, now: datetime, limit: int) -> int:
+        """Delete at most `limit` offloaded files older than `retention_seconds` (ExpiresData)."""
+        if self.retention_seconds is None or not isinstance(self.store, FileStore):
+            return 0
+        return await self.store.expire(now - timedelta(seconds=self.retention_seconds), limit)
+
+
+def _key(agent: AgentView, kind: str, call_id: str) -> tuple[str, ...]:
+    """Where one output is offloaded: under the reply's user's folder when it has one."""
+    head = (user_folder(agent.user_id),) if agent.user_id else ()
+    return (*head, kind, agent.reply_id, call_id)
+
+
+def _check_reader(store: FileStore, location: str, user_id: str) -> None:
+    """Refuse a location in another user's folder.
+
+    Raises:
+        ValueError: It lies in a user folder that is not `user_id`'s, or not under the root.
+    """
+    top = store.top_folder(location)
+    if top.startswith("user-") and top != (user_folder(user_id) if user_id else ""):
+        raise ValueError("it belongs to another user")
 
 
 def _worth_clearing(result: ToolResult) -> bool:

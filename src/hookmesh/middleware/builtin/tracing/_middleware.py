@@ -66,6 +66,10 @@ def _recording(tracer: trace.Tracer) -> bool:
     return not isinstance(tracer, trace.NoOpTracer)
 
 
+USER_ATTRIBUTE = "user.id"
+"""The span attribute naming the reply's user (OpenTelemetry's general ``user.id``)."""
+
+
 class TracingMiddleware(Middleware):
     """Emits OpenTelemetry spans following the GenAI semantic conventions.
 
@@ -94,6 +98,13 @@ class TracingMiddleware(Middleware):
     ``gen_ai.tool.call.result``, as GenAI message parts (JSON), for both message kinds. Media
     are references (their URL, or a SHA-256 of inline bytes and their size), never bytes.
 
+    The user (`record_user`; by default on exactly when `capture_content` is): the reply's
+    ``invoke_agent`` span gets ``user.id``, the reply's user (`AgentView.user_id`, the agent
+    service's caller; none when the reply has no user), so the traces holding a user's words
+    can be found and erased in the backend (hookmesh cannot delete from a backend it does
+    not own: docs/security.md, "Data lifecycle"). ``record_user=False`` leaves it out even
+    with content; ``True`` records it without content.
+
     State: ``{"trace": [trace_id, span_id], "root": [...], "external": {call_id: name},
     "paused_ns": int}`` in ``middle_context[key][reply_id]``: the reply span's ids (so child
     spans, also in a sidecar, are parented without span objects on the instance), the first
@@ -109,9 +120,16 @@ class TracingMiddleware(Middleware):
         "on_model_call": ("chunk",),
     }
 
-    def __init__(self, tracer_name: str = "hookmesh", *, capture_content: bool = False) -> None:
+    def __init__(
+        self,
+        tracer_name: str = "hookmesh",
+        *,
+        capture_content: bool = False,
+        record_user: bool | None = None,
+    ) -> None:
         self._tracer = trace.get_tracer(tracer_name)
         self.capture_content = capture_content
+        self.record_user = capture_content if record_user is None else record_user
         if capture_content:
             # A sidecar then needs the prompt and every piece of tool output: this instance
             # subscribes to more than the class does.
@@ -154,6 +172,7 @@ class TracingMiddleware(Middleware):
                 "gen_ai.conversation.id": agent.session_id,
                 "hookmesh.reply_id": agent.reply_id,
                 "hookmesh.resumed": resumed,
+                **({USER_ATTRIBUTE: agent.user_id} if self.record_user and agent.user_id else {}),
             },
         )
         context = span.get_span_context()
