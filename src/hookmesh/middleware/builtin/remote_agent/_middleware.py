@@ -13,12 +13,14 @@ import httpx
 from a2a.client.errors import A2AClientError
 from a2a.types import a2a_pb2
 
+from hookmesh.a2a import LIMITS_METADATA_KEY, limits_json
 from hookmesh.agent import new_id
 from hookmesh.errors import HookmeshError
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._tool_io import Lifecycle, output_text
+from hookmesh.middleware.builtin.propagated_limits import remote_share
 from hookmesh.middleware.builtin.remote_agent._a2a import (
     STATUS_EVENT,
     RemoteAgent,
@@ -219,6 +221,10 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
         state = self.state(agent)
         resumed = state.get("continue", {}).pop(call.id, None)
         outcome = TaskOutcome()
+        # A reply under propagated limits lends the remote agent its share (the limits
+        # extension) and is charged what the agent reports it spent.
+        share = remote_share(agent, call.id)
+        metadata = {LIMITS_METADATA_KEY: limits_json(share.limits)} if share else None
         try:
             context_id = (
                 resumed["context_id"] if resumed else context_for(agent.session_id, call.name)
@@ -232,6 +238,7 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
                 # NOTE(durability): the same message id on every run of this call, so the
                 # remote agent can tell a repeat from a new request.
                 message_id=context.idempotency_key if not resumed else "",
+                metadata=metadata,
             ):
                 if not step.run_id and outcome.task_id:
                     step = step.model_copy(update={"run_id": outcome.task_id})
@@ -244,6 +251,9 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
             output, ok = [TextBlock(text=text)], False
         except _CALL_FAILURES as exc:
             output, ok = [TextBlock(text=f"Error: remote agent {call.name} failed: {exc}")], False
+        finally:
+            if share is not None:
+                share.pool.settle(outcome.spent)
         if outcome.state == "input_required":
             data = outcome.status_data[0] if outcome.status_data else {}
             state["waiting"] = {

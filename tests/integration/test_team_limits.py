@@ -1,0 +1,143 @@
+"""Limits that cross A2A hops: a reply in this process under PropagatedLimitMiddleware asks a
+middle agent (its own process, agent service behind an A2A server), which asks an inner one
+(another process); the limits extension carries the remainder down and the spent back up.
+The inner run is stopped by the pool the top set, and the top's deadline ends the inner run."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hookmesh.agent import Agent
+from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
+from hookmesh.middleware.builtin.remote_agent import RemoteAgentMiddleware
+from hookmesh.schema import AgentEvent, ToolResultEndEvent
+from tests.agent_helpers import collect
+from tests.builtin_helpers import Recorded, calls, results
+from tests.durable_app import EFFECTS_ENV, effects
+from tests.mesh_app import GATE_ENV, Gate
+from tests.team_process import team_process
+
+pytestmark = pytest.mark.timeout(120)
+WAIT = 60.0
+DENIED = "the tool-call limit of the top reply is spent"
+
+
+def _member(folder: Path, name: str, turns: list[Any], middlewares: list[Any]) -> Path:
+    path = folder / f"{name}.yaml"
+    config = {
+        "store": f"sqlite:///{folder / name}.db",
+        "grace_seconds": 0.5,
+        "agent": {"name": name, "description": f"The {name} agent."},
+        "models": {"default": {"type": "scripted", "turns": turns, "repeat": False}},
+        "tools": ["tests.durable_app:record_effect"],
+        "middlewares": middlewares,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _asks(peer: str, url: str) -> dict[str, Any]:
+    return {
+        "type": "local",
+        "import": "hookmesh.middleware.builtin.remote_agent:RemoteAgentMiddleware",
+        "params": {"agents": [{"name": peer, "url": url}]},
+    }
+
+
+def _record(note: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "record_effect", "arguments": {"note": note}}]}
+
+
+@asynccontextmanager
+async def _chain(folder: Path, inner_turns: list[Any], env: dict[str, str]) -> AsyncIterator[str]:
+    """The inner agent (scripted `inner_turns`, the record_effect tool) and the middle one (asks
+    the inner once, then answers); yields the middle's A2A URL."""
+    async with AsyncExitStack() as stack:
+        inner = _member(folder, "inner", inner_turns, [])
+        inner_url = await stack.enter_async_context(team_process(inner, env))
+        middle_turns = [
+            {"tool_calls": [{"name": "inner", "arguments": {"message": "do the work"}}]},
+            "The middle agent is done.",
+        ]
+        middle = _member(folder, "middle", middle_turns, [_asks("inner", inner_url)])
+        yield await stack.enter_async_context(team_process(middle, env))
+
+
+def _ends(events: list[AgentEvent], depth: int) -> list[ToolResultEndEvent]:
+    return [
+        e
+        for e in events
+        if e.type == "tool_result_end" and len(e.source_path or ()) == depth  # type: ignore[misc]
+    ]
+
+
+def _texts(events: list[AgentEvent], depth: int) -> str:
+    """All tool-result text streamed at `depth`, in order."""
+    return "".join(
+        e.text  # type: ignore[union-attr]
+        for e in events
+        if e.type == "tool_result_delta" and len(e.source_path or ()) == depth
+    )
+
+
+async def test_the_innermost_run_is_stopped_by_the_pool_the_top_set(tmp_path: Path) -> None:
+    effects_file = str(tmp_path / "effects")
+    inner_turns = [_record(str(i)) for i in range(4)] + ["The inner agent is done."]
+    async with AsyncExitStack() as stack:
+        url = await stack.enter_async_context(
+            _chain(tmp_path, inner_turns, {EFFECTS_ENV: effects_file})
+        )
+        remote = await stack.enter_async_context(
+            RemoteAgentMiddleware([{"name": "middle", "url": url}])
+        )
+        rec = Recorded(
+            calls(
+                [("middle", {"message": "go"})],
+                [("middle", {"message": "again"})],
+                answer="All done.",
+            )
+        )
+        agent = Agent(rec.model, middlewares=[PropagatedLimitMiddleware(4), remote])
+        events = await collect(agent.reply("start"), timeout=WAIT)
+
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    runs, _ = effects(effects_file)
+    # 4 in all: the top's call of middle, middle's of inner, and 2 of inner's 4 attempts.
+    assert len(runs) == 2, runs
+    inner_results = _ends(events, 2)
+    assert [e.state for e in inner_results] == ["success", "success", "denied", "denied"]
+    assert DENIED in _texts(events, 2)
+    first, second = results(agent)["call_1"], results(agent)["call_2"]
+    assert "The middle agent is done." in first.text
+    # What the callees spent came back: nothing is left for the top's second call.
+    assert second.state == "denied" and DENIED in second.text
+    assert "4 calls in all" in second.text
+
+
+async def test_the_top_deadline_ends_the_innermost_run(tmp_path: Path) -> None:
+    async with Gate(tmp_path / "gate.sock") as gate:
+        env = {EFFECTS_ENV: str(tmp_path / "effects"), GATE_ENV: str(gate.path)}
+        inner_turns = [_record("park"), "never said"]
+        async with (
+            _chain(tmp_path, inner_turns, env) as url,
+            RemoteAgentMiddleware([{"name": "middle", "url": url}]) as remote,
+        ):
+            rec = Recorded(calls([("middle", {"message": "go"})], answer="never said"))
+            limit = PropagatedLimitMiddleware(deadline_seconds=6.0)
+            agent = Agent(rec.model, middlewares=[limit, remote])
+            events = await collect(agent.reply("start"), timeout=WAIT)
+            assert len(gate.arrivals) == 1  # the inner tool was running at the deadline
+
+    end = events[-1]
+    assert end.finish_reason == "error"  # type: ignore[union-attr]
+    assert end.error is not None and end.error.reason == "DEADLINE_EXCEEDED"  # type: ignore[union-attr]
+    deadline = end.error.metadata["deadline"]  # type: ignore[union-attr]
+    # The same instant, to the millisecond, reached the inner agent, which ended first.
+    middle_saw = _texts(events, 1)
+    assert f"the deadline of the top reply ({deadline}) passed while agent inner ran" in middle_saw
