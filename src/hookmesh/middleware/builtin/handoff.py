@@ -190,7 +190,7 @@ class HandoffMiddleware(Middleware):
             name=handoff.name,
             system_prompt=handoff.system_prompt,
             tools=handoff.tools,
-            middlewares=[NoPause(), *inherited(agent), *handoff.middlewares],
+            middlewares=[NoPause(), *inherited(agent, context.call.id), *handoff.middlewares],
             kind=agent.kind,
             max_iters=handoff.max_iters,
         )

@@ -314,10 +314,12 @@ class PropagatedLimitMiddleware(Middleware):
                 if not event.source_path:
                     if event.type == "model_call_end" and event.usage is not None:
                         pool.charge_usage(event.usage.input_tokens, event.usage.output_tokens)
-                    elif event.type == "reply_end" and self.report:
-                        yield CustomEvent(
-                            reply_id=rid, name=SPENT_EVENT, value=spent_json(pool.spent())
-                        )
+                    elif event.type == "reply_end":
+                        if self.report:
+                            yield CustomEvent(
+                                reply_id=rid, name=SPENT_EVENT, value=spent_json(pool.spent())
+                            )
+                        pool.release()  # before an enclosing limit of this reply reports
                 yield event
         finally:
             if outer is not None:
@@ -474,12 +476,15 @@ class RequestLimitMiddleware(PropagatedLimitMiddleware):
         return self.limits
 
 
-def inherited(agent: AgentView) -> list[Middleware]:
-    """The middlewares a local sub-agent started in `agent`'s reply runs under so that it is
-    bound by that reply's limits: none when the reply has none."""
+def inherited(agent: AgentView, call_id: str = "") -> list[Middleware]:
+    """The middlewares a local sub-agent started in `agent`'s reply (by tool call `call_id`)
+    runs under so that it is bound by that reply's limits: none when the reply has none.
+    The sub-agent ends itself at the deadline, so the call gets `DELEGATION_GRACE`."""
     found = _OPEN.get(agent.reply_id)
     if found is None:
         return []
+    if call_id:
+        found.pool.delegate(call_id)
     return [_Reserved(found.pool, found.per_child, found.top)]
 
 
