@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from hookmesh.agent import Agent
+from hookmesh.agent import Agent, Output
 from hookmesh.middleware import AgentView, PermissionArgs, PermissionNext
 from hookmesh.middleware._base import Middleware, PermissionDecision
 from hookmesh.schema import (
@@ -30,6 +31,8 @@ class ForkOutcome:
     """The final answer, or what went wrong."""
     ok: bool = False
     """Whether it completed."""
+    value: Any = None
+    """The structured answer, when the run asked for one and completed."""
 
 
 class NoPause(Middleware):
@@ -56,13 +59,19 @@ def parent_context(context: Sequence[Message], call: ToolCall) -> list[Message]:
 
 
 async def run_nested(
-    agent: AgentView, call: ToolCall, sub: Agent, inputs: list[Message], outcome: ForkOutcome
+    agent: AgentView,
+    call: ToolCall,
+    sub: Agent,
+    inputs: list[Message],
+    outcome: ForkOutcome,
+    output: Output | None = None,
 ) -> AsyncIterator[AgentEvent]:
-    """One reply of `sub` on `inputs` inside `call`, its events nested under the call (the
-    sub-agent's name on the path), then `outcome` filled in; shared by forks and handoffs."""
+    """One reply of `sub` on `inputs` inside `call` (asking for `output`, if given), its
+    events nested under the call (the sub-agent's name on the path), then `outcome` filled
+    in; shared by forks, handoffs, workers and planners."""
     step: EventSource | None = None
     end: ReplyEndEvent | None = None
-    stream = sub.reply(inputs)
+    stream = sub.reply(inputs, output=output)
     try:
         async for event in stream:
             if step is None:
@@ -79,6 +88,7 @@ async def run_nested(
         await stream.aclose()  # type: ignore[attr-defined]
     if end is not None and end.finish_reason == "completed" and sub.final_message is not None:
         outcome.text, outcome.ok = text_of(sub.final_message), True
+        outcome.value = end.output.value if end.output is not None else None
         return
     reason = end.finish_reason if end is not None else "interrupted"
     detail = f": {end.error.message}" if end is not None and end.error is not None else ""

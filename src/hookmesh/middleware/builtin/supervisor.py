@@ -1,0 +1,194 @@
+"""The supervisor pattern on the one Agent loop: the agent's model routes work to named local
+workers through ``ask_<name>`` tools (several at once run in parallel) and merges what they
+return into its answer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from hookmesh.agent import Agent
+from hookmesh.middleware import AgentView
+from hookmesh.middleware._base import FailureMode, Middleware
+from hookmesh.middleware.builtin._support import _checks as check
+from hookmesh.middleware.builtin._support._nested import ForkOutcome, NoPause, run_nested
+from hookmesh.middleware.builtin.propagated_limits import inherited
+from hookmesh.models import ChatModel
+from hookmesh.schema import AgentEvent, Message, ToolCall, make_user_text
+from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+
+ROUTING_PROMPT = (
+    "You supervise a team of workers. Give each part of the user's request to the worker "
+    "whose skills fit it, with an ask_<worker> tool call (call several at once when the "
+    "parts do not depend on each other). A worker sees only the task you send, so make it "
+    "complete. Then merge what they answered into one answer for the user; say plainly what "
+    "a worker could not do. Your workers:"
+)
+"""What the supervisor's system prompt gets, followed by one ``- <name>: <description>``
+line per worker."""
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """A local agent a supervisor or a plan can give a task to.
+
+    Args:
+        name: Lower case, digits, ``_``; the supervisor's tool is ``ask_<name>``.
+        model: Its chat model.
+        description: What it is good at, shown to the supervisor (or the planner).
+        system_prompt: Its instructions.
+        tools: Its tools (none of the supervisor's).
+        middlewares: Its middlewares.
+        max_iters: Its reasoning steps.
+    """
+
+    name: str
+    model: ChatModel
+    description: str
+    system_prompt: str = ""
+    tools: Sequence[Tool] = ()
+    middlewares: Sequence[Middleware] = field(default=())
+    max_iters: int = 10
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"worker name {self.name!r} must match {_NAME.pattern}")
+        if not self.description.strip():
+            raise ValueError(f"worker {self.name} needs a description (it is how it is chosen)")
+        check.whole("max_iters", self.max_iters)
+
+
+def worker_names(workers: Sequence[Worker]) -> dict[str, Worker]:
+    """The workers by name; distinct names, at least one.
+
+    Raises:
+        ValueError: No worker, or two with one name.
+    """
+    if not workers:
+        raise ValueError("workers must name at least one agent")
+    names = [w.name for w in workers]
+    if len(set(names)) != len(names):
+        raise ValueError(f"worker names must be distinct: {', '.join(names)}")
+    return {w.name: w for w in workers}
+
+
+async def run_worker(
+    agent: AgentView, call: ToolCall, worker: Worker, inputs: list[Message], outcome: ForkOutcome
+) -> AsyncIterator[AgentEvent]:
+    """One reply of `worker` on `inputs` inside `call` of `agent`'s reply, its events nested
+    under the call, bound by the reply's propagated limits; `outcome` says how it went."""
+    sub = Agent(
+        worker.model,
+        name=worker.name,
+        system_prompt=worker.system_prompt,
+        tools=worker.tools,
+        middlewares=[NoPause(), *inherited(agent, call.id), *worker.middlewares],
+        kind=agent.kind,
+        max_iters=worker.max_iters,
+    )
+    async for event in run_nested(agent, call, sub, inputs, outcome):
+        yield event
+
+
+class SupervisorMiddleware(Middleware):
+    """Routes to named workers and merges their results, on the agent's own loop.
+
+    Each `Worker` becomes a tool ``ask_<name>(task)``; calling it runs that worker (a fresh
+    local agent) on the task alone, its events nested under the call (``source_path[0]``
+    names the call, the tool and ``agent_name: <name>``), and its answer is the tool's
+    result. The tools are concurrency-safe, so the workers of one step run in parallel. The
+    system prompt gets `ROUTING_PROMPT` and the workers' descriptions, and the agent's model
+    merges the results in its final answer. A worker that fails answers its call with an
+    error result (``Error: the sub-agent <name> ended with <reason>``) and the supervisor
+    goes on. Workers are bound by the reply's `PropagatedLimitMiddleware`; a worker cannot
+    pause the reply (a call of its needing confirmation is denied).
+
+    Example:
+        >>> team = SupervisorMiddleware([Worker("research", model, "Finds facts.")])
+        >>> agent = Agent(model, middlewares=[team])
+
+    Args:
+        workers: The workers (distinct names).
+        routing_prompt: Replaces `ROUTING_PROMPT`.
+        failure_mode: ``fail_closed`` (default) or ``fail_open``.
+    """
+
+    def __init__(
+        self,
+        workers: Sequence[Worker],
+        *,
+        routing_prompt: str = ROUTING_PROMPT,
+        failure_mode: FailureMode = "fail_closed",
+    ) -> None:
+        self.workers = worker_names(workers)
+        if not routing_prompt.strip():
+            raise ValueError("routing_prompt must not be empty")
+        self.routing_prompt = routing_prompt
+        self.failure_mode = check.failure(failure_mode)
+        self._tools = [self._build_tool(w) for w in workers]
+
+    def middleware_key(self) -> str:
+        return "supervisor"
+
+    def list_tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
+        lines = "\n".join(f"- {w.name}: {w.description}" for w in self.workers.values())
+        return f"{prompt}\n\n{self.routing_prompt}\n{lines}".strip()
+
+    def _build_tool(self, worker: Worker) -> Tool:
+        async def ask(context: ToolContext[AgentView], task: str) -> AsyncIterator[ToolPiece]:
+            """Give the worker a task.
+
+            Args:
+                task: The whole task: the worker sees nothing else.
+            """
+            agent = context.agent
+            outcome = ForkOutcome()
+            inputs: list[Message] = [make_user_text(agent.kind, task)]
+            async for event in run_worker(agent, context.call, worker, inputs, outcome):
+                yield event
+            if not outcome.ok:
+                raise ToolError(outcome.text)
+            yield outcome.text
+
+        return tool(
+            ask,
+            name=f"ask_{worker.name}",
+            description=f"Ask the worker {worker.name}: {worker.description}",
+            concurrency_safe=True,
+        )
+
+
+def supervisor(
+    model: ChatModel,
+    workers: Sequence[Worker],
+    *,
+    name: str = "supervisor",
+    system_prompt: str = "",
+    middlewares: Sequence[Middleware] = (),
+    max_iters: int = 10,
+) -> Agent:
+    """A prebuilt supervisor: an `Agent` of `model` with `SupervisorMiddleware(workers)`
+    after `middlewares` (put a `PropagatedLimitMiddleware` there to bound the team)."""
+    return Agent(
+        model,
+        name=name,
+        system_prompt=system_prompt,
+        middlewares=[*middlewares, SupervisorMiddleware(workers)],
+        max_iters=max_iters,
+    )
+
+
+__all__ = [
+    "ROUTING_PROMPT",
+    "SupervisorMiddleware",
+    "Worker",
+    "run_worker",
+    "supervisor",
+    "worker_names",
+]
