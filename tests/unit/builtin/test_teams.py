@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hookmesh.agent import tool
+from hookmesh.agent import AgentState, tool
 from hookmesh.middleware.builtin.plan_execute import (
     EXECUTE_TOOL,
     PLANNER_NAME,
@@ -18,9 +18,21 @@ from hookmesh.middleware.builtin.plan_execute import (
     plan_execute,
 )
 from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
-from hookmesh.middleware.builtin.supervisor import ROUTING_PROMPT, Worker, supervisor
+from hookmesh.middleware.builtin.supervisor import (
+    ROUTING_PROMPT,
+    SupervisorMiddleware,
+    Worker,
+    supervisor,
+)
 from hookmesh.models import ScriptedTurn
-from hookmesh.schema import AgentEvent, MessageKind, text_of, tool_results
+from hookmesh.schema import (
+    AgentEvent,
+    Confirmation,
+    MessageKind,
+    Resume,
+    text_of,
+    tool_results,
+)
 from tests.agent_helpers import collect
 from tests.builtin_helpers import Recorded, results
 
@@ -205,3 +217,86 @@ async def test_plan_execute_gives_up_after_its_replans(kind: MessageKind) -> Non
     )
     assert len(planner.prompts) == 2
     assert Plan.model_validate(bad).steps[0].worker == "nobody"
+
+
+def _cleaning_team(boss: Recorded, ops: Recorded, janitor: Recorded, deleted: list[str]) -> Any:
+    """A supervisor whose worker ``ops`` supervises the worker ``janitor``, whose ``delete``
+    tool needs the user's confirmation."""
+
+    @tool(needs_confirmation=True)
+    def delete(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: The file.
+        """
+        deleted.append(path)
+        return f"deleted {path}"
+
+    janitor_worker = Worker("janitor", janitor.model, "Deletes files.", tools=[delete])
+    ops_worker = Worker(
+        "ops", ops.model, "Runs operations.", middlewares=[SupervisorMiddleware([janitor_worker])]
+    )
+    return supervisor(boss.model, [ops_worker])
+
+
+async def test_an_ask_three_levels_down_pauses_the_top_and_resumes_elsewhere(
+    kind: MessageKind,
+) -> None:
+    deleted: list[str] = []
+    boss = Recorded([ScriptedTurn(tool_calls=[("ask_ops", {"task": "Clean up tmp."})])])
+    ops = Recorded([ScriptedTurn(tool_calls=[("ask_janitor", {"task": "Delete tmp/a."})])])
+    janitor = Recorded([ScriptedTurn(tool_calls=[("delete", {"path": "tmp/a"})])])
+    agent = _cleaning_team(boss, ops, janitor, deleted)
+    agent.kind = kind
+    events = await collect(agent.reply("Clean up, please."))
+
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+    (confirm,) = asked.tool_calls  # type: ignore[union-attr]
+    assert confirm.name == "confirm_ops"
+    assert json.loads(confirm.arguments)["worker"] == "ops"
+    (deep,) = [
+        e for e in events if e.type == "require_user_confirm" and len(e.source_path or ()) == 2
+    ]
+    assert [s.agent_name for s in deep.source_path] == ["ops", "janitor"]  # type: ignore[union-attr]
+    assert [c.name for c in deep.tool_calls] == ["delete"]  # type: ignore[union-attr]
+    assert "tmp/a" in confirm.arguments and "confirm_janitor" in confirm.arguments
+    assert "confirm_ops" not in boss.tools[0]  # hidden from the model
+    assert deleted == []
+
+    # Another process: the state as JSON, a new team (the models play the rest).
+    saved = agent.state.model_dump_json()
+    boss2 = Recorded(["Everything is clean."])
+    ops2, janitor2 = Recorded(["Ops: tmp is clean."]), Recorded(["Deleted tmp/a."])
+    again = _cleaning_team(boss2, ops2, janitor2, deleted)
+    again.kind = kind
+    again.state = AgentState.model_validate_json(saved)
+    resumed = await collect(
+        again.resume(Resume(confirmations=[Confirmation(call_id=confirm.id, confirmed=True)]))
+    )
+
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert deleted == ["tmp/a"]  # the grandchild's tool ran exactly once
+    assert results(again)[confirm.id].text == "Ops: tmp is clean."
+    assert text_of(again.final_message) == "Everything is clean."  # type: ignore[arg-type]
+    ran = [e for e in resumed if e.type == "tool_result_end" and len(e.source_path or ()) == 2]
+    assert [(e.source_path[-1].agent_name, e.state) for e in ran] == [("janitor", "success")]  # type: ignore[index, union-attr]
+
+
+async def test_rejecting_the_ask_denies_the_nested_calls(kind: MessageKind) -> None:
+    deleted: list[str] = []
+    boss = Recorded(
+        [ScriptedTurn(tool_calls=[("ask_ops", {"task": "Clean up tmp."})]), "Left as is."]
+    )
+    ops = Recorded([ScriptedTurn(tool_calls=[("ask_janitor", {"task": "Delete tmp/a."})])])
+    janitor = Recorded([ScriptedTurn(tool_calls=[("delete", {"path": "tmp/a"})])])
+    agent = _cleaning_team(boss, ops, janitor, deleted)
+    agent.kind = kind
+    events = await collect(agent.reply("Clean up, please."))
+    (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+    no = Confirmation(call_id=asked.tool_calls[0].id, confirmed=False, reason="not now")  # type: ignore[union-attr]
+    resumed = await collect(agent.resume(Resume(confirmations=[no])))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert deleted == []
+    assert results(agent)[no.call_id].state == "denied"

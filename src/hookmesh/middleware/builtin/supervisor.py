@@ -4,18 +4,28 @@ return into its answer."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from hookmesh.agent import Agent
-from hookmesh.middleware import AgentView
+from hookmesh.agent import Agent, AgentState, new_id
+from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import ForkOutcome, NoPause, run_nested
 from hookmesh.middleware.builtin.propagated_limits import inherited
-from hookmesh.models import ChatModel
-from hookmesh.schema import AgentEvent, Message, ToolCall, make_user_text
+from hookmesh.models import ChatModel, ModelResponse, ModelResult
+from hookmesh.schema import (
+    AgentEvent,
+    Confirmation,
+    Message,
+    Resume,
+    ToolCall,
+    make_assistant,
+    make_user_text,
+)
 from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -75,21 +85,38 @@ def worker_names(workers: Sequence[Worker]) -> dict[str, Worker]:
     return {w.name: w for w in workers}
 
 
+CONFIRM_PREFIX = "confirm_"
+"""Prefix of the tool (hidden from the model, needing confirmation) through which a worker's
+wish to run calls the user must confirm pauses the supervisor's reply."""
+
+
 async def run_worker(
-    agent: AgentView, call: ToolCall, worker: Worker, inputs: list[Message], outcome: ForkOutcome
+    agent: AgentView,
+    call: ToolCall,
+    worker: Worker,
+    inputs: list[Message],
+    outcome: ForkOutcome,
+    *,
+    pausable: bool = False,
+    saved: dict[str, Any] | None = None,
+    resume: Resume | None = None,
 ) -> AsyncIterator[AgentEvent]:
-    """One reply of `worker` on `inputs` inside `call` of `agent`'s reply, its events nested
-    under the call, bound by the reply's propagated limits; `outcome` says how it went."""
+    """One reply of `worker` on `inputs` inside `call` of `agent`'s reply (or, from its
+    `saved` state, the continuation of its paused reply by `resume`), its events nested
+    under the call, bound by the reply's propagated limits; `outcome` says how it went.
+    Unless `pausable`, a call of the worker's that needs confirmation is denied."""
+    guard = [] if pausable else [NoPause()]
     sub = Agent(
         worker.model,
         name=worker.name,
         system_prompt=worker.system_prompt,
         tools=worker.tools,
-        middlewares=[NoPause(), *inherited(agent, call.id), *worker.middlewares],
+        middlewares=[*guard, *inherited(agent, call.id), *worker.middlewares],
         kind=agent.kind,
         max_iters=worker.max_iters,
+        state=AgentState.model_validate(saved) if saved is not None else None,
     )
-    async for event in run_nested(agent, call, sub, inputs, outcome):
+    async for event in run_nested(agent, call, sub, inputs, outcome, resume=resume):
         yield event
 
 
@@ -103,8 +130,19 @@ class SupervisorMiddleware(Middleware):
     system prompt gets `ROUTING_PROMPT` and the workers' descriptions, and the agent's model
     merges the results in its final answer. A worker that fails answers its call with an
     error result (``Error: the sub-agent <name> ended with <reason>``) and the supervisor
-    goes on. Workers are bound by the reply's `PropagatedLimitMiddleware`; a worker cannot
-    pause the reply (a call of its needing confirmation is denied).
+    goes on. Workers are bound by the reply's `PropagatedLimitMiddleware`.
+
+    Nested approvals: a worker's call that needs the user's confirmation pauses the worker
+    (its ``require_user_confirm`` streams nested, with the path to the worker) and its state
+    is kept in this reply's middleware state; the next model call is replaced by a call of
+    ``confirm_<name>`` (hidden from the model; its arguments name the worker and the calls
+    it asks for), which needs confirmation, so this reply pauses too, with the same events
+    and finish reason a local call gives. Approving it resumes the worker with its calls
+    approved (they run once), and the worker's answer is that call's result; rejecting it
+    denies them and the worker's run is dropped. A worker that is itself a supervisor passes
+    its workers' asks up the same way, so an ask three levels down reaches the top. The
+    state is JSON in the session, so the resume may run in another process. Without a
+    toolkit to pause with (in a sidecar), a worker's ask is denied instead.
 
     Example:
         >>> team = SupervisorMiddleware([Worker("research", model, "Finds facts.")])
@@ -129,12 +167,104 @@ class SupervisorMiddleware(Middleware):
         self.routing_prompt = routing_prompt
         self.failure_mode = check.failure(failure_mode)
         self._tools = [self._build_tool(w) for w in workers]
+        self._tools += [self._build_confirm(w) for w in workers]
+        self._hidden = frozenset(f"{CONFIRM_PREFIX}{w.name}" for w in workers)
 
     def middleware_key(self) -> str:
         return "supervisor"
 
     def list_tools(self) -> list[Tool]:
         return list(self._tools)
+
+    async def on_model_call(
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
+    ) -> ModelResult:
+        """While workers wait for the user, replace the model call by ``confirm_<name>``
+        calls (this reply then pauses); otherwise call the model without those tools."""
+        state = self.state(agent)
+        waiting = state.pop("waiting", [])
+        if waiting:
+            calls = []
+            for entry in waiting:
+                call = ToolCall(
+                    id=new_id(),
+                    name=f"{CONFIRM_PREFIX}{entry['worker']}",
+                    arguments=json.dumps({"worker": entry["worker"], "asks": entry["asks"]}),
+                )
+                state.setdefault("confirming", {})[call.id] = entry
+                calls.append(call)
+            return ModelResponse(message=make_assistant(agent.kind, "", calls))
+        return await next_handler(
+            tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
+        )
+
+    def _pausable(self, agent: AgentView, worker: Worker) -> bool:
+        toolkit = getattr(agent, "toolkit", None)
+        return toolkit is not None and toolkit.get(f"{CONFIRM_PREFIX}{worker.name}") is not None
+
+    async def _run(
+        self,
+        context: ToolContext[AgentView],
+        worker: Worker,
+        inputs: list[Message],
+        saved: dict[str, Any] | None = None,
+        resume: Resume | None = None,
+    ) -> AsyncIterator[ToolPiece]:
+        agent = context.agent
+        outcome = ForkOutcome()
+        async for event in run_worker(
+            agent,
+            context.call,
+            worker,
+            inputs,
+            outcome,
+            pausable=self._pausable(agent, worker),
+            saved=saved,
+            resume=resume,
+        ):
+            yield event
+        if outcome.paused:
+            asks = [
+                {"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in outcome.asks
+            ]
+            self.state(agent).setdefault("waiting", []).append(
+                {"worker": worker.name, "state": outcome.saved, "asks": asks}
+            )
+            yield (
+                f"The worker {worker.name} waits for the user to confirm: "
+                + ", ".join(f"{a['tool']}({a['arguments']})" for a in asks)
+            )
+            return
+        if not outcome.ok:
+            raise ToolError(outcome.text)
+        yield outcome.text
+
+    def _build_confirm(self, worker: Worker) -> Tool:
+        async def confirm(
+            context: ToolContext[AgentView], **unused: Any
+        ) -> AsyncIterator[ToolPiece]:
+            """Continue a worker with the calls the user confirmed."""
+            entry = self.state(context.agent).get("confirming", {}).pop(context.call.id, None)
+            if entry is None:
+                raise ToolError("Error: no worker waits for this confirmation")
+            resume = Resume(
+                confirmations=[
+                    Confirmation(call_id=a["call_id"], confirmed=True) for a in entry["asks"]
+                ]
+            )
+            async for piece in self._run(context, worker, [], entry["state"], resume):
+                yield piece
+
+        return Tool(
+            name=f"{CONFIRM_PREFIX}{worker.name}",
+            description=f"The user confirms the calls the worker {worker.name} asks to make.",
+            parameters={
+                "type": "object",
+                "properties": {"worker": {"type": "string"}, "asks": {"type": "array"}},
+            },
+            func=confirm,
+            needs_confirmation=True,
+        )
 
     async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         lines = "\n".join(f"- {w.name}: {w.description}" for w in self.workers.values())
@@ -147,14 +277,9 @@ class SupervisorMiddleware(Middleware):
             Args:
                 task: The whole task: the worker sees nothing else.
             """
-            agent = context.agent
-            outcome = ForkOutcome()
-            inputs: list[Message] = [make_user_text(agent.kind, task)]
-            async for event in run_worker(agent, context.call, worker, inputs, outcome):
-                yield event
-            if not outcome.ok:
-                raise ToolError(outcome.text)
-            yield outcome.text
+            inputs: list[Message] = [make_user_text(context.agent.kind, task)]
+            async for piece in self._run(context, worker, inputs):
+                yield piece
 
         return tool(
             ask,
@@ -185,6 +310,7 @@ def supervisor(
 
 
 __all__ = [
+    "CONFIRM_PREFIX",
     "ROUTING_PROMPT",
     "SupervisorMiddleware",
     "Worker",
