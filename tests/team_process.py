@@ -11,13 +11,29 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from hookmesh._processes import stop_process
 from hookmesh.testing import ServerProcess
+from hookmesh.tools import tool
 
 READY = "team listening on "
 ROOT = Path(__file__).parents[1]
+CONFIRMED_ENV = "TEAM_CONFIRMED"
+"""The variable naming the file `confirmed_effect` appends to."""
+
+
+@tool(needs_confirmation=True)
+def confirmed_effect(note: str) -> str:
+    """Record an effect, once the user confirmed it (one ``confirmed <note>`` line per run).
+
+    Args:
+        note: What to record.
+    """
+    with open(os.environ[CONFIRMED_ENV], "a") as log:
+        log.write(f"confirmed {note}\n")
+    return f"recorded {note}"
 
 
 async def _serve(config: Path) -> None:
@@ -43,9 +59,26 @@ async def _serve(config: Path) -> None:
         await service.stop(0.5)
 
 
+@dataclass
+class TeamMember:
+    """A running team member."""
+
+    url: str
+    """Its A2A server's base URL."""
+    process: asyncio.subprocess.Process
+
+    async def kill(self) -> None:
+        """SIGKILL, and reap."""
+        if self.process.returncode is None:
+            self.process.kill()
+        await self.process.wait()
+
+
 @asynccontextmanager
-async def team_process(config: Path, env: dict[str, str] | None = None) -> AsyncIterator[str]:
-    """Run one team member from `config` until the block ends; yields its A2A URL."""
+async def team_process(
+    config: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[TeamMember]:
+    """Run one team member from `config` until the block ends (SIGTERM)."""
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.team_process", str(config),
@@ -56,7 +89,7 @@ async def team_process(config: Path, env: dict[str, str] | None = None) -> Async
         first = await ServerProcess(process, "").line()
         if not first.startswith(READY):
             raise RuntimeError(f"the team member {config.stem} did not start: {first!r}")
-        yield first.removeprefix(READY)
+        yield TeamMember(first.removeprefix(READY), process)
     finally:
         await stop_process(process, 20.0)
 

@@ -1,10 +1,13 @@
-"""Limits that cross A2A hops: a reply in this process under PropagatedLimitMiddleware asks a
-middle agent (its own process, agent service behind an A2A server), which asks an inner one
-(another process); the limits extension carries the remainder down and the spent back up.
-The inner run is stopped by the pool the top set, and the top's deadline ends the inner run."""
+"""Teams across A2A hops: a reply in this process asks a middle agent (its own process, agent
+service behind an A2A server), which asks an inner one (another process). Limits: the
+extension carries the remainder down and the spent back up; the inner run is stopped by the
+pool the top set, and the top's deadline ends the inner run. Approvals: the inner agent's
+confirmation pauses the top reply, survives a SIGKILL of the middle process, is approved
+through a new middle process on the same stores, and the inner tool runs once."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -13,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hookmesh.agent import Agent
+from hookmesh.agent import Agent, AgentState, Confirmation, Resume
 from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
 from hookmesh.middleware.builtin.remote_agent import RemoteAgentMiddleware
 from hookmesh.schema import AgentEvent, ToolResultEndEvent
@@ -21,21 +24,24 @@ from tests.agent_helpers import collect
 from tests.builtin_helpers import Recorded, calls, results
 from tests.durable_app import EFFECTS_ENV, effects
 from tests.mesh_app import GATE_ENV, Gate
-from tests.team_process import team_process
+from tests.team_process import CONFIRMED_ENV, team_process
 
 pytestmark = pytest.mark.timeout(120)
 WAIT = 60.0
 DENIED = "the tool-call limit of the top reply is spent"
 
 
-def _member(folder: Path, name: str, turns: list[Any], middlewares: list[Any]) -> Path:
+def _member(
+    folder: Path, name: str, turns: list[Any], middlewares: list[Any], per_reply: bool = False
+) -> Path:
     path = folder / f"{name}.yaml"
+    model = {"type": "scripted", "turns": turns, "repeat": False, "per_reply": per_reply}
     config = {
         "store": f"sqlite:///{folder / name}.db",
         "grace_seconds": 0.5,
         "agent": {"name": name, "description": f"The {name} agent."},
-        "models": {"default": {"type": "scripted", "turns": turns, "repeat": False}},
-        "tools": ["tests.durable_app:record_effect"],
+        "models": {"default": model},
+        "tools": ["tests.durable_app:record_effect", "tests.team_process:confirmed_effect"],
         "middlewares": middlewares,
     }
     path.write_text(yaml.safe_dump(config))
@@ -60,13 +66,13 @@ async def _chain(folder: Path, inner_turns: list[Any], env: dict[str, str]) -> A
     the inner once, then answers); yields the middle's A2A URL."""
     async with AsyncExitStack() as stack:
         inner = _member(folder, "inner", inner_turns, [])
-        inner_url = await stack.enter_async_context(team_process(inner, env))
+        inner_url = (await stack.enter_async_context(team_process(inner, env))).url
         middle_turns = [
             {"tool_calls": [{"name": "inner", "arguments": {"message": "do the work"}}]},
             "The middle agent is done.",
         ]
         middle = _member(folder, "middle", middle_turns, [_asks("inner", inner_url)])
-        yield await stack.enter_async_context(team_process(middle, env))
+        yield (await stack.enter_async_context(team_process(middle, env))).url
 
 
 def _ends(events: list[AgentEvent], depth: int) -> list[ToolResultEndEvent]:
@@ -141,3 +147,59 @@ async def test_the_top_deadline_ends_the_innermost_run(tmp_path: Path) -> None:
     # The same instant, to the millisecond, reached the inner agent, which ended first.
     middle_saw = _texts(events, 1)
     assert f"the deadline of the top reply ({deadline}) passed while agent inner ran" in middle_saw
+
+
+async def test_an_inner_confirmation_reaches_the_top_and_survives_a_middle_restart(
+    tmp_path: Path,
+) -> None:
+    confirmed = tmp_path / "confirmed"
+    env = {CONFIRMED_ENV: str(confirmed)}
+    inner_turns = [
+        {"tool_calls": [{"name": "confirmed_effect", "arguments": {"note": "wipe"}}]},
+        "The inner agent is done.",
+    ]
+    middle_turns = [
+        {"tool_calls": [{"name": "inner", "arguments": {"message": "wipe it"}}]},
+        "unused",
+        "The middle agent is done.",
+    ]
+    async with AsyncExitStack() as stack:
+        inner = _member(tmp_path, "inner", inner_turns, [], per_reply=True)
+        inner_url = (await stack.enter_async_context(team_process(inner, env))).url
+        middle = _member(tmp_path, "middle", middle_turns, [_asks("inner", inner_url)], True)
+        async with (
+            team_process(middle, env) as first,
+            RemoteAgentMiddleware([{"name": "middle", "url": first.url}]) as remote,
+        ):
+            model = Recorded(calls([("middle", {"message": "wipe"})])).model
+            top = Agent(model, middlewares=[remote])
+            events = await collect(top.reply("start"), timeout=WAIT)
+            await first.kill()  # the middle agent's process dies while its reply is paused
+        assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+        (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+        (call,) = asked.tool_calls  # type: ignore[union-attr]
+        arguments = json.loads(call.arguments)
+        assert call.name == "middle__confirm" and arguments["path"] == ["middle", "inner"]
+        (deep,) = [
+            e for e in events if e.type == "require_user_confirm" and len(e.source_path or ()) == 2
+        ]
+        assert [s.agent_name for s in deep.source_path] == ["middle", "inner"]  # type: ignore[union-attr]
+        assert [c.name for c in deep.tool_calls] == ["confirmed_effect"]  # type: ignore[union-attr]
+        assert not confirmed.exists()
+
+        # A new middle process on the same stores, and the top resumed elsewhere from JSON.
+        saved = top.state.model_dump_json()
+        async with (
+            team_process(middle, env) as second,
+            RemoteAgentMiddleware([{"name": "middle", "url": second.url}]) as again,
+        ):
+            elsewhere = Agent(Recorded(["All done."]).model, middlewares=[again])
+            elsewhere.state = AgentState.model_validate_json(saved)
+            yes = Resume(confirmations=[Confirmation(call_id=call.id, confirmed=True)])
+            resumed = await collect(elsewhere.resume(yes), timeout=WAIT)
+
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert confirmed.read_text() == "confirmed wipe\n"  # the inner tool ran exactly once
+    assert results(elsewhere)[call.id].text == "The middle agent is done."
+    ran = [e for e in resumed if e.type == "tool_result_end" and len(e.source_path or ()) == 2]
+    assert [(e.source_path[-1].agent_name, e.state) for e in ran] == [("inner", "success")]  # type: ignore[index, union-attr]
