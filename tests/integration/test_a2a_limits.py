@@ -129,3 +129,20 @@ async def test_the_agent_service_refuses_a_negative_limit(stack: A2AStack) -> No
         "options.limits.tool_calls",
         "options.limits.cost_usd",
     ]
+
+
+async def test_spent_tokens_fail_the_task_with_the_reason(stack: A2AStack) -> None:
+    final = _final(await _send(stack, {"tokens": 0}))
+    assert final.status.state == TaskState.TASK_STATE_FAILED
+    (details,) = data_of_parts(final.status.message.parts)
+    assert details == {"reason": "LIMIT_SPENT"}
+    assert "the token limit of the top reply is spent" in final.status.message.parts[0].text
+    report = json_format.MessageToDict(final.metadata)[SPENT_METADATA_KEY]
+    assert report == {"toolCalls": 0, "tokens": 0, "costUsd": 0}
+
+
+async def test_a_past_deadline_fails_the_task_with_the_reason(stack: A2AStack) -> None:
+    final = _final(await _send(stack, {"deadline": "2001-01-01T00:00:00Z"}))
+    (details,) = data_of_parts(final.status.message.parts)
+    assert details == {"reason": "DEADLINE_EXCEEDED"}
+    assert "2001-01-01T00:00:00.000Z" in final.status.message.parts[0].text
