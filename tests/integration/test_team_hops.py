@@ -19,6 +19,7 @@ import yaml
 from hookmesh.agent import Agent, AgentState, Confirmation, Resume
 from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
 from hookmesh.middleware.builtin.remote_agent import RemoteAgentMiddleware
+from hookmesh.middleware.builtin.supervisor import Worker, supervisor
 from hookmesh.schema import AgentEvent, ToolResultEndEvent
 from tests.agent_helpers import collect
 from tests.builtin_helpers import Recorded, calls, results
@@ -203,3 +204,46 @@ async def test_an_inner_confirmation_reaches_the_top_and_survives_a_middle_resta
     assert results(elsewhere)[call.id].text == "The middle agent is done."
     ran = [e for e in resumed if e.type == "tool_result_end" and len(e.source_path or ()) == 2]
     assert [(e.source_path[-1].agent_name, e.state) for e in ran] == [("inner", "success")]  # type: ignore[index, union-attr]
+
+
+async def test_parallel_children_across_hops_never_exceed_the_top_pool(tmp_path: Path) -> None:
+    """Two workers of a supervisor run at once, each asking the inner agent (another
+    process) over A2A, which tries three tool calls per request: each worker reserves its
+    `per_child` share, lends the rest to the inner agent, and the totals hold."""
+    effects_file = str(tmp_path / "effects")
+    inner_turns = [_record(str(i)) for i in range(3)] + ["The inner agent is done."]
+    inner = _member(tmp_path, "inner", inner_turns, [], per_reply=True)
+    async with (
+        team_process(inner, {EFFECTS_ENV: effects_file}) as member,
+        RemoteAgentMiddleware([{"name": "inner", "url": member.url}]) as remote,
+    ):
+        workers = [
+            Worker(
+                name,
+                Recorded(calls([("inner", {"message": f"work for {name}"})], answer="ok")).model,
+                "Asks the inner agent.",
+                middlewares=[remote],
+            )
+            for name in ("left", "right")
+        ]
+        boss = Recorded(
+            calls(
+                [("ask_left", {"task": "go"}), ("ask_right", {"task": "go"})],
+                [("ask_left", {"task": "once more"})],
+                answer="done",
+            )
+        )
+        top = supervisor(
+            boss.model, workers, middlewares=[PropagatedLimitMiddleware(6, per_child=2)]
+        )
+        events = await collect(top.reply("start"), timeout=WAIT)
+
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    runs, _ = effects(effects_file)
+    # 6 in all: the two ask calls, each worker's call of inner, one inner call for each.
+    assert len(runs) == 2, runs
+    states = [e.state for e in _ends(events, 2)]
+    assert sorted(states) == ["denied"] * 4 + ["success"] * 2
+    # Everything was spent below: the boss's third call finds the pool empty.
+    again = results(top)["call_3"]
+    assert again.state == "denied" and DENIED in again.text
