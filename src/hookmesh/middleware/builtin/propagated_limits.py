@@ -208,8 +208,8 @@ def _when(unix: float) -> str:
 
 class PropagatedLimitMiddleware(Middleware):
     """Limits a reply and every sub-agent below it together: tool calls, tokens, cost and a
-    deadline. Sub-agents are handoff receivers (`hookmesh.middleware.builtin.handoff`) and
-    remote A2A agents (`hookmesh.middleware.builtin.remote_agent`, which sends what is left
+    deadline. Sub-agents are local ones (handoff receivers, supervisor workers, plan-execute's
+    planner and workers, skill forks) and remote A2A agents (`hookmesh.middleware.builtin.remote_agent`, which sends what is left
     in the limits extension and charges what the remote agent reports it spent).
 
     - Tool calls: each call the reply allows takes one from its pool before it runs
@@ -229,7 +229,7 @@ class PropagatedLimitMiddleware(Middleware):
     Reservations are taken in one step of the event loop, with nothing awaited between
     reading the remainder and taking from it, so parallel children never exceed it. A
     second limit on the same reply (say one a caller sent and one configured) nests inside
-    the first. Not supported: skill forks (they do not reserve), a reply that pauses and
+    the first. Not supported: a reply that pauses and
     resumes (its pool starts full again), a sidecar (pools are in the agent's process).
 
     Example:
