@@ -229,8 +229,8 @@ class PropagatedLimitMiddleware(Middleware):
     Reservations are taken in one step of the event loop, with nothing awaited between
     reading the remainder and taking from it, so parallel children never exceed it. A
     second limit on the same reply (say one a caller sent and one configured) nests inside
-    the first. Not supported: a reply that pauses and
-    resumes (its pool starts full again), a sidecar (pools are in the agent's process).
+    the first. Not supported: a reply that pauses and resumes (its pool starts full again),
+    a sidecar (pools are in the agent's process).
 
     Example:
         >>> agent = Agent(model, middlewares=[PropagatedLimitMiddleware(20), handoffs])
