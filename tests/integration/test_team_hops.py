@@ -136,7 +136,7 @@ async def test_the_top_deadline_ends_the_innermost_run(tmp_path: Path) -> None:
             RemoteAgentMiddleware([{"name": "middle", "url": url}]) as remote,
         ):
             rec = Recorded(calls([("middle", {"message": "go"})], answer="never said"))
-            limit = PropagatedLimitMiddleware(deadline_seconds=6.0)
+            limit = PropagatedLimitMiddleware(deadline_seconds=10.0)
             agent = Agent(rec.model, middlewares=[limit, remote])
             events = await collect(agent.reply("start"), timeout=WAIT)
             assert len(gate.arrivals) == 1  # the inner tool was running at the deadline
