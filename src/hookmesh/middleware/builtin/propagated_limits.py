@@ -209,8 +209,9 @@ def _when(unix: float) -> str:
 class PropagatedLimitMiddleware(Middleware):
     """Limits a reply and every sub-agent below it together: tool calls, tokens, cost and a
     deadline. Sub-agents are local ones (handoff receivers, supervisor workers, plan-execute's
-    planner and workers, skill forks) and remote A2A agents (`hookmesh.middleware.builtin.remote_agent`, which sends what is left
-    in the limits extension and charges what the remote agent reports it spent).
+    planner and workers, skill forks) and remote A2A agents
+    (`hookmesh.middleware.builtin.remote_agent`, which sends what is left in the limits
+    extension and charges what the remote agent reports it spent).
 
     - Tool calls: each call the reply allows takes one from its pool before it runs
       (``on_check_permission``, after the other checks); with the pool empty the call is
