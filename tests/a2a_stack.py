@@ -71,7 +71,8 @@ async def a2a_stack(
 def delegating(peer: str) -> Any:
     """A scripted agent that delegates to the remote agent tool `peer`: "ask <peer> ..." sends
     the rest to it; "weather" asks `peer` when the agent has no weather tool (the other side
-    does), "delete" deletes (confirmation); a result of `peer` is answered "<peer> says: ...";
+    does), "delete" deletes (confirmation); a result of `peer` (or of its confirmation) is answered
+    "<peer> says: ...";
     anything else is answered by the gateway tests' `script`."""
 
     def play(messages: Any, tools: Any, choice: Any) -> Any:
@@ -80,7 +81,7 @@ def delegating(peer: str) -> Any:
 
         last = messages[-1]
         for result in tool_results(last):
-            if result.name == peer:
+            if result.name in (peer, f"{peer}__confirm"):
                 return ScriptedTurn(text=f"{peer} says: {result.text}")
         text = text_of(last) if is_user(last) else ""
         names = {t["name"] for t in tools}

@@ -17,10 +17,11 @@ from tests.e2e.commands import DEADLINE, ROOT, run, start_up
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_demo_shows_middlewares_grounding_and_recall() -> None:
+async def test_demo_shows_middlewares_grounding_recall_and_a_handoff() -> None:
     code, out, err = await run("demo")
     assert code == 0, err
-    first, second = out.split("session 2 — you:")
+    first, rest = out.split("session 2 — you:")
+    second, third = rest.split("session 3 — you:")
     assert "→ get_weather" in first
     assert "It is -3 °C, snow in Oslo. From the notes: Below freezing" in first
     assert "Sources: [1] wardrobe/snow" in first
@@ -34,7 +35,11 @@ async def test_demo_shows_middlewares_grounding_and_recall() -> None:
     [recalled] = [line for line in second.splitlines() if "[hint from memory]" in line]
     assert recalled.endswith("- The user is vegetarian.")
     assert "You told me before: The user is vegetarian." in second
-    assert out.count("end: completed") == 2
+    # The third is handed off: the chef's words stream nested under the transfer call.
+    assert "→ transfer_to_chef" in third
+    assert "    [chef] Chef here. Mushrooms love butter" in third
+    assert "    [chef] ended: completed" in third
+    assert out.count("end: completed") == 3
 
 
 async def test_up_then_chat_then_ctrl_c(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ each other over A2A on both message kinds."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from a2a.client import ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 
 from hookmesh.a2a import data_of_parts
-from hookmesh.agent import Agent, ExternalResult, Resume
+from hookmesh.agent import Agent, Confirmation, Resume
 from hookmesh.client import AgentClient
 from hookmesh.middleware.builtin.remote_agent import (
     RemoteAgentMiddleware,
@@ -45,7 +46,7 @@ async def test_a_remote_agent_is_a_tool_with_nested_progress(
     kind: MessageKind, attach: Attach, desk: A2AStack
 ) -> None:
     async with RemoteAgentMiddleware([{"name": "desk", "url": desk.url}]) as mw:
-        (tool, _) = mw.list_tools()
+        (tool, *_) = mw.list_tools()
         assert tool.name == "desk" and "weather-desk" in tool.description
         assert "get_weather" in tool.description  # the card's skills
         rec = Recorded(calls([("desk", {"message": "what is the weather"})], answer="Snowing."))
@@ -66,25 +67,45 @@ async def test_a_remote_agent_is_a_tool_with_nested_progress(
         assert len(own_end) == 1
 
 
-async def test_input_required_pauses_this_reply_and_the_answer_continues_the_task(
+async def test_a_remote_confirmation_pauses_this_reply_as_its_own(
     kind: MessageKind, desk: A2AStack
 ) -> None:
     async with RemoteAgentMiddleware([{"name": "desk", "url": desk.url}]) as mw:
         rec = Recorded(calls([("desk", {"message": "delete my notes"})], answer="All done."))
         agent = Agent(rec.model, middlewares=[mw], kind=kind)
         events = await collect(agent.reply("clean up"), timeout=WAIT)
-        assert events[-1].finish_reason == "awaiting_external_execution"
-        (pause,) = [e for e in events if e.type == "require_external_execution"]
+        assert events[-1].finish_reason == "awaiting_confirmation"
+        (pause,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
         (ask,) = pause.tool_calls
-        assert ask.name == "desk__input"
-        assert '"awaiting": "confirmation"' in ask.arguments and "delete_file" in ask.arguments
+        assert ask.name == "desk__confirm"
+        arguments = json.loads(ask.arguments)
+        assert arguments["path"] == ["weather-desk"]
+        assert [c["name"] for c in arguments["tool_calls"]] == ["delete_file"]
+        # The remote agent's own ask streams nested, with the path to it.
+        (deep,) = [e for e in nested(events) if e.type == "require_user_confirm"]
+        assert deep.source_path[0].agent_name == "weather-desk"  # type: ignore[index]
         assert len(rec.prompts) == 1  # the model was not asked to make that call
-        resume = Resume(external_results=[ExternalResult(call_id=ask.id, output="yes")])
+        resume = Resume(confirmations=[Confirmation(call_id=ask.id, confirmed=True)])
         events = await collect(agent.resume(resume), timeout=WAIT)
         assert events[-1].finish_reason == "completed"
+        assert results(agent)[ask.id].text == "The tool said: deleted notes.txt"
+        assert len(rec.prompts) == 2 and "desk__confirm" not in rec.tools[1]
+
+
+async def test_rejecting_a_remote_confirmation_tells_the_remote_task(
+    kind: MessageKind, desk: A2AStack
+) -> None:
+    async with RemoteAgentMiddleware([{"name": "desk", "url": desk.url}]) as mw:
+        rec = Recorded(calls([("desk", {"message": "delete my notes"})], answer="Left alone."))
+        agent = Agent(rec.model, middlewares=[mw], kind=kind)
+        events = await collect(agent.reply("clean up"), timeout=WAIT)
+        (pause,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+        no = Confirmation(call_id=pause.tool_calls[0].id, confirmed=False, reason="keep them")
+        events = await collect(agent.resume(Resume(confirmations=[no])), timeout=WAIT)
+        assert events[-1].finish_reason == "completed"
         answers = [r for r in results(agent).values() if r.name == "desk"]
-        assert [r.text for r in answers][-1] == "The tool said: deleted notes.txt"
-        assert len(rec.prompts) == 2 and "desk__input" not in rec.tools[1]
+        assert "keep them" in answers[-1].text  # the remote agent's answer to the denial
+        assert "deleted" not in answers[-1].text
 
 
 async def test_through_a_sidecar_input_required_is_the_result(
@@ -197,9 +218,9 @@ async def test_input_required_travels_up_the_chain_and_back(
         final = events[-1].status_update.status
         assert final.state == TaskState.TASK_STATE_INPUT_REQUIRED
         (pending,) = data_of_parts(final.message.parts)
-        assert pending["awaiting"] == "external_execution"
+        assert pending["awaiting"] == "confirmation"
         (call,) = pending["tool_calls"]
-        assert call["name"] == "b__input" and call["arguments"]["awaiting"] == "confirmation"
+        assert call["name"] == "b__confirm" and call["arguments"]["path"] == ["b"]
         task = events[0].task
         answer = Message(
             role=Role.ROLE_USER,

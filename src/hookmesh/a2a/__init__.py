@@ -1,6 +1,18 @@
 """hookmesh and A2A (protocol 1.0, through the official ``a2a-sdk``): parts ⇄ content blocks,
 paused replies ⇄ ``input-required``, hookmesh events carried in A2A messages."""
 
+from hookmesh.a2a._limits import (
+    LIMITS_EXTENSION_URI,
+    LIMITS_METADATA_KEY,
+    SPENT_METADATA_KEY,
+    Limits,
+    LimitsError,
+    Spent,
+    limits_json,
+    limits_of,
+    spent_json,
+    spent_of,
+)
 from hookmesh.a2a._parts import (
     DATA_MIME,
     block_from_part,
@@ -31,18 +43,28 @@ description?, strategy?, maxRetries?}``; the task's artifact is then one data pa
 __all__ = [
     "DATA_MIME",
     "EVENT_METADATA_KEY",
+    "LIMITS_EXTENSION_URI",
+    "LIMITS_METADATA_KEY",
     "OUTPUT_SCHEMA_METADATA_KEY",
+    "SPENT_METADATA_KEY",
     "Answer",
     "AnswerError",
     "Awaiting",
+    "Limits",
+    "LimitsError",
+    "Spent",
     "answer_of",
     "block_from_part",
     "blocks_from_parts",
     "data_of_parts",
     "data_part",
+    "limits_json",
+    "limits_of",
     "part_from_block",
     "parts_from_blocks",
     "pause_parts",
     "pending_of_parts",
+    "spent_json",
+    "spent_of",
     "text_of_parts",
 ]

@@ -288,7 +288,8 @@ def demo(
         bool, typer.Option("--serve", help="Then serve the chat page until Ctrl-C.")
     ] = False,
 ) -> None:
-    """Run the suite with the embedded demo config and two conversations, then stop."""
+    """Run the suite with the embedded demo config and three conversations (the last one
+    handed off to a chef agent), then stop."""
     from rich.console import Console
 
     from hookmesh.cli._printer import EventPrinter

@@ -23,6 +23,8 @@ _LAZY = {
     "DocumentError": "hookmesh.client._retrieval_client",
     "MemoryClient": "hookmesh.client._memory_client",
     "TTSClient": "hookmesh.client._tts_client",
+    "limits_from_proto": "hookmesh.client._limits",
+    "limits_to_proto": "hookmesh.client._limits",
 }
 
 
@@ -51,5 +53,7 @@ __all__ = [
     "SessionInfo",
     "SyncAgentClient",
     "TTSClient",
+    "limits_from_proto",
+    "limits_to_proto",
     "text_of_events",
 ]

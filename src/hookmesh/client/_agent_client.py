@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import grpc
 from google.protobuf import struct_pb2
@@ -33,6 +33,9 @@ from hookmesh.schema import (
 )
 from hookmesh.v1 import agent_pb2 as _agent_pb2
 from hookmesh.v1 import agent_pb2_grpc as _agent_grpc
+
+if TYPE_CHECKING:
+    from hookmesh.a2a import Limits
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds a reply (the whole stream) or any other call may take."""
@@ -406,6 +409,7 @@ class AgentClient:
         durability: Durability = "",
         reply_id: str = "",
         output: Output | None = None,
+        limits: Limits | None = None,
     ) -> ReplyStream:
         """Stream one reply's events. A str becomes one user message.
 
@@ -424,6 +428,8 @@ class AgentClient:
                 before the reply begins.
             output: The structured answer to ask for (a pydantic model, a JSON Schema or an
                 `OutputSpec`); reply_end's ``output.value`` is then its JSON value.
+            limits: What the reply and its sub-agents may spend (a bounded caller's share:
+                docs/multi-agent.md).
 
         Raises:
             AgentClientError: The service refused the request or the call failed (and could
@@ -440,6 +446,10 @@ class AgentClient:
             durability,
             output,
         )
+        if limits is not None and limits.any():
+            from hookmesh.client._limits import limits_to_proto
+
+            request.options.limits.CopyFrom(limits_to_proto(limits))
         request.reply_id = reply_id or _new_id()
         metadata = self._call_metadata(token)
 

@@ -32,6 +32,7 @@ HELP = (
     "- Remember that I prefer green tea. Then: What do I like to drink? (long-term memory)\n"
     "- Delete the file notes.txt (a tool that asks for your confirmation)\n"
     "- Say hello out loud (a spoken answer)\n"
+    "- Put me through to the chef: what goes with mushrooms? (a handoff to another agent)\n"
     "- any of these with an output schema (a typed answer: chat --output-schema FILE)\n"
     "Set OPENAI_BASE_URL (and OPENAI_MODEL) to use a real model instead."
 )

@@ -41,12 +41,19 @@ def _query(text: str) -> dict[str, Any]:
     return {"query": text.strip()}
 
 
+def _request(text: str) -> dict[str, Any]:
+    """A handoff's message: what follows the colon, else all of it."""
+    _, colon, rest = text.partition(":")
+    return {"message": (rest if colon and rest.strip() else text).strip()}
+
+
 @dataclass(frozen=True)
 class Intent:
     """A feature the demo model shows, the words that ask for it and the tool it calls."""
 
     name: str
-    """``weather``, ``delete``, ``remember``, ``recall``, ``speak`` or ``search``."""
+    """``weather``, ``delete``, ``remember``, ``recall``, ``speak``, ``handoff`` or
+    ``search``."""
     pattern: re.Pattern[str]
     """Matched against the user's latest words (case-insensitive)."""
     tool: str
@@ -79,6 +86,7 @@ INTENTS = (
     Intent("remember", _REMEMBER, "add_memory", _fact),
     Intent("recall", _RECALL, "search_memory", _query),
     Intent("speak", _words("say", "speak", "read aloud", "out loud", "aloud"), "", _query),
+    Intent("handoff", _words("chef"), "transfer_to_chef", _request),
     Intent("search", _SEARCH, "search_knowledge", _query),
 )
 """In the order they are tried: the first that matches wins."""

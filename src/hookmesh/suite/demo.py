@@ -21,8 +21,16 @@ from hookmesh.middleware import (
     ReplyArgs,
     ReplyNext,
 )
+from hookmesh.middleware.builtin.handoff import Handoff, HandoffMiddleware
 from hookmesh.middleware.builtin.tts import TTSMiddleware
-from hookmesh.models import intent_of, openai_model_from_env
+from hookmesh.models import (
+    ChatModel,
+    OpenAIModelConfig,
+    ScriptedChatModel,
+    build_model,
+    intent_of,
+    openai_model_from_env,
+)
 from hookmesh.schema import AgentEvent, CustomEvent, is_user, text_of
 from hookmesh.services.agent import AgentServiceConfig, load_config
 
@@ -121,6 +129,37 @@ class AuditTrail(Middleware):
                 )
 
 
+CHEF_ANSWER = (
+    "Chef here. Mushrooms love butter, garlic and thyme: a creamy mushroom risotto, or "
+    "mushrooms on toast with a soft egg."
+)
+"""What the demo's chef says without a real model."""
+
+
+def front_desk() -> HandoffMiddleware:
+    """The demo's handoff: ``transfer_to_chef`` hands the conversation to a chef agent, which
+    answers the rest of the reply (the last two messages and the request go to it). The chef
+    runs the real model when OPENAI_BASE_URL is set, else says `CHEF_ANSWER`."""
+    openai = openai_model_from_env()
+    chef: ChatModel = (
+        build_model(OpenAIModelConfig.model_validate(openai))
+        if openai is not None
+        else ScriptedChatModel([CHEF_ANSWER], stream=True, repeat=True)
+    )
+    return HandoffMiddleware(
+        [
+            Handoff(
+                "chef",
+                chef,
+                "Suggests dishes and recipes.",
+                system_prompt="You are a friendly chef. Suggest a dish in two sentences.",
+                input_filter="last",
+                last_n=2,
+            )
+        ]
+    )
+
+
 WARDROBE = [
     (
         "snow",
@@ -140,6 +179,8 @@ WARDROBE = [
 
 FIRST = "I'm vegetarian, by the way. What should I wear in the snow in Oslo today?"
 SECOND = "What should I cook tonight?"
+THIRD = "Put me through to the chef: what goes with mushrooms?"
+QUESTIONS = (FIRST, SECOND, THIRD)
 
 
 def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
@@ -148,8 +189,8 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
 
     The suite: a retrieval service (knowledge base ``wardrobe``), a memory service whose
     scripted model extracts facts, a sidecar serving `AuditTrail`, and the agent with
-    in-process middlewares for memory, RAG, usage metering and skills (`SKILLS`, for a real
-    model: the demo model loads none).
+    in-process middlewares for memory, RAG, usage metering, skills (`SKILLS`, for a real
+    model: the demo model loads none) and a handoff to a chef (`front_desk`).
     """
     data_dir = data_dir or tempfile.mkdtemp(prefix="hookmesh-demo-")
     models: dict[str, Any] = {"default": {"type": "demo"}}
@@ -198,6 +239,7 @@ def demo_config(data_dir: str | None = None) -> AgentServiceConfig:
                 "import": "hookmesh.middleware.builtin.skills:SkillsMiddleware",
                 "params": {"root": SKILLS},
             },
+            {"type": "local", "import": "hookmesh.suite.demo:front_desk"},
         ],
         sidecars=[{"name": "audit", "middleware": "hookmesh.suite.demo:AuditTrail"}],
         services={
@@ -220,7 +262,8 @@ class Printer(Protocol):
 async def run_demo(
     console: Console, printer: Callable[[Console], Printer], *, serve: bool = False
 ) -> int:
-    """Start the suite, seed the knowledge base, run two sessions; 0 when both complete.
+    """Start the suite, seed the knowledge base, run `QUESTIONS`, one session each (the last
+    is handed off to the chef); 0 when all complete.
     With `serve`, then serve the AG-UI chat page in front of the suite until Ctrl-C.
 
     Args:
@@ -231,7 +274,7 @@ async def run_demo(
     finishes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="hookmesh-demo-") as data_dir:
         await _converse(demo_config(data_dir), console, printer, finishes, serve)
-    return 0 if finishes == ["completed", "completed"] else 1
+    return 0 if finishes == ["completed"] * len(QUESTIONS) else 1
 
 
 async def _converse(
@@ -258,7 +301,7 @@ async def _converse(
                 "wardrobe", [Document(i, text, {"title": title}) for i, title, text in WARDROBE]
             )
         async with AgentClient(suite.agent_address, timeout=120) as client:
-            for number, question in enumerate((FIRST, SECOND), start=1):
+            for number, question in enumerate(QUESTIONS, start=1):
                 console.print(f"\n[bold]session {number} — you:[/bold] {question}")
                 shown = printer(console)
                 async for event in client.reply(question):

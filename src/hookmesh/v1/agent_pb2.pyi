@@ -88,16 +88,30 @@ class ClientTool(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ReplyOptions(_message.Message):
-    __slots__ = ("max_iters", "tool_choice", "model", "durability")
+    __slots__ = ("max_iters", "tool_choice", "model", "durability", "limits")
     MAX_ITERS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     DURABILITY_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
     max_iters: int
     tool_choice: str
     model: str
     durability: Durability
-    def __init__(self, max_iters: _Optional[int] = ..., tool_choice: _Optional[str] = ..., model: _Optional[str] = ..., durability: _Optional[_Union[Durability, str]] = ...) -> None: ...
+    limits: ReplyLimits
+    def __init__(self, max_iters: _Optional[int] = ..., tool_choice: _Optional[str] = ..., model: _Optional[str] = ..., durability: _Optional[_Union[Durability, str]] = ..., limits: _Optional[_Union[ReplyLimits, _Mapping]] = ...) -> None: ...
+
+class ReplyLimits(_message.Message):
+    __slots__ = ("tool_calls", "tokens", "cost_usd", "deadline")
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    tool_calls: int
+    tokens: int
+    cost_usd: float
+    deadline: _timestamp_pb2.Timestamp
+    def __init__(self, tool_calls: _Optional[int] = ..., tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ReplyResponse(_message.Message):
     __slots__ = ("event", "seq")

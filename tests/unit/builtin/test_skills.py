@@ -12,6 +12,7 @@ import pytest
 from hookmesh.agent import Agent, tool
 from hookmesh.middleware import Middleware
 from hookmesh.middleware.builtin.budget import BudgetMiddleware
+from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
 from hookmesh.middleware.builtin.skills import SkillsMiddleware
 from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
@@ -22,6 +23,7 @@ from hookmesh.schema import (
     is_system,
     make_hint,
     text_of,
+    tool_results,
 )
 from tests.agent_helpers import collect
 from tests.builtin_helpers import (
@@ -429,3 +431,20 @@ async def test_a_fork_token_budget_bounds_the_sub_agent(kind: MessageKind, skill
     agent = Agent(ScriptedChatModel(_fork_parent("research", "x")), kind=kind, middlewares=[mw])
     await collect(agent.reply("go"))
     assert sub.choices == ["auto", "none"] and results(agent)["call_1"].text == "short"
+
+
+async def test_a_forked_skill_is_bound_by_the_parents_propagated_limit(
+    kind: MessageKind, attach: Attach, skills: Path
+) -> None:
+    lookups = ScriptedTurn(tool_calls=[("read_notes", {"topic": t}) for t in "abc"])
+    sub = Recorded([lookups, "Found some."])
+    mw = await attach(SkillsMiddleware(skills, model=sub.model, tools=[read_notes]))
+    agent = Agent(
+        ScriptedChatModel(_fork_parent("research", "What is x?")),
+        kind=kind,
+        middlewares=[PropagatedLimitMiddleware(3), mw],
+    )
+    await collect(agent.reply("what is x?"))
+    # the skill call took 1 of 3; the fork reserved the 2 left
+    states = [r.state for m in sub.prompts[1] for r in tool_results(m)]
+    assert states == ["success", "success", "denied"]

@@ -123,7 +123,7 @@ class HandoffMiddleware(Middleware):
     the parent model goes on. A receiver cannot pause the reply: a call of its that needs
     confirmation is denied. Not supported: remote (A2A) receivers, a sidecar (the
     receiving agents are Python objects in this process). A receiver is bound by the
-    parent's `PropagatedLimitMiddleware` tool-call limit (it reserves from the remainder).
+    parent's `PropagatedLimitMiddleware` limits (it reserves from the remainder).
 
     Example:
         >>> billing = Handoff("billing", model, "Invoices, refunds and payment methods.")
@@ -190,7 +190,7 @@ class HandoffMiddleware(Middleware):
             name=handoff.name,
             system_prompt=handoff.system_prompt,
             tools=handoff.tools,
-            middlewares=[NoPause(), *inherited(agent), *handoff.middlewares],
+            middlewares=[NoPause(), *inherited(agent, context.call.id), *handoff.middlewares],
             kind=agent.kind,
             max_iters=handoff.max_iters,
         )

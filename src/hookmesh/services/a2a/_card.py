@@ -10,6 +10,7 @@ import time
 from a2a.types import a2a_pb2
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 
+from hookmesh.a2a import LIMITS_EXTENSION_URI
 from hookmesh.client import AgentClient, AgentClientError, AgentInfo
 from hookmesh.services.a2a._config import A2AServerConfig
 
@@ -54,7 +55,18 @@ def base_card(
         description="A hookmesh agent.",
         supported_interfaces=interfaces,
         version=config.version,
-        capabilities=a2a_pb2.AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=a2a_pb2.AgentCapabilities(
+            streaming=True,
+            push_notifications=False,
+            extensions=[
+                a2a_pb2.AgentExtension(
+                    uri=LIMITS_EXTENSION_URI,
+                    description="Honours the caller's tool-call, token, cost and deadline "
+                    "limits (message metadata hookmeshLimits) and reports what it spent "
+                    "(final status update metadata hookmeshSpent).",
+                )
+            ],
+        ),
         default_input_modes=_MODES,
         default_output_modes=_MODES,
         skills=[_conversation("A hookmesh agent.")],

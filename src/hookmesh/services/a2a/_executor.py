@@ -16,18 +16,24 @@ from google.protobuf import json_format
 
 from hookmesh.a2a import (
     EVENT_METADATA_KEY,
+    LIMITS_METADATA_KEY,
     OUTPUT_SCHEMA_METADATA_KEY,
+    SPENT_METADATA_KEY,
     AnswerError,
     Awaiting,
+    Limits,
+    LimitsError,
     answer_of,
     blocks_from_parts,
     data_part,
+    limits_of,
     parts_from_blocks,
     pause_parts,
 )
 from hookmesh.agent import Confirmation, ExternalResult, OutputSpec, new_id, output_spec_of
 from hookmesh.client import AgentClient, AgentClientError, ReplyStream
 from hookmesh.errors import SchemaError
+from hookmesh.middleware.builtin.propagated_limits import SPENT_EVENT
 from hookmesh.schema import (
     AgenticMessage,
     ReplyEndEvent,
@@ -68,6 +74,34 @@ def caller_token(call: ServerCallContext) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+class ReportingUpdater(TaskUpdater):
+    """A task updater whose final status update carries what the reply spent (the limits
+    extension's ``hookmeshSpent``), once the reply reported it."""
+
+    spent: Any = None
+
+    async def update_status(
+        self,
+        state: a2a_pb2.TaskState,
+        message: a2a_pb2.Message | None = None,
+        timestamp: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        if self.spent is not None and state in _REPORTED:
+            metadata = {**(metadata or {}), SPENT_METADATA_KEY: self.spent}
+        await super().update_status(state, message, timestamp, metadata)
+
+
+_REPORTED = frozenset(
+    {
+        a2a_pb2.TaskState.TASK_STATE_COMPLETED,
+        a2a_pb2.TaskState.TASK_STATE_FAILED,
+        a2a_pb2.TaskState.TASK_STATE_CANCELED,
+        a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED,
+    }
+)
+
+
 def _message(updater: TaskUpdater, text: str, data: Any = None) -> a2a_pb2.Message:
     parts = [a2a_pb2.Part(text=text)]
     if data is not None:
@@ -105,7 +139,7 @@ class HookmeshAgentExecutor(AgentExecutor):
         message = context.message
         task_id, session = context.task_id or "", context.context_id or ""
         assert message is not None
-        updater = TaskUpdater(event_queue, task_id, session)
+        updater = ReportingUpdater(event_queue, task_id, session)
         token = caller_token(context.call_context)
         task = context.current_task
         reply_id = new_id()
@@ -137,6 +171,7 @@ class HookmeshAgentExecutor(AgentExecutor):
                     token=token,
                     reply_id=reply_id,
                     output=_output_of(message),
+                    limits=_limits_of(message),
                 )
             await updater.start_work()
             await self.follow(stream, updater, session, token)
@@ -146,6 +181,10 @@ class HookmeshAgentExecutor(AgentExecutor):
             field = exc.violations[0].field
             await updater.failed(
                 _message(updater, exc.message, {"reason": exc.reason, "field": field})
+            )
+        except LimitsError as exc:
+            await updater.failed(
+                _message(updater, str(exc), {"reason": "INVALID_LIMITS", "field": exc.field})
             )
 
     async def follow_or_fail(
@@ -201,6 +240,9 @@ class HookmeshAgentExecutor(AgentExecutor):
                 own = not event.source_path
                 if own and event.type == "reply_end":
                     end = event
+                elif own and event.type == "custom" and event.name == SPENT_EVENT:
+                    if isinstance(updater, ReportingUpdater):
+                        updater.spent = event.value
                 elif own and event.type in ("require_user_confirm", "require_external_execution"):
                     paused = list(event.tool_calls)
                 if event.type not in _SKIPPED or not own:
@@ -318,3 +360,14 @@ def _output_of(message: a2a_pb2.Message) -> OutputSpec | None:
         return None
     raw = json_format.MessageToDict(message.metadata).get(OUTPUT_SCHEMA_METADATA_KEY)
     return output_spec_of(raw, f"metadata.{OUTPUT_SCHEMA_METADATA_KEY}")
+
+
+def _limits_of(message: a2a_pb2.Message) -> Limits | None:
+    """The limits a message's metadata sets (the limits extension), if any.
+
+    Raises:
+        LimitsError: The metadata holds no valid limits object.
+    """
+    if LIMITS_METADATA_KEY not in message.metadata:
+        return None
+    return limits_of(json_format.MessageToDict(message.metadata).get(LIMITS_METADATA_KEY))

@@ -14,7 +14,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import QueueShutDown
 from a2a.server.events.event_queue_v2 import EventQueueSource
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.tasks import TaskManager, TaskStore, TaskUpdater
+from a2a.server.tasks import TaskManager, TaskStore
 from a2a.types import a2a_pb2
 
 from hookmesh.a2a import EVENT_METADATA_KEY
@@ -22,6 +22,7 @@ from hookmesh.services.a2a._executor import (
     REPLY_METADATA_KEY,
     SEQ_METADATA_KEY,
     HookmeshAgentExecutor,
+    ReportingUpdater,
     caller_token,
 )
 
@@ -90,7 +91,7 @@ class DurableRequestHandler(DefaultRequestHandler):
         client = self.executor.client
         reply_id, after = where_task_stands(task)
         queue = EventQueueSource()
-        updater = TaskUpdater(queue, task.id, task.context_id)
+        updater = ReportingUpdater(queue, task.id, task.context_id)
         manager = TaskManager(self.tasks, context, task.id, task.context_id, None)
         stream = client.watch(task.context_id, reply_id=reply_id, after_seq=after, token=token)
         run = asyncio.create_task(

@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 
+from hookmesh.a2a import Limits
 from hookmesh.agent import (
     Agent,
     AgentState,
@@ -20,7 +21,13 @@ from hookmesh.agent import (
     Tool,
     new_id,
 )
+from hookmesh.client import limits_from_proto
 from hookmesh.errors import FieldViolation, RequestError, SchemaError
+from hookmesh.middleware import Middleware
+from hookmesh.middleware.builtin.propagated_limits import (
+    PropagatedLimitMiddleware,
+    RequestLimitMiddleware,
+)
 from hookmesh.models import TOOL_CHOICE_MODES, ChatModel
 from hookmesh.schema import (
     block_from_proto,
@@ -167,14 +174,18 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         model: str,
         client_tools: Sequence[Tool],
         chain: MiddlewareChain,
+        limits: Limits | None = None,
     ) -> Agent:
         settings = self.config.agent
+        middlewares = list(chain.middlewares)
+        if limits is not None:
+            middlewares.insert(0, RequestLimitMiddleware(limits, _prices(middlewares)))
         return Agent(
             self.models[model],
             name=settings.name,
             system_prompt=settings.system_prompt,
             tools=[*self.tools, *client_tools],
-            middlewares=chain.middlewares,
+            middlewares=middlewares,
             kind=settings.kind,
             max_iters=settings.max_iters,
             state=state,
@@ -259,7 +270,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         if model not in self.models:
             model = self.config.agent.model
         tools = self._client_tools(request.client_tools)
-        return self._agent(*key, state, model, tools, chain)
+        return self._agent(*key, state, model, tools, chain, _limits(request.options))
 
     async def _watch(
         self, flight: Flight, wrap: Callable[..., Any], after_seq: int = 0
@@ -292,6 +303,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         check_messages(messages, "messages")
         client_tools = self._client_tools(request.client_tools)
         model, choice, max_iters = self._options(request.options, client_tools)
+        limits = _limits(request.options)
         output = request_output(request, self.output)
         key = (current_user(), session_id or new_id())
         durability = self._durability(request.options)
@@ -314,7 +326,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     f"session {key[1]} already has reply {reply_id}: follow it with WatchReply",
                     metadata={"sessionId": key[1], "replyId": reply_id},
                 )
-            agent = self._agent(*key, state, model, client_tools, chain)
+            agent = self._agent(*key, state, model, client_tools, chain, limits)
         except BaseException:
             await self.desk.release(key, chain)
             raise
@@ -364,7 +376,14 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     metadata={"sessionId": session_id},
                 )
             record = await self.store.reply(*key, pending.reply_id)
-            agent = self._agent(*key, stored.state, self.config.agent.model, client_tools, chain)
+            limits = (
+                _limits(_agent_pb2.ReplyRequest.FromString(record.request).options)
+                if record is not None
+                else None
+            )
+            agent = self._agent(
+                *key, stored.state, self.config.agent.model, client_tools, chain, limits
+            )
             events = agent.resume(resume)  # checks the answers before the claim is kept
         except BaseException:
             await self.desk.release(key, chain)
@@ -558,3 +577,25 @@ def _decode_token(token: str) -> tuple[str, str]:
     if not sep:
         raise SchemaError.single("page_token", "not a token from a previous ListSessions call")
     return update_time, session_id
+
+
+def _limits(options: _agent_pb2.ReplyOptions) -> Limits | None:
+    """The limits a caller set on the reply, if any.
+
+    Raises:
+        SchemaError: A limit is negative or not a finite number (INVALID_OPTIONS).
+    """
+    if not options.HasField("limits"):
+        return None
+    limits, wrong = limits_from_proto(options.limits)
+    if wrong:
+        raise SchemaError(wrong, reason="INVALID_OPTIONS")
+    return limits
+
+
+def _prices(middlewares: Sequence[Middleware]) -> tuple[float, float]:
+    """The model prices of the agent's own propagated limit, for the caller's limits."""
+    for mw in middlewares:
+        if isinstance(mw, PropagatedLimitMiddleware):
+            return mw.prices
+    return (0.0, 0.0)

@@ -4,9 +4,10 @@ nested under the call; shared by skill forks and handoffs."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from hookmesh.agent import Agent
+from hookmesh.agent import Agent, Output
 from hookmesh.middleware import AgentView, PermissionArgs, PermissionNext
 from hookmesh.middleware._base import Middleware, PermissionDecision
 from hookmesh.schema import (
@@ -14,6 +15,7 @@ from hookmesh.schema import (
     EventSource,
     Message,
     ReplyEndEvent,
+    Resume,
     ToolCall,
     is_hint,
     nest,
@@ -30,6 +32,14 @@ class ForkOutcome:
     """The final answer, or what went wrong."""
     ok: bool = False
     """Whether it completed."""
+    value: Any = None
+    """The structured answer, when the run asked for one and completed."""
+    paused: bool = False
+    """Whether it paused for the user to confirm calls (`asks`), its state in `saved`."""
+    asks: list[ToolCall] = field(default_factory=list)
+    """The calls it waits to have confirmed."""
+    saved: dict[str, Any] = field(default_factory=dict)
+    """Its state (JSON), to continue it with `run_nested(..., resume=...)`."""
 
 
 class NoPause(Middleware):
@@ -56,13 +66,22 @@ def parent_context(context: Sequence[Message], call: ToolCall) -> list[Message]:
 
 
 async def run_nested(
-    agent: AgentView, call: ToolCall, sub: Agent, inputs: list[Message], outcome: ForkOutcome
+    agent: AgentView,
+    call: ToolCall,
+    sub: Agent,
+    inputs: list[Message],
+    outcome: ForkOutcome,
+    output: Output | None = None,
+    resume: Resume | None = None,
 ) -> AsyncIterator[AgentEvent]:
-    """One reply of `sub` on `inputs` inside `call`, its events nested under the call (the
-    sub-agent's name on the path), then `outcome` filled in; shared by forks and handoffs."""
+    """One reply of `sub` on `inputs` inside `call` (asking for `output`, if given; or the
+    continuation of its paused reply by `resume`), its events nested under the call (the
+    sub-agent's name on the path), then `outcome` filled in; shared by forks, handoffs,
+    workers and planners."""
     step: EventSource | None = None
     end: ReplyEndEvent | None = None
-    stream = sub.reply(inputs)
+    asks: list[ToolCall] = []
+    stream = sub.resume(resume) if resume is not None else sub.reply(inputs, output=output)
     try:
         async for event in stream:
             if step is None:
@@ -74,11 +93,21 @@ async def run_nested(
                 )
             if event.type == "reply_end" and not event.source_path:
                 end = event
+            elif event.type == "require_user_confirm" and not event.source_path:
+                asks = list(event.tool_calls)
             yield nest(event, step, agent.reply_id)
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
     if end is not None and end.finish_reason == "completed" and sub.final_message is not None:
         outcome.text, outcome.ok = text_of(sub.final_message), True
+        outcome.value = end.output.value if end.output is not None else None
+        return
+    if end is not None and end.finish_reason == "awaiting_confirmation" and asks:
+        outcome.paused, outcome.asks = True, asks
+        outcome.saved = sub.state.model_dump(mode="json")
+        outcome.text = f"the sub-agent {sub.name} waits for the user to confirm " + ", ".join(
+            c.name for c in asks
+        )
         return
     reason = end.finish_reason if end is not None else "interrupted"
     detail = f": {end.error.message}" if end is not None and end.error is not None else ""

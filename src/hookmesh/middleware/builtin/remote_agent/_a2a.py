@@ -19,7 +19,15 @@ from a2a.types import a2a_pb2
 from google.protobuf import json_format
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from hookmesh.a2a import DATA_MIME, EVENT_METADATA_KEY, blocks_from_parts, text_of_parts
+from hookmesh.a2a import (
+    DATA_MIME,
+    EVENT_METADATA_KEY,
+    SPENT_METADATA_KEY,
+    Spent,
+    blocks_from_parts,
+    spent_of,
+    text_of_parts,
+)
 from hookmesh.schema import AgentEvent, CustomEvent, TextBlock, ToolOutputBlock
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
@@ -77,6 +85,8 @@ class TaskOutcome:
     """The artifacts' content (completed), or the status message's (otherwise)."""
     status_data: list[Any] = field(default_factory=list)
     """The status message's data parts (what an input-required task waits for)."""
+    spent: Spent | None = None
+    """What the remote agent reported it spent (the limits extension), if it did."""
 
 
 class _TokenMetadata(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
@@ -168,10 +178,11 @@ class RemoteAgent:
         context_id: str = "",
         task_id: str = "",
         message_id: str = "",
+        metadata: dict[str, Any] | None = None,
     ) -> AsyncIterator[AgentEvent]:
-        """Send one message (continuing `task_id` when set) and follow the task to its end or
-        pause, yielding the remote reply's events (its own, un-nested) as they come; fills
-        `outcome`.
+        """Send one message (continuing `task_id` when set, with `metadata`) and follow the
+        task to its end or pause, yielding the remote reply's events (its own, un-nested) as
+        they come; fills `outcome`.
 
         Raises:
             TimeoutError: The step took longer than the timeout.
@@ -185,6 +196,8 @@ class RemoteAgent:
             context_id=context_id,
             task_id=task_id,
         )
+        if metadata:
+            message.metadata.update(metadata)
         artifacts: dict[str, list[a2a_pb2.Part]] = {}
         stream = self._client.send_message(a2a_pb2.SendMessageRequest(message=message))
         try:
@@ -231,6 +244,10 @@ class RemoteAgent:
         ended = _ENDS.get(status.state)
         if ended is not None:
             outcome.state = ended
+            if metadata is not None:
+                outcome.spent = spent_of(
+                    json_format.MessageToDict(metadata).get(SPENT_METADATA_KEY)
+                )
             parts = list(status.message.parts)
             outcome.output = _output(p for p in parts if p.WhichOneof("content") != "data")
             outcome.status_data = [

@@ -13,12 +13,14 @@ import httpx
 from a2a.client.errors import A2AClientError
 from a2a.types import a2a_pb2
 
+from hookmesh.a2a import LIMITS_METADATA_KEY, data_part, limits_json
 from hookmesh.agent import new_id
 from hookmesh.errors import HookmeshError
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._tool_io import Lifecycle, output_text
+from hookmesh.middleware.builtin.propagated_limits import remote_share
 from hookmesh.middleware.builtin.remote_agent._a2a import (
     STATUS_EVENT,
     RemoteAgent,
@@ -45,6 +47,9 @@ log = logging.getLogger("hookmesh.middleware.remote_agent")
 
 INPUT_SUFFIX = "__input"
 """Suffix of the external tool through which a remote agent's question reaches the user."""
+CONFIRM_SUFFIX = "__confirm"
+"""Suffix of the tool (needing confirmation) through which a remote agent's wish to run calls
+the user must confirm reaches the user as this reply's own confirmation."""
 _PARAMETERS = {
     "type": "object",
     "properties": {"message": {"type": "string", "description": "What to ask or tell the agent."}},
@@ -71,8 +76,15 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
     text), and returns the task's artifacts as the result (text, files; data parts as JSON
     text). A failed, rejected or canceled task is an error result.
 
-    When the remote task needs input (``input-required``), this reply pauses for the user:
-    the next model call is replaced by a call to the external tool ``<name>__input``
+    When a hookmesh remote agent waits for the user to confirm calls, this reply pauses as
+    for a call of its own: the next model call is replaced by a call of ``<name>__confirm``
+    (hidden from the model, needing confirmation; arguments: the remote calls and ``path``,
+    the agents down to the one that asks), so the reply ends ``awaiting_confirmation``.
+    Approving it sends ``{"confirmed": true}`` to the remote task and the call's result is
+    the remote agent's; rejecting it sends the denial's text as the answer.
+
+    When the remote task needs other input (``input-required``), this reply pauses for the
+    user: the next model call is replaced by a call to the external tool ``<name>__input``
     (arguments: the remote agent's question and what it waits for), so the reply ends
     ``awaiting_external_execution``. Resume it with the user's answer as that call's result;
     the answer is then sent to the same remote task (a replaced model call again) and the
@@ -116,7 +128,9 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
         self.failure_mode = check.failure(failure_mode)
         self._by_name: dict[str, RemoteAgent] = {}
         self._tools: list[Tool] = []
-        self._hidden = frozenset(f"{n}{INPUT_SUFFIX}" for n in names)
+        self._hidden = frozenset(
+            f"{n}{suffix}" for n in names for suffix in (INPUT_SUFFIX, CONFIRM_SUFFIX)
+        )
 
     def middleware_key(self) -> str:
         return "remote_agent"
@@ -150,6 +164,7 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
                     {"type": "object", "properties": {"question": {"type": "string"}}},
                 )
             )
+            self._tools.append(self._confirm_tool(remote))
 
     async def aclose(self) -> None:
         """Close every client."""
@@ -172,6 +187,45 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
             func=ask,
         )
 
+    def _confirm_tool(self, remote: RemoteAgent) -> Tool:
+        async def confirm(
+            context: ToolContext[AgentView], **unused_arguments: Any
+        ) -> AsyncIterator[ToolPiece]:
+            async for piece in self._confirmed(context, remote):
+                yield piece
+
+        name = remote.config.name
+        return Tool(
+            name=f"{name}{CONFIRM_SUFFIX}",
+            description=f"The user confirms the calls the remote agent {name} asks to make.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "question": {"type": "string"},
+                    "path": {"type": "array", "items": {"type": "string"}},
+                    "tool_calls": {"type": "array"},
+                },
+            },
+            func=confirm,
+            needs_confirmation=True,
+        )
+
+    async def _confirmed(
+        self, context: ToolContext[AgentView], remote: RemoteAgent
+    ) -> AsyncIterator[ToolPiece]:
+        """The user approved the remote agent's calls: tell its task, and go on with it."""
+        state = self.state(context.agent)
+        waiting = state.pop("waiting", None)
+        state.pop("asked", None)
+        if waiting is None:
+            raise ToolError("Error: the remote agent waits for no confirmation")
+        state.setdefault("continue", {})[context.call.id] = {
+            "task_id": waiting["task_id"],
+            "context_id": waiting["context_id"],
+        }
+        async for piece in self._ask(context, remote, "", data_part({"confirmed": True})):
+            yield piece
+
     # --- hooks -----------------------------------------------------------------------------
 
     async def on_model_call(
@@ -185,13 +239,13 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
         """
         state = self.state(agent)
         waiting = state.get("waiting")
-        if waiting is not None and _can_pause(agent, f"{waiting['agent']}{INPUT_SUFFIX}"):
+        pause = _pause_tool(agent, waiting) if waiting is not None else None
+        if waiting is not None and pause is not None:
             if "asked" not in state:
-                call = ToolCall(
-                    id=new_id(),
-                    name=f"{waiting['agent']}{INPUT_SUFFIX}",
-                    arguments=json.dumps({"question": waiting["question"], **waiting["data"]}),
-                )
+                arguments = {"question": waiting["question"], **waiting["data"]}
+                if pause.endswith(CONFIRM_SUFFIX):
+                    arguments["path"] = _path(waiting)
+                call = ToolCall(id=new_id(), name=pause, arguments=json.dumps(arguments))
                 state["asked"] = call.id
                 return ModelResponse(message=make_assistant(agent.kind, "", [call]))
             answer = _answer_text(kwargs["messages"], state["asked"])
@@ -210,7 +264,11 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
         )
 
     async def _ask(
-        self, context: ToolContext[AgentView], remote: RemoteAgent, message: str
+        self,
+        context: ToolContext[AgentView],
+        remote: RemoteAgent,
+        message: str,
+        part: a2a_pb2.Part | None = None,
     ) -> AsyncIterator[ToolPiece]:
         """One task step of `remote` for this call: its progress as nested events, then its
         result (an error result when it failed); a task waiting for the user is kept in the
@@ -219,19 +277,24 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
         state = self.state(agent)
         resumed = state.get("continue", {}).pop(call.id, None)
         outcome = TaskOutcome()
+        # A reply under propagated limits lends the remote agent its share (the limits
+        # extension) and is charged what the agent reports it spent.
+        share = remote_share(agent, call.id)
+        metadata = {LIMITS_METADATA_KEY: limits_json(share.limits)} if share else None
         try:
             context_id = (
                 resumed["context_id"] if resumed else context_for(agent.session_id, call.name)
             )
             step = EventSource(call_id=call.id, tool_name=call.name, agent_name=_agent_name(remote))
             async for event in remote.run(
-                [a2a_pb2.Part(text=message)],
+                [part if part is not None else a2a_pb2.Part(text=message)],
                 outcome,
                 context_id=context_id,
                 task_id=resumed["task_id"] if resumed else "",
                 # NOTE(durability): the same message id on every run of this call, so the
                 # remote agent can tell a repeat from a new request.
                 message_id=context.idempotency_key if not resumed else "",
+                metadata=metadata,
             ):
                 if not step.run_id and outcome.task_id:
                     step = step.model_copy(update={"run_id": outcome.task_id})
@@ -244,10 +307,14 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
             output, ok = [TextBlock(text=text)], False
         except _CALL_FAILURES as exc:
             output, ok = [TextBlock(text=f"Error: remote agent {call.name} failed: {exc}")], False
+        finally:
+            if share is not None:
+                share.pool.settle(outcome.spent)
         if outcome.state == "input_required":
             data = outcome.status_data[0] if outcome.status_data else {}
             state["waiting"] = {
                 "agent": call.name,
+                "agent_name": _agent_name(remote),
                 "task_id": outcome.task_id,
                 "context_id": outcome.context_id,
                 "question": output_text(output),
@@ -257,6 +324,31 @@ class RemoteAgentMiddleware(Lifecycle, Middleware):
             raise ToolError(output)
         for block in output:
             yield block
+
+
+def _pause_tool(agent: AgentView, waiting: dict[str, Any]) -> str | None:
+    """The tool through which this reply pauses for what the remote task waits for: its
+    ``__confirm`` tool for a hookmesh agent's confirmation, else its ``__input`` tool; None
+    when the agent cannot pause (in a sidecar)."""
+    toolkit = getattr(agent, "toolkit", None)
+    confirm = f"{waiting['agent']}{CONFIRM_SUFFIX}"
+    asks = waiting["data"].get("awaiting") == "confirmation"
+    if asks and toolkit is not None and toolkit.get(confirm) is not None:
+        return confirm
+    tool = f"{waiting['agent']}{INPUT_SUFFIX}"
+    return tool if _can_pause(agent, tool) else None
+
+
+def _path(waiting: dict[str, Any]) -> list[str]:
+    """The agents from the remote one down to the one that asks: a remote agent that is
+    itself waiting on a remote agent's confirmation names the rest in its one call's path."""
+    path = [str(waiting.get("agent_name") or waiting["agent"])]
+    calls = waiting["data"].get("tool_calls") or []
+    if len(calls) == 1 and str(calls[0].get("name", "")).endswith(CONFIRM_SUFFIX):
+        inner = calls[0].get("arguments") or {}
+        if isinstance(inner, dict) and isinstance(inner.get("path"), list):
+            path += [str(p) for p in inner["path"]]
+    return path
 
 
 def _can_pause(agent: AgentView, input_tool: str) -> bool:
@@ -295,6 +387,7 @@ def _answer_text(messages: Sequence[Any], call_id: str) -> str | None:
 
 
 __all__ = [
+    "CONFIRM_SUFFIX",
     "INPUT_SUFFIX",
     "STATUS_EVENT",
     "RemoteAgentConfig",

@@ -16,6 +16,7 @@ from hookmesh.middleware.builtin._support._nested import (
     run_nested,
 )
 from hookmesh.middleware.builtin.budget import BudgetMiddleware
+from hookmesh.middleware.builtin.propagated_limits import inherited
 from hookmesh.models import ChatModel
 from hookmesh.schema import (
     AgentEvent,
@@ -48,8 +49,8 @@ async def run_fork(
     agent: AgentView, call: ToolCall, fork: Fork, instructions: str, outcome: ForkOutcome
 ) -> AsyncIterator[AgentEvent]:
     """Run the sub-agent for `call`, yielding its events nested under the call, then fill
-    `outcome`."""
-    middlewares: list[Middleware] = [NoPause()]
+    `outcome`. It is bound by the parent reply's propagated limits."""
+    middlewares: list[Middleware] = [NoPause(), *inherited(agent, call.id)]
     if fork.token_budget is not None:
         middlewares.append(BudgetMiddleware(token_budget=fork.token_budget))
     sub = Agent(

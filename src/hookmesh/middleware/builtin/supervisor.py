@@ -1,0 +1,320 @@
+"""The supervisor pattern on the one Agent loop: the agent's model routes work to named local
+workers through ``ask_<name>`` tools (several at once run in parallel) and merges what they
+return into its answer."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hookmesh.agent import Agent, AgentState, new_id
+from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
+from hookmesh.middleware._base import FailureMode, Middleware
+from hookmesh.middleware.builtin._support import _checks as check
+from hookmesh.middleware.builtin._support._nested import ForkOutcome, NoPause, run_nested
+from hookmesh.middleware.builtin.propagated_limits import inherited
+from hookmesh.models import ChatModel, ModelResponse, ModelResult
+from hookmesh.schema import (
+    AgentEvent,
+    Confirmation,
+    Message,
+    Resume,
+    ToolCall,
+    make_assistant,
+    make_user_text,
+)
+from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+
+ROUTING_PROMPT = (
+    "You supervise a team of workers. Give each part of the user's request to the worker "
+    "whose skills fit it, with an ask_<worker> tool call (call several at once when the "
+    "parts do not depend on each other). A worker sees only the task you send, so make it "
+    "complete. Then merge what they answered into one answer for the user; say plainly what "
+    "a worker could not do. Your workers:"
+)
+"""What the supervisor's system prompt gets, followed by one ``- <name>: <description>``
+line per worker."""
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """A local agent a supervisor or a plan can give a task to.
+
+    Args:
+        name: Lower case, digits, ``_``; the supervisor's tool is ``ask_<name>``.
+        model: Its chat model.
+        description: What it is good at, shown to the supervisor (or the planner).
+        system_prompt: Its instructions.
+        tools: Its tools (none of the supervisor's).
+        middlewares: Its middlewares.
+        max_iters: Its reasoning steps.
+    """
+
+    name: str
+    model: ChatModel
+    description: str
+    system_prompt: str = ""
+    tools: Sequence[Tool] = ()
+    middlewares: Sequence[Middleware] = field(default=())
+    max_iters: int = 10
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"worker name {self.name!r} must match {_NAME.pattern}")
+        if not self.description.strip():
+            raise ValueError(f"worker {self.name} needs a description (it is how it is chosen)")
+        check.whole("max_iters", self.max_iters)
+
+
+def worker_names(workers: Sequence[Worker]) -> dict[str, Worker]:
+    """The workers by name; distinct names, at least one.
+
+    Raises:
+        ValueError: No worker, or two with one name.
+    """
+    if not workers:
+        raise ValueError("workers must name at least one agent")
+    names = [w.name for w in workers]
+    if len(set(names)) != len(names):
+        raise ValueError(f"worker names must be distinct: {', '.join(names)}")
+    return {w.name: w for w in workers}
+
+
+CONFIRM_PREFIX = "confirm_"
+"""Prefix of the tool (hidden from the model, needing confirmation) through which a worker's
+wish to run calls the user must confirm pauses the supervisor's reply."""
+
+
+async def run_worker(
+    agent: AgentView,
+    call: ToolCall,
+    worker: Worker,
+    inputs: list[Message],
+    outcome: ForkOutcome,
+    *,
+    pausable: bool = False,
+    saved: dict[str, Any] | None = None,
+    resume: Resume | None = None,
+) -> AsyncIterator[AgentEvent]:
+    """One reply of `worker` on `inputs` inside `call` of `agent`'s reply (or, from its
+    `saved` state, the continuation of its paused reply by `resume`), its events nested
+    under the call, bound by the reply's propagated limits; `outcome` says how it went.
+    Unless `pausable`, a call of the worker's that needs confirmation is denied."""
+    guard = [] if pausable else [NoPause()]
+    sub = Agent(
+        worker.model,
+        name=worker.name,
+        system_prompt=worker.system_prompt,
+        tools=worker.tools,
+        middlewares=[*guard, *inherited(agent, call.id), *worker.middlewares],
+        kind=agent.kind,
+        max_iters=worker.max_iters,
+        state=AgentState.model_validate(saved) if saved is not None else None,
+    )
+    async for event in run_nested(agent, call, sub, inputs, outcome, resume=resume):
+        yield event
+
+
+class SupervisorMiddleware(Middleware):
+    """Routes to named workers and merges their results, on the agent's own loop.
+
+    Each `Worker` becomes a tool ``ask_<name>(task)``; calling it runs that worker (a fresh
+    local agent) on the task alone, its events nested under the call (``source_path[0]``
+    names the call, the tool and ``agent_name: <name>``), and its answer is the tool's
+    result. The tools are concurrency-safe, so the workers of one step run in parallel. The
+    system prompt gets `ROUTING_PROMPT` and the workers' descriptions, and the agent's model
+    merges the results in its final answer. A worker that fails answers its call with an
+    error result (``Error: the sub-agent <name> ended with <reason>``) and the supervisor
+    goes on. Workers are bound by the reply's `PropagatedLimitMiddleware`.
+
+    Nested approvals: a worker's call that needs the user's confirmation pauses the worker
+    (its ``require_user_confirm`` streams nested, with the path to the worker) and its state
+    is kept in this reply's middleware state; the next model call is replaced by a call of
+    ``confirm_<name>`` (hidden from the model; its arguments name the worker and the calls
+    it asks for), which needs confirmation, so this reply pauses too, with the same events
+    and finish reason a local call gives. Approving it resumes the worker with its calls
+    approved (they run once), and the worker's answer is that call's result; rejecting it
+    denies them and the worker's run is dropped. A worker that is itself a supervisor passes
+    its workers' asks up the same way, so an ask three levels down reaches the top. The
+    state is JSON in the session, so the resume may run in another process. Without a
+    toolkit to pause with (in a sidecar), a worker's ask is denied instead.
+
+    Example:
+        >>> team = SupervisorMiddleware([Worker("research", model, "Finds facts.")])
+        >>> agent = Agent(model, middlewares=[team])
+
+    Args:
+        workers: The workers (distinct names).
+        routing_prompt: Replaces `ROUTING_PROMPT`.
+        failure_mode: ``fail_closed`` (default) or ``fail_open``.
+    """
+
+    def __init__(
+        self,
+        workers: Sequence[Worker],
+        *,
+        routing_prompt: str = ROUTING_PROMPT,
+        failure_mode: FailureMode = "fail_closed",
+    ) -> None:
+        self.workers = worker_names(workers)
+        if not routing_prompt.strip():
+            raise ValueError("routing_prompt must not be empty")
+        self.routing_prompt = routing_prompt
+        self.failure_mode = check.failure(failure_mode)
+        self._tools = [self._build_tool(w) for w in workers]
+        self._tools += [self._build_confirm(w) for w in workers]
+        self._hidden = frozenset(f"{CONFIRM_PREFIX}{w.name}" for w in workers)
+
+    def middleware_key(self) -> str:
+        return "supervisor"
+
+    def list_tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    async def on_model_call(
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
+    ) -> ModelResult:
+        """While workers wait for the user, replace the model call by ``confirm_<name>``
+        calls (this reply then pauses); otherwise call the model without those tools."""
+        state = self.state(agent)
+        waiting = state.pop("waiting", [])
+        if waiting:
+            calls = []
+            for entry in waiting:
+                call = ToolCall(
+                    id=new_id(),
+                    name=f"{CONFIRM_PREFIX}{entry['worker']}",
+                    arguments=json.dumps({"worker": entry["worker"], "asks": entry["asks"]}),
+                )
+                state.setdefault("confirming", {})[call.id] = entry
+                calls.append(call)
+            return ModelResponse(message=make_assistant(agent.kind, "", calls))
+        return await next_handler(
+            tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
+        )
+
+    def _pausable(self, agent: AgentView, worker: Worker) -> bool:
+        toolkit = getattr(agent, "toolkit", None)
+        return toolkit is not None and toolkit.get(f"{CONFIRM_PREFIX}{worker.name}") is not None
+
+    async def _run(
+        self,
+        context: ToolContext[AgentView],
+        worker: Worker,
+        inputs: list[Message],
+        saved: dict[str, Any] | None = None,
+        resume: Resume | None = None,
+    ) -> AsyncIterator[ToolPiece]:
+        agent = context.agent
+        outcome = ForkOutcome()
+        async for event in run_worker(
+            agent,
+            context.call,
+            worker,
+            inputs,
+            outcome,
+            pausable=self._pausable(agent, worker),
+            saved=saved,
+            resume=resume,
+        ):
+            yield event
+        if outcome.paused:
+            asks = [
+                {"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in outcome.asks
+            ]
+            self.state(agent).setdefault("waiting", []).append(
+                {"worker": worker.name, "state": outcome.saved, "asks": asks}
+            )
+            yield (
+                f"The worker {worker.name} waits for the user to confirm: "
+                + ", ".join(f"{a['tool']}({a['arguments']})" for a in asks)
+            )
+            return
+        if not outcome.ok:
+            raise ToolError(outcome.text)
+        yield outcome.text
+
+    def _build_confirm(self, worker: Worker) -> Tool:
+        async def confirm(
+            context: ToolContext[AgentView], **unused: Any
+        ) -> AsyncIterator[ToolPiece]:
+            """Continue a worker with the calls the user confirmed."""
+            entry = self.state(context.agent).get("confirming", {}).pop(context.call.id, None)
+            if entry is None:
+                raise ToolError("Error: no worker waits for this confirmation")
+            resume = Resume(
+                confirmations=[
+                    Confirmation(call_id=a["call_id"], confirmed=True) for a in entry["asks"]
+                ]
+            )
+            async for piece in self._run(context, worker, [], entry["state"], resume):
+                yield piece
+
+        return Tool(
+            name=f"{CONFIRM_PREFIX}{worker.name}",
+            description=f"The user confirms the calls the worker {worker.name} asks to make.",
+            parameters={
+                "type": "object",
+                "properties": {"worker": {"type": "string"}, "asks": {"type": "array"}},
+            },
+            func=confirm,
+            needs_confirmation=True,
+        )
+
+    async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
+        lines = "\n".join(f"- {w.name}: {w.description}" for w in self.workers.values())
+        return f"{prompt}\n\n{self.routing_prompt}\n{lines}".strip()
+
+    def _build_tool(self, worker: Worker) -> Tool:
+        async def ask(context: ToolContext[AgentView], task: str) -> AsyncIterator[ToolPiece]:
+            """Give the worker a task.
+
+            Args:
+                task: The whole task: the worker sees nothing else.
+            """
+            inputs: list[Message] = [make_user_text(context.agent.kind, task)]
+            async for piece in self._run(context, worker, inputs):
+                yield piece
+
+        return tool(
+            ask,
+            name=f"ask_{worker.name}",
+            description=f"Ask the worker {worker.name}: {worker.description}",
+            concurrency_safe=True,
+        )
+
+
+def supervisor(
+    model: ChatModel,
+    workers: Sequence[Worker],
+    *,
+    name: str = "supervisor",
+    system_prompt: str = "",
+    middlewares: Sequence[Middleware] = (),
+    max_iters: int = 10,
+) -> Agent:
+    """A prebuilt supervisor: an `Agent` of `model` with `SupervisorMiddleware(workers)`
+    after `middlewares` (put a `PropagatedLimitMiddleware` there to bound the team)."""
+    return Agent(
+        model,
+        name=name,
+        system_prompt=system_prompt,
+        middlewares=[*middlewares, SupervisorMiddleware(workers)],
+        max_iters=max_iters,
+    )
+
+
+__all__ = [
+    "CONFIRM_PREFIX",
+    "ROUTING_PROMPT",
+    "SupervisorMiddleware",
+    "Worker",
+    "run_worker",
+    "supervisor",
+    "worker_names",
+]
