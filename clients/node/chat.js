@@ -378,6 +378,7 @@ async function show(events, printer, where) {
   for await (const event of events) {
     if (printer) printer.print(event);
     else process.stdout.write(`${jsonLine(event)}\n`);
+    if (event.source_path?.length) continue; // a sub-agent's pause or end is not the reply's
     if (event.type === 'require_user_confirm') paused = event.tool_calls;
     if (event.type === 'reply_start' && event.session_id) where.session = event.session_id;
     if (event.type === 'reply_end') end = event;

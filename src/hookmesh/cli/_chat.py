@@ -213,6 +213,7 @@ async def _turn(
     """One message and its reply (or, with no text, the session's latest reply followed);
     the status chat.js would exit with."""
     from hookmesh.client import AgentClientError
+    from hookmesh.schema import is_nested
     from hookmesh.tts import SpeechRecorder, WavWriter
 
     recorder = SpeechRecorder(WavWriter(speak)) if speak is not None else None
@@ -228,6 +229,8 @@ async def _turn(
             printer.show(event)
             if recorder is not None:
                 recorder.add(event)
+            if is_nested(event):
+                continue  # a sub-agent's start, pause or end is not the reply's
             if event.type == "reply_start":
                 state["session"] = event.session_id
             elif event.type == "require_user_confirm":
@@ -259,6 +262,7 @@ async def _review(client: Any, session_id: str, calls: list[Any], show: Any, cal
     from hookmesh.agent import Confirmation
     from hookmesh.cli._errors import failure_line
     from hookmesh.client import AgentClientError
+    from hookmesh.schema import is_nested
 
     end = None
     while calls:
@@ -281,6 +285,8 @@ async def _review(client: Any, session_id: str, calls: list[Any], show: Any, cal
         try:
             async for event in client.resume(session_id, confirmations=answers):
                 show(event)
+                if is_nested(event):
+                    continue
                 if event.type == "require_user_confirm":
                     paused = event.tool_calls
                 elif event.type == "reply_end":

@@ -1,0 +1,73 @@
+"""`hookmesh chat` acts only on the reply's own pause and end: a sub-agent's
+require_user_confirm, forwarded as a nested event, is shown but never answered."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from hookmesh.cli._chat import _turn
+from hookmesh.cli._printer import EventPrinter
+from hookmesh.schema import (
+    AgentEvent,
+    EventSource,
+    ReplyEndEvent,
+    ReplyStartEvent,
+    RequireUserConfirmEvent,
+    ToolCall,
+)
+
+
+class _Replies:
+    """A client whose reply streams fixed events and which records any resume."""
+
+    def __init__(self, events: list[AgentEvent]) -> None:
+        self.events = events
+        self.resumed = 0
+
+    async def reply(self, text: str, **options: Any) -> AsyncIterator[AgentEvent]:
+        for event in self.events:
+            yield event
+
+    async def resume(self, session_id: str, **options: Any) -> AsyncIterator[AgentEvent]:
+        self.resumed += 1
+        return
+        yield
+
+
+def _events(nested: bool) -> list[AgentEvent]:
+    path = [EventSource(call_id="c1", tool_name="ask_chef", agent_name="chef")] if nested else None
+    ask = RequireUserConfirmEvent(
+        reply_id="r1",
+        source_path=path,
+        tool_calls=[ToolCall(id="t1", name="delete_file", arguments='{"path": "/tmp/x"}')],
+    )
+    end = ReplyEndEvent(reply_id="r1", session_id="s1", finish_reason="completed")
+    if not nested:
+        end = ReplyEndEvent(reply_id="r1", session_id="s1", finish_reason="awaiting_confirmation")
+    return [ReplyStartEvent(reply_id="r1", session_id="s1"), ask, end]
+
+
+@pytest.mark.parametrize("nested", [True, False])
+async def test_only_the_replys_own_pause_is_answered(
+    nested: bool, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", _Lines("a\n"))
+    client = _Replies(_events(nested))
+    state = {"session": "s1"}
+    status = await _turn(client, EventPrinter(as_json=True), "go", state, {}, None, None)  # type: ignore[arg-type]
+    assert status == 0
+    asked = "delete_file" in capsys.readouterr().err
+    assert (asked, client.resumed) == ((False, 0) if nested else (True, 1))
+
+
+class _Lines:
+    """stdin holding fixed lines."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines(keepends=True)
+
+    def readline(self) -> str:
+        return self.lines.pop(0) if self.lines else ""
