@@ -1,7 +1,7 @@
-"""A service's Prometheus endpoint is an HTTP door like the gateways: a foreign Host (DNS
-rebinding) or a foreign Origin (a page in the user's browser) is refused, and with
-`metrics_token_env` a scrape must send exactly one right bearer token. Real HTTP requests,
-written byte by byte so every header is the test's."""
+"""A service's Prometheus endpoint (every gRPC service's and every gateway's) is an HTTP door
+like the gateways: a foreign Host (DNS rebinding) or a foreign Origin (a page in the user's
+browser) is refused, and with `metrics_token_env` a scrape must send exactly one right bearer
+token. Real HTTP requests, written byte by byte so every header is the test's."""
 
 from __future__ import annotations
 
@@ -9,11 +9,15 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hookmesh.server import RunningServer, start_server
+from hookmesh.services.a2a import load_a2a_config, start_a2a_server
+from hookmesh.services.agui import load_agui_config, start_agui_gateway
+from hookmesh.services.mcp import load_mcp_settings, start_mcp_http_server
 from tests.agent_helpers import SHORT_TIMEOUT
 
 pytestmark = pytest.mark.timeout(60)
@@ -132,3 +136,44 @@ async def test_an_unset_token_variable_fails_the_start(metric_reader: Any) -> No
             metrics_listen="127.0.0.1:0",
             metrics_token_env="NO_SUCH_SCRAPE_TOKENS",
         )
+
+
+async def _gateway(name: str, tmp_path: Path, **settings: Any) -> Any:
+    agent = "127.0.0.1:1"  # never called: the agent channel connects on first use
+    if name == "agui":
+        return await start_agui_gateway(
+            load_agui_config(None, agent=agent, **settings), address="127.0.0.1:0"
+        )
+    if name == "a2a":
+        config = load_a2a_config(
+            None, agent=agent, store=f"sqlite:///{tmp_path}/a2a.db", **settings
+        )
+        return await start_a2a_server(config, address="127.0.0.1:0")
+    mcp = load_mcp_settings(
+        None, transport="http", retrieval=None, memory=None, tts=None, **settings
+    )
+    return await start_mcp_http_server(mcp, address="127.0.0.1:0")
+
+
+@pytest.mark.parametrize("name", ["agui", "a2a", "mcp"])
+async def test_every_gateway_serves_metrics_behind_the_same_door(
+    name: str, tmp_path: Path, metric_reader: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCRAPE_TOKENS", TOKEN)
+    gateway = await _gateway(
+        name, tmp_path, metrics_listen="127.0.0.1:0", metrics_token_env="SCRAPE_TOKENS"
+    )
+    try:
+        assert gateway.metrics is not None and gateway.metrics.port != gateway.port
+        port = gateway.metrics.port
+        bearer = ("Authorization", f"Bearer {TOKEN}")
+        status, body = await _request(port, [_host(port)("localhost"), bearer])
+        assert status == 200 and b"# TYPE " in body
+        status, body = await _request(port, [_host(port)("localhost")])
+        assert (status, _reason(body)) == (401, "CREDENTIALS_REQUIRED")
+        status, body = await _request(port, [_host(port)("attacker.example"), bearer])
+        assert (status, _reason(body)) == (421, "HOST_NOT_ALLOWED")
+    finally:
+        await gateway.stop(0.5)
+    with pytest.raises(OSError):
+        await _request(port, [_host(port)("localhost"), bearer])
