@@ -167,24 +167,6 @@ async def test_an_answer_between_misses_keeps_the_circuit_closed() -> None:
     assert changes == [True, False]
 
 
-@pytest.mark.parametrize(
-    ("settings", "message"),
-    [
-        ({"misses": 0}, "misses must be an integer of at least 1"),
-        ({"misses": 1.5}, "misses must be an integer"),
-        ({"backoff": 0}, "backoff must be a positive, finite number"),
-        ({"max_backoff": float("inf")}, "max_backoff must be a positive, finite number"),
-        ({"backoff": float("nan")}, "backoff must be a positive, finite number"),
-        ({"backoff": 10, "max_backoff": 2}, r"max_backoff \(2 s\) must be at least its backoff"),
-    ],
-)
-def test_breaker_settings_refuse_values_that_never_open_or_never_probe(
-    settings: dict[str, Any], message: str
-) -> None:
-    with pytest.raises(ValueError, match=message):
-        BreakerSettings(**settings)
-
-
 class Hanger(Middleware):
     """A sidecar's reasoning hook that never finishes. The first invocation is silent (it
     will miss its deadline); the later ones report progress more often than the deadline, so

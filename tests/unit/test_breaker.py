@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,26 @@ async def _wait(event: asyncio.Event) -> None:
     async with asyncio.timeout(10):
         await event.wait()
     event.clear()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"misses": 0}, "misses must be an integer of at least 1"),
+        ({"misses": 1.5}, "misses must be an integer"),
+        ({"backoff": 0}, "backoff must be a positive, finite number"),
+        ({"backoff": -1}, "backoff must be a positive, finite number"),
+        ({"max_backoff": "60"}, "max_backoff must be a number of seconds"),
+        ({"max_backoff": float("inf")}, "max_backoff must be a positive, finite number"),
+        ({"backoff": float("nan")}, "backoff must be a positive, finite number"),
+        ({"backoff": 10, "max_backoff": 2}, r"max_backoff \(2 s\) must be at least its backoff"),
+    ],
+)
+def test_breaker_settings_refuse_values_that_never_open_or_never_probe(
+    settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        BreakerSettings(**settings)
 
 
 def test_the_default_thresholds() -> None:
