@@ -66,6 +66,8 @@ async def _wait(event: asyncio.Event) -> None:
         ({"backoff": 0}, "backoff must be a positive, finite number"),
         ({"backoff": -1}, "backoff must be a positive, finite number"),
         ({"max_backoff": "60"}, "max_backoff must be a number of seconds"),
+        ({"backoff": True}, "backoff must be a number of seconds"),
+        ({"misses": True}, "misses must be an integer"),
         ({"max_backoff": float("inf")}, "max_backoff must be a positive, finite number"),
         ({"backoff": float("nan")}, "backoff must be a positive, finite number"),
         ({"backoff": 10, "max_backoff": 2}, r"max_backoff \(2 s\) must be at least its backoff"),
