@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -61,11 +62,13 @@ def _host(port: int) -> Callable[[str], tuple[str, str]]:
 
 
 async def test_a_loopback_scrape_reads_the_metrics_and_foreign_hosts_and_origins_are_refused(
-    metric_reader: Any,
+    metric_reader: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO)
     async with _server() as running:
         assert running.metrics is not None
         port = running.metrics.port
+        assert f"metrics endpoint on http://127.0.0.1:{port}/metrics" in caplog.text
         host = _host(port)
         for name in ("127.0.0.1", "localhost", "[::1]"):
             status, body = await _request(port, [host(name)])
@@ -81,10 +84,27 @@ async def test_a_loopback_scrape_reads_the_metrics_and_foreign_hosts_and_origins
             port, [host("127.0.0.1"), ("Origin", "https://attacker.example")]
         )
         assert (status, _reason(body)) == (403, "ORIGIN_NOT_ALLOWED")
-        status, body = await _request(port, [host("127.0.0.1")], path="/")
-        assert (status, _reason(body)) == (404, "NOT_FOUND")
+        for path in ("/", "/metrics/more", "/zz"):
+            status, body = await _request(port, [host("127.0.0.1")], path=path)
+            assert (status, _reason(body)) == (404, "NOT_FOUND")
+        status, body = await _request(port, [host("127.0.0.1")], method="HEAD")
+        assert (status, body) == (200, b"")
         status, body = await _request(port, [host("127.0.0.1")], method="DELETE")
         assert (status, _reason(body)) == (405, "METHOD_NOT_ALLOWED")
+        # A refusal keeps the connection: the same client's next scrape is served on it.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            for path, status in (("/", 404), ("/metrics", 200)):
+                writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+                async with asyncio.timeout(SHORT_TIMEOUT):
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                    await reader.readexactly(length)
+                assert int(head.split(b" ", 2)[1]) == status
+        finally:
+            writer.close()
+    # Stopping is quiet: nothing cut, nothing logged as an error.
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def test_configured_hosts_are_accepted(metric_reader: Any) -> None:
@@ -106,10 +126,13 @@ async def test_with_a_token_a_scrape_sends_exactly_one_right_bearer_token(
         port = running.metrics.port
         host = _host(port)("127.0.0.1")
         for token in (TOKEN, OTHER):
-            status, body = await _request(port, [host, ("Authorization", f"Bearer {token}")])
+            # Headers besides the token (sorting before it, too) are not taken for it.
+            headers = [("Accept", "text/plain"), host, ("Authorization", f"Bearer {token}")]
+            status, body = await _request(port, headers)
             assert status == 200 and b"# TYPE " in body
         cases = [
             ([], "CREDENTIALS_REQUIRED"),
+            ([("Accept", f"Bearer {TOKEN}")], "CREDENTIALS_REQUIRED"),
             ([("Authorization", "Bearer wrong")], "INVALID_TOKEN"),
             ([("Authorization", TOKEN)], "INVALID_TOKEN"),
             (
