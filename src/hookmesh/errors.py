@@ -40,6 +40,9 @@ class HookmeshError(Exception):
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
     source: str = "agent"
     """What failed, for reply_end errors: ``agent``, ``model``, ``tool:<name>``..."""
+    reported = False
+    """Whether the failure was already logged where it is known (a sidecar's circuit opening
+    warns once): a fail_open skip of it is then logged at DEBUG, not once per reply."""
 
     def __init__(self, message: str, *, metadata: dict[str, str] | None = None) -> None:
         super().__init__(message)

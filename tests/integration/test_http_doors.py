@@ -287,6 +287,15 @@ async def test_a2a_parts_beyond_the_item_limit_are_refused(doors: Gateways) -> N
     _refused(answer, 413, "TOO_MANY_ITEMS")
 
 
+@pytest.mark.parametrize("name", NAMES)
+async def test_two_authorization_headers_are_refused(doors: Gateways, name: str) -> None:
+    """A wrong token then the right one: which counts would be ambiguous, so neither does."""
+    request = post(ROUTES[name], _json(name), **headers_for(name), content_type="application/json")
+    head, _, body = request.partition(b"\r\n\r\n")
+    twice = head + b"\r\nauthorization: Bearer wrong\r\nauthorization: Bearer right\r\n\r\n"
+    _refused(await exchange(doors.ports[name], twice + body), 401, "MULTIPLE_CREDENTIALS")
+
+
 # --- connections -------------------------------------------------------------------------------
 
 

@@ -45,6 +45,23 @@ def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.Monk
         ("agent: {model: missing}\n", "agent.model 'missing' is not one of models"),
         ("- a list\n", "must be a mapping"),
         ("middlewares: [{type: remote, timeout: -1}]\n", "timeout"),
+        (
+            "middlewares: [{type: remote, breaker: {misses: 0}}]\n",
+            "middlewares.0.remote.breaker.misses: Input should be greater than or equal to 1",
+        ),
+        (
+            "middlewares: [{type: remote, breaker: {backoff_seconds: .nan}}]\n",
+            "middlewares.0.remote.breaker.backoff_seconds: Input should be a finite number",
+        ),
+        (
+            "middlewares: [{type: remote, breaker: {backoff_seconds: 0}}]\n",
+            "breaker.backoff_seconds: Input should be greater than 0",
+        ),
+        (
+            "middlewares: [{type: remote, breaker: {backoff_seconds: 9, max_backoff_seconds: 2}}]",
+            r"max_backoff_seconds \(2\) must be at least backoff_seconds \(9\)",
+        ),
+        ("middlewares: [{type: remote, breaker: {misses: 2, retries: 1}}]\n", "breaker.retries"),
     ],
 )
 def test_bad_config_names_the_key(tmp_path: Path, text: str, message: str) -> None:
@@ -67,6 +84,7 @@ def _keys(model: type[BaseModel]) -> set[str]:
         OpenAIModelConfig,
         cfg.LocalMiddlewareConfig,
         cfg.RemoteMiddlewareConfig,
+        cfg.BreakerConfig,
         cfg.SidecarConfig,
         cfg.SessionsConfig,
         cfg.DurabilityConfig,

@@ -10,6 +10,7 @@ import grpc
 
 from hookmesh._security import ClientTLS, open_channel
 from hookmesh.client._errors import AgentClientError
+from hookmesh.server import USER_HEADER
 
 
 class ServiceClient:
@@ -54,9 +55,14 @@ class ServiceClient:
         async with asyncio.timeout(timeout):
             await self._channel.channel_ready()
 
-    async def _unary(self, method: Any, request: Any, timeout: float | None = None) -> Any:
-        """Call a unary RPC with the deadline and token; failures raise AgentClientError."""
+    async def _unary(
+        self, method: Any, request: Any, timeout: float | None = None, *, user: str = ""
+    ) -> Any:
+        """Call a unary RPC with the deadline and token, acting for `user` when one is named
+        (the ``x-hookmesh-user`` header a trusted gateway sends); failures raise
+        AgentClientError."""
+        metadata = (*self._metadata, (USER_HEADER, user)) if user else self._metadata
         try:
-            return await method(request, timeout=timeout or self.timeout, metadata=self._metadata)
+            return await method(request, timeout=timeout or self.timeout, metadata=metadata)
         except grpc.aio.AioRpcError as exc:
             raise AgentClientError.from_rpc_error(exc) from None

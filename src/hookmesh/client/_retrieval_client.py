@@ -292,6 +292,7 @@ class RetrievalClient(ServiceClient):
         score_threshold: float | None = None,
         metadata_filter: Mapping[str, MetadataValue] | None = None,
         timeout: float | None = None,
+        user: str = "",
     ) -> list[Hit]:
         """The best chunks for `query` (same meaning as `KnowledgeStore.search`).
 
@@ -303,6 +304,10 @@ class RetrievalClient(ServiceClient):
             score_threshold: Drop hits scoring below it; None (or 0) keeps all.
             metadata_filter: Only chunks whose document metadata has exactly these values.
             timeout: Deadline in seconds; the client's default when None.
+            user: The end user the search is for: the service then applies that user's
+                grants and ownership instead of the caller's (the caller must be one of its
+                `trusted_gateways`, else PERMISSION_DENIED ``UNTRUSTED_GATEWAY``). Empty:
+                the caller searches as itself.
 
         Raises:
             ValueError: An unknown `mode`.
@@ -319,7 +324,7 @@ class RetrievalClient(ServiceClient):
             metadata_filter=dict_to_struct(metadata_filter),
             mode=MODE_TO_PB[mode],  # type: ignore[arg-type]
         )
-        response = await self._unary(self._stub.Search, request, timeout)
+        response = await self._unary(self._stub.Search, request, timeout, user=user)
         return [hit_from_pb(hit) for hit in response.hits]
 
     async def get_document(

@@ -2,12 +2,7 @@
 tool calls, middleware errors, remote hook latency and sidecar circuit breakers; exported
 over OTLP when configured and scraped by Prometheus from any service's optional endpoint."""
 
-from hookmesh.metrics._export import (
-    MetricsEndpoint,
-    install_meter_provider,
-    start_metrics,
-    start_metrics_endpoint,
-)
+from hookmesh.metrics._export import install_for_otlp, install_meter_provider
 from hookmesh.metrics._instruments import (
     record_circuit,
     record_circuit_rejection,
@@ -19,7 +14,7 @@ from hookmesh.metrics._instruments import (
 )
 
 __all__ = [
-    "MetricsEndpoint",
+    "install_for_otlp",
     "install_meter_provider",
     "record_circuit",
     "record_circuit_rejection",
@@ -28,6 +23,4 @@ __all__ = [
     "record_remote_hook",
     "record_reply",
     "record_tool_call",
-    "start_metrics",
-    "start_metrics_endpoint",
 ]

@@ -27,7 +27,9 @@ def skip_failed(mw: Middleware, hook: str, exc: BaseException) -> None:
     record_middleware_error(mw.middleware_key(), "fail_open", hook)
     # A HookmeshError is an expected failure (a sidecar or service down) and says what it
     # is; anything else is a bug in the middleware and keeps its traceback.
-    log.warning(
+    reported = isinstance(exc, HookmeshError) and exc.reported
+    log.log(
+        logging.DEBUG if reported else logging.WARNING,
         "middleware %s failed in %s and is skipped (fail_open): %s",
         mw.middleware_key(),
         hook,

@@ -26,6 +26,28 @@ class BreakerSettings:
     max_backoff: float = 60.0
     """The back-off doubles after each failed probe, up to this."""
 
+    def __post_init__(self) -> None:
+        """Refuse settings that would never open the circuit or never probe.
+
+        Raises:
+            ValueError: Naming the bad setting and the range it must be in.
+        """
+        if isinstance(self.misses, bool) or not isinstance(self.misses, int) or self.misses < 1:
+            raise ValueError(
+                f"breaker misses must be an integer of at least 1, not {self.misses!r}"
+            )
+        for name in ("backoff", "max_backoff"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"breaker {name} must be a number of seconds, not {value!r}")
+            if not 0 < value < float("inf"):
+                raise ValueError(f"breaker {name} must be a positive, finite number of seconds")
+        if self.max_backoff < self.backoff:
+            raise ValueError(
+                f"breaker max_backoff ({self.max_backoff:g} s) must be at least its backoff "
+                f"({self.backoff:g} s)"
+            )
+
 
 class CircuitBreaker:
     """Closed: calls go to the sidecar and missed deadlines are counted. Open: `check`
@@ -70,13 +92,16 @@ class CircuitBreaker:
             raise self.refusal()
 
     def refusal(self) -> SidecarError:
-        """The error of a call refused by the open circuit."""
-        return SidecarError(
+        """The error of a call refused by the open circuit. It counts as reported: the
+        circuit's opening warned once for the whole open period."""
+        error = SidecarError(
             f"the sidecar missed {self._settings.misses} deadlines in a row: "
             "not called while it is probed",
             reason="SIDECAR_CIRCUIT_OPEN",
             metadata={"misses": str(self._settings.misses)},
         )
+        error.reported = True
+        return error
 
     def heard(self) -> None:
         """The sidecar answered: the count of misses starts over."""
@@ -90,7 +115,9 @@ class CircuitBreaker:
         if self._misses < self._settings.misses:
             return False
         log.warning(
-            "sidecar %s missed %d deadlines in a row: not called for %g s, then probed",
+            "sidecar %s missed %d deadlines in a row: its circuit is open, its calls fail at "
+            "once (a fail_open middleware is skipped) until a probe after %g s finds it "
+            "answering",
             self._target,
             self._misses,
             self._backoff,
@@ -109,7 +136,7 @@ class CircuitBreaker:
                 log.info("sidecar %s still does not answer (%s)", self._target, exc)
                 continue
             break
-        log.warning("sidecar %s answers again: its circuit is closed", self._target)
+        log.info("sidecar %s answers again: its circuit is closed", self._target)
         self._misses = 0
         self._backoff = self._settings.backoff
         self._probing = None

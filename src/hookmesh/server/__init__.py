@@ -21,6 +21,7 @@ from hookmesh.server._components import report_component
 from hookmesh.server._http import HttpServer
 from hookmesh.server._http_settings import HttpGatewaySettings
 from hookmesh.server._interceptor import REQUEST_ID_HEADER, ServerCallInterceptor, request_id_var
+from hookmesh.server._metrics_door import MetricsDoor, start_metrics
 from hookmesh.server._retention import Clock, RetentionConfig, Sweeper, utc_now
 from hookmesh.server._server import (
     DEFAULT_GRACE,
@@ -52,6 +53,7 @@ __all__ = [
     "HttpGatewaySettings",
     "HttpServer",
     "ListenError",
+    "MetricsDoor",
     "RetentionConfig",
     "RunningServer",
     "ServerCallInterceptor",
@@ -73,6 +75,7 @@ __all__ = [
     "request_id_var",
     "scoped_user",
     "serve_until_signal",
+    "start_metrics",
     "start_server",
     "store_error",
     "store_outages",

@@ -1,7 +1,7 @@
-"""The checks every HTTP gateway runs before its app sees a request: Host and Origin, CORS for
-configured origins only, JSON bodies only (no text/plain or form posts, the ones a page may
-send cross-origin without asking), the body read in full within its size and time limits and
-checked as JSON, then handed to the app."""
+"""The checks every HTTP gateway runs before its app sees a request: Host and Origin, at most
+one ``authorization`` header, CORS for configured origins only, JSON bodies only (no
+text/plain or form posts, the ones a page may send cross-origin without asking), the body read
+in full within its size and time limits and checked as JSON, then handed to the app."""
 
 from __future__ import annotations
 
@@ -62,6 +62,13 @@ class HttpGuard:
         try:
             self._check_size(scope)
             self._policy.check(headers.get("host"), headers.get("origin"))
+            if len(headers.getlist("authorization")) > 1:
+                # NOTE(hookmesh): which of several tokens counts is ambiguous (a proxy adding
+                # its own in front of the caller's, a caller trying tokens): none does, as
+                # on every gRPC service.
+                raise HttpRefusal(
+                    401, "MULTIPLE_CREDENTIALS", "send exactly one 'authorization' header"
+                )
             if not self._has_body(scope, headers):
                 await self._app(scope, receive, send)
                 return

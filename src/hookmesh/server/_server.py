@@ -18,10 +18,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from hookmesh._security import SERVER_KEEPALIVE, ServerTLS, server_credentials
-from hookmesh.metrics import MetricsEndpoint, start_metrics
 from hookmesh.server._auth import OPEN_SERVICES, AuthConfig, Authenticator, is_loopback
 from hookmesh.server._components import publish_components, unpublish_components
 from hookmesh.server._interceptor import ServerCallInterceptor
+from hookmesh.server._metrics_door import MetricsDoor, start_metrics
 
 log = logging.getLogger("hookmesh.server")
 
@@ -61,7 +61,7 @@ class RunningServer:
     health: health.aio.HealthServicer
     servicers: dict[str, Any] = field(default_factory=dict)
     """The hosted servicers by service name."""
-    metrics: MetricsEndpoint | None = None
+    metrics: MetricsDoor | None = None
     """The Prometheus scrape endpoint, when one was asked for."""
 
     async def stop(self, grace: float | None = DEFAULT_GRACE) -> None:
@@ -70,7 +70,7 @@ class RunningServer:
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
         if self.metrics is not None:
-            self.metrics.close()
+            await self.metrics.stop()
 
 
 def check_free(address: str) -> None:
@@ -109,6 +109,8 @@ async def start_server(
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     options: Sequence[tuple[str, Any]] = (),
     metrics_listen: str = "",
+    metrics_allowed_hosts: Sequence[str] = (),
+    metrics_token_env: str | None = None,
 ) -> RunningServer:
     """Start a grpc.aio server hosting `services` plus health and reflection (v1 and v1alpha).
 
@@ -132,10 +134,14 @@ async def start_server(
         metrics_listen: ``host:port`` of a Prometheus scrape endpoint (``/metrics``) for the
             process's metrics (`hookmesh.metrics`); empty for none. With the OTLP variables
             set, metrics are exported over OTLP either way.
+        metrics_allowed_hosts: Host headers the endpoint accepts beyond the loopback ones.
+        metrics_token_env: Environment variable holding the tokens a scrape must send
+            (``authorization: Bearer``); None asks for none.
 
     Raises:
         AddressInUseError: Another process listens on `address`.
-        ValueError: `auth` names an unset variable or an unreadable token file.
+        ValueError: `auth` or `metrics_token_env` names an unset variable or an unreadable
+            token file.
     """
     open_services: Sequence[str] = OPEN_SERVICES
     if auth is not None:
@@ -171,7 +177,9 @@ async def start_server(
         raise ListenError(errno.EADDRNOTAVAIL, f"cannot listen on {address}") from None
     await server.start()
     try:
-        endpoint = start_metrics(metrics_listen)
+        endpoint = await start_metrics(
+            metrics_listen, allowed_hosts=metrics_allowed_hosts, token_env=metrics_token_env
+        )
     except BaseException:
         await server.stop(None)
         raise

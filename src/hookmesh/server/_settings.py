@@ -32,6 +32,12 @@ class ServiceSettings(BaseSettings):
     """Who may call: tokens, TLS, mTLS principals, trusted gateways (docs/security.md)."""
     metrics_listen: str = ""
     """``host:port`` of a Prometheus scrape endpoint (``GET /metrics``); empty: none."""
+    metrics_allowed_hosts: list[str] = Field(default_factory=list)
+    """Host headers the scrape endpoint accepts beyond the loopback ones (the address
+    Prometheus scrapes, ``name`` or ``name:port``; ``*`` for any): others get 421."""
+    metrics_token_env: str | None = None
+    """Environment variable holding the tokens a scrape must send as ``authorization:
+    Bearer`` (entries as in `auth.token_env`); unset: none is asked for."""
 
     @classmethod
     def settings_customise_sources(

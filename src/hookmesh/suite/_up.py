@@ -153,7 +153,8 @@ def secure_suite(config: AgentServiceConfig, auth: dict[str, Any]) -> AgentServi
         "a2a": {"require_token": True, "token_env": SUITE_TOKEN_ENV},
         # Callers are checked here, then act as themselves on the services behind.
         "mcp": {"auth": {"token_env": SUITE_TOKENS_ENV}},
-        # A user's bases are its own; the agent's RAG reads the bases its config names.
+        # A user's bases are its own; the agent's RAG searches as each reply's user (as a
+        # trusted gateway), and as the suite's principal, which reads every base, for none.
         "retrieval": {
             "auth": inner,
             "ownership": True,

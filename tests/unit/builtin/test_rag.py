@@ -12,6 +12,7 @@ import pytest
 
 from hookmesh.agent import Agent, Confirmation, Resume
 from hookmesh.client import RetrievalClient
+from hookmesh.middleware import Middleware
 from hookmesh.middleware.builtin.rag import (
     DEFAULT_HINT_TEMPLATE,
     WARNING_EVENT,
@@ -430,3 +431,115 @@ def test_the_query_is_the_latest_user_turn(kind: MessageKind) -> None:
     assert latest_user_text([*context, make_user_text(kind, "second")]) == "second"
     assert latest_user_text([]) == ""
     assert format_passages([]) == ""
+
+
+# --- whose search ------------------------------------------------------------------------------
+
+USERS = "alice:tok-alice,bob:tok-bob,agent:tok-agent"
+
+
+@pytest.fixture
+async def owned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """A retrieval service checking tokens, with ownership on, where the agent is a trusted
+    gateway with a read grant on every base (as `hookmesh up --token-env` sets it up), and
+    ``handbook`` is Alice's. Its address."""
+    monkeypatch.setenv("RAG_TEST_USERS", USERS)
+    monkeypatch.setenv("RAG_AGENT_TOKEN", "tok-agent")
+    config = load_retrieval_config(
+        None,
+        store=f"sqlite:///{tmp_path}/kb.db",
+        auth={"token_env": "RAG_TEST_USERS", "trusted_gateways": ["agent"]},
+        ownership=True,
+        access={"agent": {"read": ["*"]}},
+    )
+    running = await start_retrieval_service(config, address="127.0.0.1:0")
+    target = f"127.0.0.1:{running.port}"
+    try:
+        async with RetrievalClient(target, timeout=SHORT_TIMEOUT, token="tok-alice") as alice:
+            await alice.create_knowledge_base("handbook")
+            await alice.ingest("handbook", HANDBOOK)
+        yield target
+    finally:
+        await running.stop(None)
+
+
+async def _static_reply(rag: Middleware, user: str) -> list[AgentEvent]:
+    agent = Agent(ScriptedChatModel(["ok"]), middlewares=[rag], user_id=user)
+    return await collect(agent.reply(VACATION))
+
+
+async def test_a_static_search_acts_for_the_replys_user(
+    attach: Attach, owned: str, rags: list[RAGMiddleware]
+) -> None:
+    """The agent's own grant reads every base, yet Bob's reply does not see Alice's base:
+    the search is Bob's (retrieval checks his grants and ownership), and Alice's is hers."""
+    rag = RAGMiddleware(["handbook"], target=owned, mode="static", token_env="RAG_AGENT_TOKEN")
+    rags.append(rag)
+    mounted = await attach(rag)
+    alices = await _static_reply(mounted, "alice")
+    [hint] = hint_events(alices)
+    assert "25 days of paid vacation" in hint.text
+    bobs = await _static_reply(mounted, "bob")
+    assert hint_events(bobs) == []
+    [warning] = [c for c in customs(bobs) if c.name == WARNING_EVENT]
+    assert warning.value["reason"] == "KNOWLEDGE_BASE_NOT_GRANTED"
+    assert bobs[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    # A reply with no known user searches as the agent itself.
+    assert len(hint_events(await _static_reply(mounted, ""))) == 1
+
+
+async def test_the_search_tool_acts_for_the_replys_user(
+    attach: Attach, owned: str, rags: list[RAGMiddleware]
+) -> None:
+    rag = RAGMiddleware(["handbook"], target=owned, token_env="RAG_AGENT_TOKEN")
+    rags.append(rag)
+    mounted = await attach(rag)
+
+    async def search_as(user: str) -> str:
+        model = Recorder(
+            [
+                ScriptedTurn(tool_calls=[("search_knowledge", {"query": "vacation days"})]),
+                ScriptedTurn(text="ok"),
+            ]
+        )
+        agent = Agent(ScriptedChatModel(model), middlewares=[mounted], user_id=user)
+        return tool_text(await collect(agent.reply(VACATION)))
+
+    assert "(handbook/vacation)" in await search_as("alice")
+    bobs = await search_as("bob")
+    assert "the knowledge search failed (KNOWLEDGE_BASE_NOT_GRANTED)" in bobs
+    assert "vacation" not in bobs.split("(", 1)[0]
+
+
+async def test_act_for_user_off_searches_as_the_agent(
+    owned: str, rags: list[RAGMiddleware]
+) -> None:
+    rag = RAGMiddleware(
+        ["handbook"], target=owned, mode="static", token_env="RAG_AGENT_TOKEN", act_for_user=False
+    )
+    rags.append(rag)
+    assert len(hint_events(await _static_reply(rag, "bob"))) == 1
+
+
+async def test_a_service_that_does_not_trust_the_agent_refuses_to_let_it_act_for_a_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rags: list[RAGMiddleware]
+) -> None:
+    monkeypatch.setenv("RAG_TEST_USERS", USERS)
+    monkeypatch.setenv("RAG_AGENT_TOKEN", "tok-agent")
+    config = load_retrieval_config(
+        None, store=f"sqlite:///{tmp_path}/kb.db", auth={"token_env": "RAG_TEST_USERS"}
+    )
+    running = await start_retrieval_service(config, address="127.0.0.1:0")
+    try:
+        rag = RAGMiddleware(
+            ["handbook"],
+            target=f"127.0.0.1:{running.port}",
+            mode="static",
+            token_env="RAG_AGENT_TOKEN",
+        )
+        rags.append(rag)
+        events = await _static_reply(rag, "alice")
+    finally:
+        await running.stop(None)
+    [warning] = [c for c in customs(events) if c.name == WARNING_EVENT]
+    assert warning.value["reason"] == "UNTRUSTED_GATEWAY"

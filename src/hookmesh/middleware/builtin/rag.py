@@ -17,7 +17,7 @@ from hookmesh.middleware import AgentView, ReasoningArgs, ReasoningNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.retrieval import MAX_TOP_K, SEARCH_MODES, Hit, MetadataValue, SearchMode
 from hookmesh.schema import AgentEvent, CustomEvent, HintBlockEvent, is_user, make_hint, text_of
-from hookmesh.tools import Tool
+from hookmesh.tools import Tool, ToolContext
 
 if TYPE_CHECKING:
     from hookmesh.client import RetrievalClient
@@ -107,6 +107,13 @@ class RAGMiddleware(Middleware):
     a sidecar (it needs the context there). The instance holds only its search client (one
     channel per event loop) or the store it was given.
 
+    Whose search: with a retrieval service, each search acts for the reply's end user
+    (`AgentView.user_id`, sent as ``x-hookmesh-user``), so the service's grants and
+    ownership apply to that user, not to the agent's own principal; the agent must then be
+    one of the service's `trusted_gateways` (a search refused as ``UNTRUSTED_GATEWAY``
+    follows the failure mode). A reply with no known user searches as the agent.
+    `act_for_user=False` always searches as the agent (a base every user may read).
+
     Not supported: per-user metadata filters from the conversation, reranking, and merging
     passages of one document; a query longer than 4096 characters is cut.
 
@@ -133,6 +140,7 @@ class RAGMiddleware(Middleware):
             ``client_key`` (file paths); plaintext when unset.
         tool_name: Name of the agentic tool (change it to mount two RAG middlewares).
         key: The middleware key (its `middle_context` slice and hint source).
+        act_for_user: Search a retrieval service as the reply's end user (see above).
     """
 
     needs_context = True
@@ -157,6 +165,7 @@ class RAGMiddleware(Middleware):
         tls: Mapping[str, str] | None = None,
         tool_name: str = DEFAULT_TOOL_NAME,
         key: str = "rag",
+        act_for_user: bool = True,
     ) -> None:
         if isinstance(knowledge_bases, str) or not 1 <= len(knowledge_bases) <= 16:
             raise ValueError("knowledge_bases must be a list of 1-16 knowledge base names")
@@ -196,6 +205,7 @@ class RAGMiddleware(Middleware):
         self.tls = ClientTLS(**tls) if tls else None
         self.tool_name = tool_name
         self.key = key
+        self.act_for_user = act_for_user
         self._store = store
         self._client: RetrievalClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
@@ -262,15 +272,32 @@ class RAGMiddleware(Middleware):
             self._client_loop = loop
         return self._client
 
-    async def search(self, query: str, knowledge_bases: Sequence[str] | None = None) -> list[Hit]:
-        """Search the mounted bases (or the named subset of them) within `timeout`."""
+    async def search(
+        self, query: str, knowledge_bases: Sequence[str] | None = None, *, user: str = ""
+    ) -> list[Hit]:
+        """Search the mounted bases (or the named subset of them) within `timeout`, on a
+        service for `user` (see the class: empty, or `act_for_user` off, searches as the
+        agent; a local store has no users)."""
+        query = query[:_MAX_QUERY_CHARS]
+        bases = list(knowledge_bases or self.knowledge_bases)
         async with asyncio.timeout(self.timeout):
-            return await self.searcher().search(
-                query[:_MAX_QUERY_CHARS],
-                list(knowledge_bases or self.knowledge_bases),
+            searcher = self.searcher()
+            if searcher is self._store:
+                return await searcher.search(
+                    query,
+                    bases,
+                    mode=self.search_mode,
+                    top_k=self.top_k,
+                    score_threshold=self.score_threshold,
+                )
+            assert self._client is not None
+            return await self._client.search(
+                query,
+                bases,
                 mode=self.search_mode,
                 top_k=self.top_k,
                 score_threshold=self.score_threshold,
+                user=user if self.act_for_user else "",
             )
 
     async def aclose(self) -> None:
@@ -310,9 +337,15 @@ class RAGMiddleware(Middleware):
             "additionalProperties": False,
         }
 
-        async def search_knowledge(query: str, knowledge_bases: list[str] | None = None) -> str:
+        async def search_knowledge(
+            context: ToolContext[AgentView], query: str, knowledge_bases: list[str] | None = None
+        ) -> str:
             try:
-                hits = await self.search(query, list(dict.fromkeys(knowledge_bases or ())))
+                hits = await self.search(
+                    query,
+                    list(dict.fromkeys(knowledge_bases or ())),
+                    user=context.agent.user_id,
+                )
             except Exception as exc:
                 log.warning("knowledge search by tool failed: %s", exc)
                 raise RAGError(f"the knowledge search failed ({_reason(exc) or exc})") from exc
@@ -356,7 +389,7 @@ class RAGMiddleware(Middleware):
         hits: list[Hit] = []
         if query:
             try:
-                hits = await self.search(query)
+                hits = await self.search(query, user=agent.user_id)
             except Exception as exc:
                 if self.failure_mode == "fail_closed":
                     raise RAGError(

@@ -27,7 +27,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from hookmesh.client import AgentClient
-from hookmesh.server import HttpServer, RunningServer, Service, start_server
+from hookmesh.server import (
+    HttpServer,
+    MetricsDoor,
+    RunningServer,
+    Service,
+    start_metrics,
+    start_server,
+)
 from hookmesh.services.a2a._card import JSONRPC_PATH, REST_PATH, CardSource, base_card
 from hookmesh.services.a2a._checks import RequestChecks
 from hookmesh.services.a2a._config import A2AServerConfig
@@ -79,6 +86,8 @@ class A2AServer:
     grpc_server: RunningServer | None
     client: AgentClient
     tasks: OpenTaskStore
+    metrics: MetricsDoor | None = None
+    """The Prometheus scrape endpoint, when `metrics_listen` asks for one."""
 
     @property
     def port(self) -> int:
@@ -101,6 +110,8 @@ class A2AServer:
         finally:
             await self.client.close()
             await self.tasks.close()
+            if self.metrics is not None:
+                await self.metrics.stop()
 
 
 async def start_a2a_server(
@@ -156,7 +167,17 @@ async def start_a2a_server(
         await client.close()
         await tasks.close()
         raise
-    return A2AServer(http, app, grpc_running, client, tasks)
+    server = A2AServer(http, app, grpc_running, client, tasks)
+    try:
+        server.metrics = await start_metrics(
+            config.metrics_listen,
+            allowed_hosts=config.metrics_allowed_hosts,
+            token_env=config.metrics_token_env,
+        )
+    except BaseException:
+        await server.stop(None)
+        raise
+    return server
 
 
 def _mount(app: Starlette, handler: DefaultRequestHandler, source: CardSource) -> None:

@@ -214,6 +214,8 @@ async def start_agent_service(
             auth=config.auth,
             options=[("grpc.max_receive_message_length", 2 * config.max_request_bytes)],
             metrics_listen=config.metrics_listen,
+            metrics_allowed_hosts=config.metrics_allowed_hosts,
+            metrics_token_env=config.metrics_token_env,
         )
     except BaseException:
         await stack.aclose()

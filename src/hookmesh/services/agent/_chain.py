@@ -109,6 +109,7 @@ async def build_chain(
                 timeout=entry.timeout,
                 tls=tls,
                 token=secret(entry.token_env),
+                breaker=entry.breaker.settings(),
             )
             stack.push_async_callback(remote.aclose)
             out.append(remote)

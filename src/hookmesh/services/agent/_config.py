@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from hookmesh.models import ModelConfig, ScriptedModelConfig
+from hookmesh.remote import BreakerSettings
 from hookmesh.server import ServiceSettings, load_settings
 
 
@@ -44,6 +45,31 @@ class RemoteTLSConfig(_Strict):
     """Expected certificate name when it differs from the target host."""
 
 
+class BreakerConfig(_Strict):
+    """A sidecar's circuit breaker (docs/security.md, "Sidecars that hang")."""
+
+    misses: int = Field(3, ge=1, le=1000)
+    """Consecutive missed message deadlines that open the circuit (an answer in between
+    resets the count)."""
+    backoff_seconds: float = Field(5.0, gt=0, le=86400, allow_inf_nan=False)
+    """How long the circuit stays open before the first probe."""
+    max_backoff_seconds: float = Field(60.0, gt=0, le=86400, allow_inf_nan=False)
+    """The back-off doubles after each failed probe, up to this."""
+
+    @model_validator(mode="after")
+    def _max_covers_backoff(self) -> BreakerConfig:
+        if self.max_backoff_seconds < self.backoff_seconds:
+            raise ValueError(
+                f"max_backoff_seconds ({self.max_backoff_seconds:g}) must be at least "
+                f"backoff_seconds ({self.backoff_seconds:g})"
+            )
+        return self
+
+    def settings(self) -> BreakerSettings:
+        """The remote link's settings."""
+        return BreakerSettings(self.misses, self.backoff_seconds, self.max_backoff_seconds)
+
+
 class RemoteMiddlewareConfig(_Strict):
     """A middleware served by a sidecar."""
 
@@ -61,6 +87,8 @@ class RemoteMiddlewareConfig(_Strict):
     """TLS settings; plaintext when unset."""
     token_env: str | None = None
     """Environment variable holding the bearer token."""
+    breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    """When the sidecar's circuit opens after missed deadlines, and how it is probed."""
     before: list[str] = Field(default_factory=list)
     """Keys of middlewares this one must run before (it wraps them), whatever the order."""
     after: list[str] = Field(default_factory=list)

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from hookmesh.client import AgentClient, AgentClientError
 from hookmesh.errors import SchemaError
-from hookmesh.server import HttpServer
+from hookmesh.server import HttpServer, MetricsDoor, start_metrics
 from hookmesh.services.agui._config import AguiGatewayConfig
 from hookmesh.services.agui._events import RunEvents
 from hookmesh.services.agui._input import (
@@ -186,6 +186,8 @@ class AguiGateway:
     http: HttpServer
     app: Starlette
     client: AgentClient
+    metrics: MetricsDoor | None = None
+    """The Prometheus scrape endpoint, when `metrics_listen` asks for one."""
 
     @property
     def port(self) -> int:
@@ -200,6 +202,8 @@ class AguiGateway:
             await self.http.stop(grace)
         finally:
             await self.client.close()
+            if self.metrics is not None:
+                await self.metrics.stop()
 
 
 async def start_agui_gateway(
@@ -223,4 +227,13 @@ async def start_agui_gateway(
     except BaseException:
         await client.close()
         raise
-    return AguiGateway(http, app, client)
+    try:
+        metrics = await start_metrics(
+            config.metrics_listen,
+            allowed_hosts=config.metrics_allowed_hosts,
+            token_env=config.metrics_token_env,
+        )
+    except BaseException:
+        await AguiGateway(http, app, client).stop(None)
+        raise
+    return AguiGateway(http, app, client, metrics)

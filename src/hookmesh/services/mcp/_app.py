@@ -10,7 +10,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from hookmesh.server import HttpServer
+from hookmesh.server import HttpServer, MetricsDoor, start_metrics
 from hookmesh.services.mcp._callers import ClientPool, HookmeshTokenVerifier
 from hookmesh.services.mcp._config import McpServerSettings
 from hookmesh.services.mcp._tools import register_tools
@@ -61,6 +61,8 @@ class McpHttpServer:
 
     http: HttpServer
     pool: ClientPool
+    metrics: MetricsDoor | None = None
+    """The Prometheus scrape endpoint, when `metrics_listen` asks for one."""
 
     @property
     def port(self) -> int:
@@ -73,6 +75,8 @@ class McpHttpServer:
             await self.http.stop(grace)
         finally:
             await self.pool.close()
+            if self.metrics is not None:
+                await self.metrics.stop()
 
 
 async def start_mcp_http_server(
@@ -95,7 +99,16 @@ async def start_mcp_http_server(
     )
     http = HttpServer(app, listen, settings, lifespan=True)
     await http.start()
-    return McpHttpServer(http, pool)
+    try:
+        metrics = await start_metrics(
+            settings.metrics_listen,
+            allowed_hosts=settings.metrics_allowed_hosts,
+            token_env=settings.metrics_token_env,
+        )
+    except BaseException:
+        await McpHttpServer(http, pool).stop(None)
+        raise
+    return McpHttpServer(http, pool, metrics)
 
 
 async def serve_mcp_stdio(settings: McpServerSettings) -> None:

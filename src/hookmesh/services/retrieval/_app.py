@@ -82,6 +82,8 @@ async def start_retrieval_service(
             auth=config.auth,
             options=[("grpc.max_receive_message_length", size)],
             metrics_listen=config.metrics_listen,
+            metrics_allowed_hosts=config.metrics_allowed_hosts,
+            metrics_token_env=config.metrics_token_env,
         )
     except BaseException:
         await store.close()

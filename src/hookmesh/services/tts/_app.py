@@ -73,5 +73,7 @@ async def start_tts_service(
         address or config.listen,
         auth=config.auth,
         metrics_listen=config.metrics_listen,
+        metrics_allowed_hosts=config.metrics_allowed_hosts,
+        metrics_token_env=config.metrics_token_env,
     )
     return TTSService(server, servicer, engine)
