@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import grpc
 
 from hookmesh.remote._errors import SidecarError
+from hookmesh.remote._inbox import Inbox
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
@@ -18,7 +19,7 @@ from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 class Waiting(Protocol):
     """An invocation as the stream sees it: an inbox, and what to do on done and failure."""
 
-    inbox: asyncio.Queue[Any]
+    inbox: Inbox
 
     def ended(self) -> None: ...
 
