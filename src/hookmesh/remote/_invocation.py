@@ -13,8 +13,8 @@ from hookmesh.middleware import AgentView, blame
 from hookmesh.remote import _codec as c
 from hookmesh.remote._changes import apply_mutation
 from hookmesh.remote._errors import RemoteHookError, SidecarError, protocol_error
-from hookmesh.remote._inbox import Inbox
 from hookmesh.remote._link import SidecarLink
+from hookmesh.remote._mailbox import Mailbox
 from hookmesh.remote._stream import InterceptStream
 from hookmesh.schema import AgentEvent, message_to_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
@@ -58,7 +58,7 @@ class _Invocation:
         self.agent = agent
         self.hook = hook
         self.id = stream.next_id()
-        self.inbox = Inbox(link.timeout)
+        self.inbox = Mailbox(link.timeout)
         self.broken: SidecarError | None = None
         self.done_sent = False
         self.pulling = False
