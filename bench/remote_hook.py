@@ -6,9 +6,10 @@ One run on loopback, each server in its own process (uvloop there when installed
 * floor: raw grpc.aio bidi ping-pong (``await call.write``, then ``await call.read``) of a
   PAYLOAD-byte message against a generic bytes-in/bytes-out echo server (this file,
   ``--echo-server``). Two more rows re-add hookmesh's stream plumbing around the same bytes,
-  with no protobuf work: the agent side's request-iterator writer, reader task,
-  per-invocation inbox and ``asyncio.timeout``; then also the sidecar side's reader task,
-  task per invocation and out queue (echo method ``EchoQueued``).
+  with no protobuf work: the agent side's request-iterator writer, reader task and
+  per-invocation inbox with its deadline (`hookmesh.remote._mailbox`); then also the
+  sidecar side's reader task, task per invocation and out queue (echo method
+  ``EchoQueued``).
 * cases (a) intercept, (b) pre_only, (c) observe: one ``RemoteMiddleware.on_reasoning``
   invocation driven as the agent does (a real Agent supplies name, reply id and state;
   ``next_handler`` yields 3 events), minus the same middleware in process, against
@@ -54,7 +55,9 @@ every period alike; per-round ratios are reported too."""
 PER_ROUND = 200
 REPLIES = 130
 """Per round, per case, for the agent.reply() figures."""
-START_TIMEOUT = 20.0
+START_TIMEOUT = 60.0
+"""Seconds a server process may take to start: a loaded 2-core machine starting several
+Python processes at once needs more than 20."""
 BENCH_DIR = Path(__file__).resolve().parent
 _ECHO = "/hookmesh.bench.Echo/Echo"
 _ECHO_QUEUED = "/hookmesh.bench.Echo/EchoQueued"
@@ -138,11 +141,28 @@ async def _start(*args: str) -> tuple[asyncio.subprocess.Process, str]:
         env={**os.environ, "PYTHONUNBUFFERED": "1", "HOOKMESH_LOG_LEVEL": "WARNING"},
     )
     assert process.stdout is not None
-    async with asyncio.timeout(START_TIMEOUT):
-        line = (await process.stdout.readline()).decode().strip()
-    if not line.startswith("listening on "):
-        raise RuntimeError(f"{args} did not start: {line!r}")
+    try:
+        async with asyncio.timeout(START_TIMEOUT):
+            line = (await process.stdout.readline()).decode().strip()
+        if not line.startswith("listening on "):
+            raise RuntimeError(f"{args} did not start: {line!r}")
+    except BaseException:
+        # NOTE(bench): a server that did not start in time is not left running (nor, by the
+        # caller, those started beside it).
+        await stop_process(process, START_TIMEOUT)
+        raise
     return process, line.removeprefix("listening on ")
+
+
+async def _start_all(*commands: tuple[str, ...]) -> list[tuple[asyncio.subprocess.Process, str]]:
+    """`_start` each command at once; when one fails, those that started are stopped."""
+    results = await asyncio.gather(*(_start(*c) for c in commands), return_exceptions=True)
+    started = [r for r in results if not isinstance(r, BaseException)]
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed:
+        await asyncio.gather(*(stop_process(p, START_TIMEOUT) for p, _ in started))
+        raise failed[0]
+    return started
 
 
 def _sidecar(attr: str, listen: str = "127.0.0.1:0") -> tuple[str, ...]:
@@ -184,12 +204,14 @@ def _pct(samples: list[float], q: float) -> float:
 
 
 class _Skeleton:
-    """RemoteMiddleware's InterceptStream plumbing around raw bytes: request-iterator writer, reader
-    task, one inbox queue, asyncio.timeout per wait."""
+    """RemoteMiddleware's InterceptStream plumbing around raw bytes: request-iterator writer
+    (its outgoing mailbox), reader task, one inbox mailbox with its deadline per wait."""
 
     def __init__(self, method: Any) -> None:
-        self.outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self.inbox: asyncio.Queue[bytes] = asyncio.Queue()
+        from hookmesh.remote._mailbox import Mailbox
+
+        self.outgoing = Mailbox()
+        self.inbox = Mailbox(5.0)
         self.call = method(self._requests())
         self.reader = asyncio.create_task(self._read())
 
@@ -203,8 +225,7 @@ class _Skeleton:
 
     async def round_trip(self, payload: bytes) -> None:
         self.outgoing.put_nowait(payload)
-        async with asyncio.timeout(5.0):
-            await self.inbox.get()
+        await self.inbox.get()
 
     async def close(self) -> None:
         self.outgoing.put_nowait(None)
@@ -306,11 +327,11 @@ async def main() -> None:
     cases = {"a": "InterceptPassThrough", "b": "PreOnlyPassThrough", "c": "ObservePassThrough"}
     sockets = tempfile.mkdtemp(prefix="hookmesh-bench-")
     unix = {f"{k}_unix": f"unix://{sockets}/{k}.sock" for k in ("a", "b")}
-    started = await asyncio.gather(
-        _start(this_file, "--echo-server"),
-        _start(this_file, "--echo-server", f"unix://{sockets}/echo.sock"),
-        *(_start(*_sidecar(a)) for a in cases.values()),
-        *(_start(*_sidecar(cases[k[0]], listen)) for k, listen in unix.items()),
+    started = await _start_all(
+        (this_file, "--echo-server"),
+        (this_file, "--echo-server", f"unix://{sockets}/echo.sock"),
+        *(_sidecar(a) for a in cases.values()),
+        *(_sidecar(cases[k[0]], listen) for k, listen in unix.items()),
     )
     processes = [p for p, _ in started]
     echo_target, echo_unix = started[0][1], started[1][1]

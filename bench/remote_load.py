@@ -32,7 +32,7 @@ WARMUP = 400
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from remote_hook import START_TIMEOUT, _run, _sidecar, _start  # noqa: E402
+from remote_hook import START_TIMEOUT, _run, _sidecar, _start_all  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -83,7 +83,7 @@ async def main() -> None:
 
     load_before = os.getloadavg()[0]
     kinds = ("WatchEveryReplyEvent", "EveryReplyEvent")
-    started = await asyncio.gather(*(_start(*_sidecar(k)) for k in kinds for _ in range(3)))
+    started = await _start_all(*(_sidecar(k) for k in kinds for _ in range(3)))
     processes = [p for p, _ in started]
     remotes: list[RemoteMiddleware] = []
     try:

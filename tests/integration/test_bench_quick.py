@@ -22,10 +22,12 @@ HELPERS = {"remote_middlewares.py"}
 TABLES = {
     "durability.py": "step keeps",
     "embedder_batches.py": "vs 32 (per-round)",
+    "envoy_hop.py": "per further streamed message",
     "memory.py": "searches/s (median over rounds)",
     "middleware_overhead.py": "µs per middleware (per-round, from x20)",
     "output_guardrails.py": "a passing pattern guardrail",
     "peer_agentscope.py": "per middleware ((µs at 10 - µs at 0) / 10)",
+    "pg_round_trips.py": "round trips per reply: exit",
     "remote_hook.py": "added latency per hook invocation",
     "remote_load.py": "three read-only watchers / one",
     "retrieval.py": "search latency, top_k",

@@ -112,7 +112,7 @@ async def test_an_emit_after_a_verdict_waits_for_the_next_answer(
                 # The consumer is slow: the emit reaches the agent before it pulls again.
                 # (Polled: nothing signals a message put in an invocation's inbox.)
                 invocations = remote.link._stream.invocations.values()  # type: ignore[union-attr]
-                while not any(inv.inbox.qsize() for inv in invocations):  # noqa: ASYNC110
+                while not any(len(inv.inbox) for inv in invocations):  # noqa: ASYNC110
                     await asyncio.sleep(0)
     assert events[-1].finish_reason == "completed"  # type: ignore[attr-defined]
     kinds = types(events)

@@ -14,6 +14,7 @@ from hookmesh.remote import _codec as c
 from hookmesh.remote._changes import apply_mutation
 from hookmesh.remote._errors import RemoteHookError, SidecarError, protocol_error
 from hookmesh.remote._link import SidecarLink
+from hookmesh.remote._mailbox import Mailbox
 from hookmesh.remote._stream import InterceptStream
 from hookmesh.schema import AgentEvent, message_to_proto
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
@@ -57,7 +58,7 @@ class _Invocation:
         self.agent = agent
         self.hook = hook
         self.id = stream.next_id()
-        self.inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.inbox = Mailbox(link.timeout)
         self.broken: SidecarError | None = None
         self.done_sent = False
         self.pulling = False
@@ -206,8 +207,7 @@ class _Invocation:
         timeout = self.link.timeout
         while True:
             try:
-                async with asyncio.timeout(timeout):
-                    message = await self.inbox.get()
+                message = await self.inbox.get()
             except TimeoutError:
                 self.link.missed()
                 raise SidecarError(
@@ -243,6 +243,7 @@ class _Invocation:
                 )
 
     def close(self, cancel: bool) -> None:
+        self.inbox.close()
         if cancel and self.stream.alive:
             self.send(cancel=_mw_pb2.CancelInvocation())
         self.stream.invocations.pop(self.id, None)

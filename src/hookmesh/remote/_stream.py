@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import grpc
 
 from hookmesh.remote._errors import SidecarError
+from hookmesh.remote._mailbox import Mailbox
 from hookmesh.v1 import middleware_pb2 as _mw_pb2
 from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 
@@ -18,7 +19,7 @@ from hookmesh.v1 import middleware_pb2_grpc as _mw_grpc
 class Waiting(Protocol):
     """An invocation as the stream sees it: an inbox, and what to do on done and failure."""
 
-    inbox: asyncio.Queue[Any]
+    inbox: Mailbox
 
     def ended(self) -> None: ...
 
@@ -39,7 +40,8 @@ class InterceptStream:
         self.retired = False
         """No new invocation goes on this stream (the connection changed): it half-closes
         once its open invocations end."""
-        self._outgoing: asyncio.Queue[tuple[_mw_pb2.InterceptRequest, int] | None] = asyncio.Queue()
+        self._outgoing = Mailbox()
+        """(request, foldable size) pairs for the request iterator; None ends it."""
         self.max_message_bytes = max_message_bytes
         self.invocations: dict[str, Waiting] = {}
         self._ids = itertools.count(1)
@@ -54,14 +56,14 @@ class InterceptStream:
     async def _requests(self) -> AsyncIterator[_mw_pb2.InterceptRequest]:
         queue = self._outgoing
         while (entry := await queue.get()) is not None:
-            if queue.empty():
+            if not queue:
                 yield entry[0]
                 continue
             # NOTE(hookmesh): under load, what queued up while the last write was in flight
             # goes out together, read-only events of one invocation folded into one item
             # (one message instead of many; the order within each invocation is kept).
             batch: list[tuple[_mw_pb2.InterceptRequest, int] | None] = [entry]
-            while not queue.empty():
+            while queue:
                 batch.append(queue.get_nowait())
             for request in coalesce(batch, self.max_message_bytes):
                 yield request

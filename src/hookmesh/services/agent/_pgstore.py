@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -337,25 +338,36 @@ class PostgresSessionStore(SessionStore):
 
     async def _write(self, row: SessionRow, lease: Lease | None, step: JournalStep | None) -> None:
         # NOTE(sessions): one transaction, its statements pipelined (sent together, the
-        # fence's answer read last): a step costs about one round trip, not five. A fence
-        # that fails rolls the whole write back.
-        async with self._connection() as conn, conn.transaction(), conn.pipeline() as pipe:
-            fence = None
-            if lease is not None:
-                fence = await conn.execute(self._ns(_FENCE), (row[0], row[1], lease.token))
-            await conn.execute(self._ns(_UPSERT), row)
-            if step is not None:
-                reply, events = self.journal_params(row[0], row[1], step)
-                await conn.execute(self._sql(JOURNAL_REPLY, now="clock_timestamp()"), reply)
-                if events:
-                    async with conn.cursor() as cursor:
-                        await cursor.executemany(self._sql(JOURNAL_EVENT), events)
-                await conn.execute(
-                    "SELECT pg_notify(%s, %s)", (self.commits_channel, json.dumps(reply[:5]))
-                )
-            await pipe.sync()
-            if fence is not None and await fence.fetchone() is None:
-                raise LeaseLostError(f"session {row[1]} was taken over by another replica")
+        # fence's answer read last): BEGIN and COMMIT are statements of the pipeline too
+        # (psycopg's transaction() syncs the pipeline around each), so a write costs two
+        # round trips, not four: BEGIN and the statements, then COMMIT once the fence held.
+        # A fence that fails (or a statement) rolls the whole write back.
+        async with self._connection() as conn, conn.pipeline() as pipe:
+            await conn.execute("BEGIN")
+            try:
+                fence = None
+                if lease is not None:
+                    fence = await conn.execute(self._ns(_FENCE), (row[0], row[1], lease.token))
+                await conn.execute(self._ns(_UPSERT), row)
+                if step is not None:
+                    reply, events = self.journal_params(row[0], row[1], step)
+                    await conn.execute(self._sql(JOURNAL_REPLY, now="clock_timestamp()"), reply)
+                    if events:
+                        async with conn.cursor() as cursor:
+                            await cursor.executemany(self._sql(JOURNAL_EVENT), events)
+                    await conn.execute(
+                        "SELECT pg_notify(%s, %s)", (self.commits_channel, json.dumps(reply[:5]))
+                    )
+                await pipe.sync()
+                if fence is not None and await fence.fetchone() is None:
+                    raise LeaseLostError(f"session {row[1]} was taken over by another replica")
+            except BaseException:
+                # A connection in a bad state cannot roll back: the pool discards it, and the
+                # error that got us here is the one to raise.
+                with contextlib.suppress(Exception):
+                    await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")
 
     async def close(self) -> None:
         """Close the pool, the holder connection (leases still held become free) and the
