@@ -1,0 +1,203 @@
+"""The agent service's session RPCs beyond their happy path (test_agent_service.py has that):
+ListSessions' page bounds, default page and last page, and what GetSession, Interrupt and
+DeleteSession answer while a reply runs; over real gRPC on loopback with a real SQLite
+store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from hookmesh.agent import AgentState
+from hookmesh.client import AgentClient, AgentClientError
+from hookmesh.services.agent import AgentService, load_config, start_agent_service
+from tests.agent_helpers import SHORT_TIMEOUT
+from tests.servers import stopped_at_exit, target
+from tests.service_tools import GateState
+
+pytestmark = pytest.mark.timeout(60)
+
+GATE_THEN_DONE = [{"tool_calls": [{"name": "gate", "arguments": {}}]}, "done"]
+
+Start = Callable[..., Awaitable[AgentService]]
+
+
+@pytest.fixture
+async def start(tmp_path: Path) -> AsyncIterator[Start]:
+    """Start agent services on 127.0.0.1:0 with a store in tmp_path; stopped at the end."""
+    GateState.reset()
+
+    async def run(turns: list[Any] | None = None) -> AgentService:
+        settings = load_config(
+            None,
+            store=f"sqlite:///{tmp_path}/agent.db",
+            tools=["tests.service_tools:gate"],
+            models={"default": {"type": "scripted", "turns": turns or ["hello there"]}},
+        )
+        return await start_agent_service(settings, address="127.0.0.1:0")
+
+    async with stopped_at_exit(run) as started:
+        yield started
+    GateState.release.set()
+
+
+async def _seed(service: AgentService, count: int) -> None:
+    """`count` idle sessions of the anonymous caller, written to the service's own store."""
+    for i in range(count):
+        await service.servicer.store.put("anonymous", f"s{i:03}", "assistant", AgentState())
+
+
+async def _refused(call: Awaitable[Any]) -> AgentClientError:
+    with pytest.raises(AgentClientError) as caught:
+        await call
+    return caught.value
+
+
+@pytest.mark.parametrize("size", [-1, 1001])
+async def test_a_page_size_out_of_bounds_is_refused(start: Start, size: int) -> None:
+    service = await start()
+    await _seed(service, 1)
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        error = await _refused(client.list_sessions(page_size=size))
+    assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
+    assert [v.field for v in error.violations] == ["page_size"]
+    assert "between 0 (default 50) and 1000" in error.violations[0].description
+
+
+async def test_the_largest_page_size_is_allowed(start: Start) -> None:
+    service = await start()
+    await _seed(service, 2)
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        page, token = await client.list_sessions(page_size=1000)
+    assert ([s.session_id for s in page], token) == (["s001", "s000"], "")
+
+
+async def test_a_default_page_holds_fifty_sessions(start: Start) -> None:
+    service = await start()
+    await _seed(service, 51)
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        first, token = await client.list_sessions()
+        assert len(first) == 50 and token
+        rest, last = await client.list_sessions(page_token=token)
+    assert ([s.session_id for s in rest], last) == (["s000"], "")
+    assert {s.session_id for s in first} == {f"s{i:03}" for i in range(1, 51)}
+
+
+@pytest.mark.parametrize("count", [2, 3])
+async def test_a_page_that_holds_the_rest_has_no_next_token(start: Start, count: int) -> None:
+    """Fewer sessions than the page holds, or exactly as many: no token (a token would lead
+    the caller to an empty page)."""
+    service = await start()
+    await _seed(service, count)
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        page, token = await client.list_sessions(page_size=3)
+    assert (len(page), token) == (count, "")
+
+
+@pytest.mark.parametrize("size", [2, 3])
+async def test_a_page_one_short_of_the_rest_has_a_token_to_the_last(
+    start: Start, size: int
+) -> None:
+    service = await start()
+    await _seed(service, size + 1)
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        page, token = await client.list_sessions(page_size=size)
+        assert [s.session_id for s in page] == [f"s{i:03}" for i in range(size, 0, -1)]
+        assert token
+        rest, last = await client.list_sessions(page_size=size, page_token=token)
+    assert ([s.session_id for s in rest], last) == (["s000"], "")
+
+
+async def test_a_listing_shows_a_running_session_as_running(start: Start) -> None:
+    service = await start(GATE_THEN_DONE)
+    await _seed(service, 1)
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        running = asyncio.create_task(_events(client.reply("go", session_id="live")))
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            await GateState.started.wait()
+        page, _ = await client.list_sessions()
+        assert {s.session_id: s.status for s in page} == {"live": "running", "s000": "idle"}
+        GateState.release.set()
+        await asyncio.wait_for(running, SHORT_TIMEOUT)
+        page, _ = await client.list_sessions()
+    assert {s.session_id: s.status for s in page} == {"live": "idle", "s000": "idle"}
+
+
+async def test_a_running_session_keeps_its_create_time_and_shows_its_reply(
+    start: Start,
+) -> None:
+    """GetSession of a session whose second reply runs: the time it was made (not now), the
+    running reply's id and how far it got."""
+    service = await start(["first", *GATE_THEN_DONE])
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        assert await client.text("hello", session_id="s") == "first"
+        before = await client.get_session("s")
+        assert before.status == "idle" and before.reply_id and before.last_seq > 0
+        reply = client.reply("go", session_id="s")
+        head = await anext(reply)
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            await GateState.started.wait()
+        running = await client.get_session("s")
+        assert running.status == "running"
+        assert running.create_time == before.create_time
+        assert running.update_time >= before.update_time
+        assert running.reply_id == head.reply_id != before.reply_id
+        assert running.last_seq >= 1
+        assert [m.role for m in running.context][:2] == ["user", "assistant"]
+        GateState.release.set()
+        rest = [e async for e in reply]
+        after = await client.get_session("s")
+    assert rest[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert (after.status, after.reply_id, after.create_time) == (
+        "idle",
+        head.reply_id,
+        before.create_time,
+    )
+    assert after.last_seq == 1 + len(rest)
+
+
+async def test_interrupting_an_idle_session_answers_false_and_keeps_it(start: Start) -> None:
+    service = await start()
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        await client.text("hello", session_id="idle")
+        assert await client.interrupt("idle") is False
+        session = await client.get_session("idle")
+    assert session.status == "idle" and len(session.context) == 2
+
+
+async def test_a_deleted_session_is_gone_and_its_id_free_again(start: Start) -> None:
+    service = await start(["one", "two"])
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        await client.text("hello", session_id="s")
+        await client.delete_session("s")
+        error = await _refused(client.get_session("s"))
+        assert error.reason == "SESSION_NOT_FOUND"
+        again = await _refused(client.delete_session("s"))
+        assert (again.code, again.reason) == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
+        assert await client.text("anew", session_id="s") == "two"
+        session = await client.get_session("s")
+    assert [m.role for m in session.context] == ["user", "assistant"]
+
+
+async def test_a_session_can_be_deleted_after_its_reply_ends(start: Start) -> None:
+    """The claim DeleteSession takes is given back: the id can be replied on at once."""
+    service = await start([*GATE_THEN_DONE, "later"])
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        running = asyncio.create_task(_events(client.reply("go", session_id="s")))
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            await GateState.started.wait()
+        busy = await _refused(client.delete_session("s"))
+        assert busy.reason == "SESSION_BUSY"
+        GateState.release.set()
+        await asyncio.wait_for(running, SHORT_TIMEOUT)
+        await client.delete_session("s")
+        assert await client.text("again", session_id="s") == "later"
+
+
+async def _events(stream: Any) -> list[Any]:
+    return [e async for e in stream]
