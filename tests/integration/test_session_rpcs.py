@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ import pytest
 
 from hookmesh.agent import AgentState
 from hookmesh.client import AgentClient, AgentClientError
+from hookmesh.schema import tool_results
 from hookmesh.services.agent import AgentService, load_config, start_agent_service
+from hookmesh.v1 import agent_pb2, agent_pb2_grpc
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.servers import stopped_at_exit, target
 from tests.service_tools import GateState
@@ -23,6 +26,10 @@ from tests.service_tools import GateState
 pytestmark = pytest.mark.timeout(60)
 
 GATE_THEN_DONE = [{"tool_calls": [{"name": "gate", "arguments": {}}]}, "done"]
+ASK_THEN_DONE = [
+    {"tool_calls": [{"name": "delete_file", "arguments": {"path": "/tmp/x"}}]},
+    "deleted it",
+]
 
 Start = Callable[..., Awaitable[AgentService]]
 
@@ -36,7 +43,7 @@ async def start(tmp_path: Path) -> AsyncIterator[Start]:
         settings = load_config(
             None,
             store=f"sqlite:///{tmp_path}/agent.db",
-            tools=["tests.service_tools:gate"],
+            tools=["tests.service_tools:gate", "tests.service_tools:delete_file"],
             models={"default": {"type": "scripted", "turns": turns or ["hello there"]}},
         )
         return await start_agent_service(settings, address="127.0.0.1:0")
@@ -197,6 +204,46 @@ async def test_a_session_can_be_deleted_after_its_reply_ends(start: Start) -> No
         await asyncio.wait_for(running, SHORT_TIMEOUT)
         await client.delete_session("s")
         assert await client.text("again", session_id="s") == "later"
+
+
+async def _paused(client: AgentClient, session_id: str) -> tuple[str, str]:
+    """Start a reply that stops for a confirmation; its reply id and the call's id."""
+    events = [e async for e in client.reply("clean up", session_id=session_id)]
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    session = await client.get_session(session_id)
+    return events[0].reply_id, session.pending_calls[0].id
+
+
+@pytest.mark.parametrize("journal", ["kept", "swept"])
+async def test_a_resumed_reply_streams_every_event_numbered_from_one(
+    start: Start, journal: str
+) -> None:
+    """A paused reply whose journal retention already dropped (paused replies' journals go
+    with the ended ones): its resumption numbers its events from 1 as a new one does, and the
+    caller gets every one of them."""
+    service = await start(ASK_THEN_DONE)
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        reply_id, call_id = await _paused(client, "s")
+        if journal == "swept":
+            later = datetime.now(UTC) + timedelta(minutes=1)
+            store = service.servicer.store
+            await store.sweep(older_than=None, keep=None, busy=set(), journal_before=later)
+            assert await store.reply("anonymous", "s") is None
+        before = await service.servicer.store.reply("anonymous", "s")
+        confirm = agent_pb2.ResumeRequest(
+            session_id="s",
+            confirmations=[agent_pb2.ToolConfirmation(call_id=call_id, confirmed=True)],
+        )
+        async with grpc.aio.insecure_channel(target(service)) as channel:
+            stub = agent_pb2_grpc.AgentServiceStub(channel)
+            responses = [r async for r in stub.Resume(confirm, timeout=SHORT_TIMEOUT)]
+        session = await client.get_session("s")
+    first = 1 + (before.last_seq if before is not None else 0)
+    assert [r.seq for r in responses] == list(range(first, first + len(responses)))
+    kinds = [r.event.WhichOneof("event") for r in responses]
+    assert kinds[:2] == ["reply_start", "tool_result_start"] and kinds[-1] == "reply_end"
+    assert (session.status, session.reply_id) == ("idle", reply_id)
+    assert [r.text for m in session.context for r in tool_results(m)] == ["deleted /tmp/x"]
 
 
 async def _events(stream: Any) -> list[Any]:
