@@ -14,11 +14,12 @@ from typing import Any
 import grpc
 import pytest
 
-from hookmesh.agent import AgentState
+from hookmesh.agent import AgentState, PendingReply
 from hookmesh.client import AgentClient, AgentClientError
 from hookmesh.schema import tool_results
 from hookmesh.services.agent import AgentService, load_config, start_agent_service
-from hookmesh.v1 import agent_pb2, agent_pb2_grpc
+from hookmesh.services.agent._store import JournalStep
+from hookmesh.v1 import agent_pb2, agent_pb2_grpc, message_pb2
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.servers import stopped_at_exit, target
 from tests.service_tools import GateState
@@ -39,12 +40,13 @@ async def start(tmp_path: Path) -> AsyncIterator[Start]:
     """Start agent services on 127.0.0.1:0 with a store in tmp_path; stopped at the end."""
     GateState.reset()
 
-    async def run(turns: list[Any] | None = None) -> AgentService:
+    async def run(turns: list[Any] | None = None, **config: Any) -> AgentService:
         settings = load_config(
             None,
             store=f"sqlite:///{tmp_path}/agent.db",
             tools=["tests.service_tools:gate", "tests.service_tools:delete_file"],
             models={"default": {"type": "scripted", "turns": turns or ["hello there"]}},
+            **config,
         )
         return await start_agent_service(settings, address="127.0.0.1:0")
 
@@ -244,6 +246,54 @@ async def test_a_resumed_reply_streams_every_event_numbered_from_one(
     assert kinds[:2] == ["reply_start", "tool_result_start"] and kinds[-1] == "reply_end"
     assert (session.status, session.reply_id) == ("idle", reply_id)
     assert [r.text for m in session.context for r in tool_results(m)] == ["deleted /tmp/x"]
+
+
+async def test_a_resumed_reply_keeps_the_options_and_durability_it_started_with(
+    start: Start,
+) -> None:
+    """The journal of a resumed reply still holds its caller's options and durability (what
+    another replica continuing it would use), with the resuming call's client tools."""
+    service = await start(ASK_THEN_DONE)
+    options = agent_pb2.ReplyOptions(max_iters=7, durability=agent_pb2.DURABILITY_EVENT)
+    ask = agent_pb2.ReplyRequest(
+        session_id="s",
+        messages=[
+            message_pb2.Message(
+                flat=message_pb2.FlatMessage(role=message_pb2.ROLE_USER, content="clean up")
+            )
+        ],
+        options=options,
+    )
+    async with grpc.aio.insecure_channel(target(service)) as channel:
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        asked = [r async for r in stub.Reply(ask, timeout=SHORT_TIMEOUT)]
+        paused = await service.servicer.store.reply("anonymous", "s")
+        assert paused is not None and (paused.status, paused.durability) == ("paused", "event")
+        call_id = asked[-2].event.require_user_confirm.tool_calls[0].id
+        confirm = agent_pb2.ResumeRequest(
+            session_id="s",
+            confirmations=[agent_pb2.ToolConfirmation(call_id=call_id, confirmed=True)],
+        )
+        resumed = [r async for r in stub.Resume(confirm, timeout=SHORT_TIMEOUT)]
+    assert resumed[-1].event.WhichOneof("event") == "reply_end"
+    record = await service.servicer.store.reply("anonymous", "s")
+    assert record is not None and (record.status, record.durability) == ("ended", "event")
+    assert agent_pb2.ReplyRequest.FromString(record.request).options == options
+
+
+async def test_a_cut_off_reply_is_not_a_paused_one(start: Start) -> None:
+    """A session whose saved state says its reply was running (cut off, not yet continued
+    here) has nothing to resume: FAILED_PRECONDITION, and the state is left as it was."""
+    service = await start(durability={"takeover_seconds": 3600})
+    store = service.servicer.store
+    cut = AgentState(pending=PendingReply(reply_id="r", iteration=-1, awaiting="running"))
+    step = JournalStep("r", "running", 0, 0, "step", b"")
+    await store.put("anonymous", "s", "assistant", cut, step=step)
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        error = await _refused(_events(client.resume("s")))
+    assert (error.code, error.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "NO_PAUSED_REPLY")
+    stored = await store.get("anonymous", "s")
+    assert stored is not None and stored.state.pending == cut.pending
 
 
 async def _events(stream: Any) -> list[Any]:
