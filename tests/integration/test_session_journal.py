@@ -234,6 +234,19 @@ async def test_retention_by_age_and_count_together(
     assert {s.session_id for s in await store.list("alice", 10, None)} == {"b", "c"}
 
 
+async def test_a_busy_session_that_retention_would_keep_anyway_stays(
+    store: SessionStore, session_backend: SessionBackend
+) -> None:
+    """The busy pairs only spare sessions: naming a fresh one busy never makes it a victim."""
+    for sid in ("old", "fresh"):
+        await store.put("alice", sid, "agent", AgentState())
+    await session_backend.age("old", 30)
+    cutoff = datetime.now(UTC) - timedelta(days=7)
+    gone = await store.sweep(older_than=cutoff, keep=None, busy={("alice", "fresh")})
+    assert gone == 1
+    assert [s.session_id for s in await store.list("alice", 10, None)] == ["fresh"]
+
+
 async def test_a_sweep_with_no_bounds_deletes_nothing(store: SessionStore) -> None:
     await _journal(store, "alice", "s", _step("r", "ended", (1,)))
     assert await store.sweep(older_than=None, keep=None, busy=set()) == 0
@@ -321,13 +334,15 @@ async def test_the_options_of_a_write_and_of_a_sweep_must_be_named(store: Sessio
 
 
 def test_journal_records_and_leases_are_values() -> None:
-    """A record or a lease handed out cannot change under its holder, and leases serve as
-    keys (equal ones hash alike)."""
+    """A record, step, lease or dialect handed out cannot change under its holder, and
+    leases serve as keys (equal ones hash alike)."""
     lease = Lease("alice", "s", 7)
     assert {lease: 1}[Lease("alice", "s", 7)] == 1
     record = ReplyRecord("alice", "s", "r", "ended", 1, 0, "step", b"", datetime.now(UTC))
     step = _step("r")
-    for value, name in ((lease, "token"), (record, "status"), (step, "status")):
+    dialect = Dialect(*"abcdefgh")
+    values = ((lease, "token"), (record, "status"), (step, "status"), (dialect, "table"))
+    for value, name in values:
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(value, name, 0)
 
