@@ -118,8 +118,14 @@ async def test_the_service_sweeps_at_start(session_backend: SessionBackend) -> N
 # --- SQLite only: one private file ---------------------------------------------------------
 
 
-async def test_the_database_is_private(tmp_path: Path) -> None:
-    store = await open_store(f"sqlite:///{tmp_path}/data/sessions.db")
+@pytest.mark.parametrize("where", ["absolute", "relative"])
+async def test_the_database_is_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """At an absolute path or one relative to the working folder (as a config names it)."""
+    monkeypatch.chdir(tmp_path)
+    prefix = f"{tmp_path}/" if where == "absolute" else ""
+    store = await open_store(f"sqlite:///{prefix}data/sessions.db")
     try:
         await store.put("alice", "s", "agent", AgentState())
         assert store.leases is None  # one process owns the file: no leases
