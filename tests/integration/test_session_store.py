@@ -5,6 +5,7 @@ service's retention sweep."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import stat
 from collections.abc import AsyncIterator
@@ -15,11 +16,13 @@ import pytest
 
 from hookmesh.agent import AgentState, PendingReply
 from hookmesh.client import AgentClient
+from hookmesh.errors import RequestError
 from hookmesh.schema import ToolCall, make_user_text
 from hookmesh.services.agent import (
     LeaseLostError,
     PostgresSessionStore,
     SessionStore,
+    SqliteSessionStore,
     load_config,
     open_store,
     start_agent_service,
@@ -115,8 +118,14 @@ async def test_the_service_sweeps_at_start(session_backend: SessionBackend) -> N
 # --- SQLite only: one private file ---------------------------------------------------------
 
 
-async def test_the_database_is_private(tmp_path: Path) -> None:
-    store = await open_store(f"sqlite:///{tmp_path}/data/sessions.db")
+@pytest.mark.parametrize("where", ["absolute", "relative"])
+async def test_the_database_is_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """At an absolute path or one relative to the working folder (as a config names it)."""
+    monkeypatch.chdir(tmp_path)
+    prefix = f"{tmp_path}/" if where == "absolute" else ""
+    store = await open_store(f"sqlite:///{prefix}data/sessions.db")
     try:
         await store.put("alice", "s", "agent", AgentState())
         assert store.leases is None  # one process owns the file: no leases
@@ -125,6 +134,51 @@ async def test_the_database_is_private(tmp_path: Path) -> None:
     folder = tmp_path / "data"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / "sessions.db").stat().st_mode) == 0o600
+
+
+async def test_an_in_memory_sqlite_store_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = await open_store("sqlite:///:memory:")
+    try:
+        await store.put("alice", "s", "agent", AgentState())
+        assert await store.get("alice", "s") is not None
+    finally:
+        await store.close()
+    assert os.listdir(tmp_path) == []
+
+
+async def test_a_sqlite_write_queued_behind_a_failed_commit_still_lands(tmp_path: Path) -> None:
+    """Writes queue while a commit runs and go in the next one: when that commit fails (the
+    file is locked by another process past SQLite's busy timeout), its write is refused as
+    an outage, and the write queued behind it still commits once the file is free."""
+    path = tmp_path / "agent.db"
+    store = await open_store(f"sqlite:///{path}")
+    assert isinstance(store, SqliteSessionStore)
+    loop = asyncio.get_running_loop()
+    began = asyncio.Event()
+    # Observe (from the commit's worker thread) the first commit beginning; nothing else.
+    store._db.set_trace_callback(
+        lambda sql: loop.call_soon_threadsafe(began.set) if sql == "BEGIN" else None
+    )
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process writes: the file is locked
+    try:
+        first = asyncio.create_task(store.put("alice", "first", "agent", AgentState()))
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            await began.wait()
+        second = asyncio.create_task(store.put("alice", "second", "agent", AgentState()))
+        with pytest.raises(RequestError) as refused:
+            await asyncio.wait_for(first, SHORT_TIMEOUT)
+        assert refused.value.reason == "STORE_UNAVAILABLE"
+        other.execute("ROLLBACK")
+        await asyncio.wait_for(second, SHORT_TIMEOUT)
+        assert await store.get("alice", "second") is not None
+        assert await store.get("alice", "first") is None
+    finally:
+        other.close()
+        await store.close()
 
 
 async def test_an_old_database_is_migrated(tmp_path: Path) -> None:
