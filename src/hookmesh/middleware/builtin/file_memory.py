@@ -27,6 +27,7 @@ from hookmesh.middleware import (
     user_folder,
 )
 from hookmesh.middleware._base import FailureMode, HookMode, Middleware
+from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._atomic import write_text_atomically
 from hookmesh.middleware.builtin._support._frontmatter import split_front_matter
 from hookmesh.models import ChatModel, answer_text, json_answer
@@ -244,13 +245,11 @@ class FileMemoryMiddleware(Middleware):
         self.failure_mode = failure_mode
         self.note = note
         self.per_user = per_user
-        if retention_seconds is not None and (
-            isinstance(retention_seconds, bool)
-            or not isinstance(retention_seconds, int | float)
-            or retention_seconds <= 0
-        ):
-            raise ValueError(f"retention_seconds must be positive, not {retention_seconds!r}")
-        self.retention_seconds = retention_seconds
+        self.retention_seconds = (
+            None
+            if retention_seconds is None
+            else check.positive("retention_seconds", retention_seconds)
+        )
         self._write_lock = threading.Lock()
         self._tools = self._make_tools()
 

@@ -265,9 +265,11 @@ class PropagatedLimitMiddleware(Middleware):
         )
         self.tokens = check.optional_whole("tokens", tokens, minimum=0)
         self.cost_usd = None if cost_usd is None else _not_negative("cost_usd", cost_usd)
-        if deadline_seconds is not None and not deadline_seconds > 0:
-            raise ValueError(f"deadline_seconds must be positive, not {deadline_seconds!r}")
-        self.deadline_seconds = deadline_seconds
+        self.deadline_seconds = (
+            None
+            if deadline_seconds is None
+            else check.positive("deadline_seconds", deadline_seconds)
+        )
         self.per_child = check.optional_whole("per_child", per_child)
         self.prices = (
             _not_negative("input_usd_per_mtok", input_usd_per_mtok),

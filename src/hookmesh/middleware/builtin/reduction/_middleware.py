@@ -22,6 +22,7 @@ from hookmesh.middleware._base import (
     FailureMode,
     Middleware,
 )
+from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin.reduction._offload import FileStore, OffloadStore, safe_name
 from hookmesh.schema import (
     AgentEvent,
@@ -193,13 +194,11 @@ class ReductionMiddleware(Middleware):
                 f"failure_mode must be 'fail_closed' or 'fail_open', not {failure_mode!r}"
             )
         self.failure_mode = failure_mode
-        if retention_seconds is not None and (
-            isinstance(retention_seconds, bool)
-            or not isinstance(retention_seconds, int | float)
-            or retention_seconds <= 0
-        ):
-            raise ValueError(f"retention_seconds must be positive, not {retention_seconds!r}")
-        self.retention_seconds = retention_seconds
+        self.retention_seconds = (
+            None
+            if retention_seconds is None
+            else check.positive("retention_seconds", retention_seconds)
+        )
         self._tools = [self._read_tool(read_tool_name)] if read_tool_name else []
 
     def middleware_key(self) -> str:
