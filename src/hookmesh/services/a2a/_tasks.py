@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,14 +119,9 @@ async def forget_tasks(url: str, context_ids: Sequence[str]) -> int:
         ValueError: `url` is not a database the SDK's task store uses.
         OSError: The database cannot be opened.
     """
-    if url == "memory":
-        raise ValueError("an in-memory A2A task store cannot be reached from another process")
     from sqlalchemy import delete
 
-    opened = await open_task_store(url, max_tasks=1)  # never saves: the cap is unused
-    try:
-        store = opened.store
-        assert isinstance(store, _CappedDatabaseTaskStore)
+    async with _database(url) as store:
         if not context_ids:
             return 0
         model = store.task_model
@@ -134,6 +130,18 @@ async def forget_tasks(url: str, context_ids: Sequence[str]) -> int:
                 delete(model).where(model.context_id.in_(context_ids))
             )
         return int(result.rowcount or 0)
+
+
+@asynccontextmanager
+async def _database(url: str) -> AsyncIterator[_CappedDatabaseTaskStore]:
+    """The database task store at `url`, opened for one erasure or export."""
+    if url == "memory":
+        raise ValueError("an in-memory A2A task store cannot be reached from another process")
+    opened = await open_task_store(url, max_tasks=1)  # never saves: the cap is unused
+    try:
+        store = opened.store
+        assert isinstance(store, _CappedDatabaseTaskStore)
+        yield store
     finally:
         await opened.close()
 
@@ -150,14 +158,9 @@ async def export_tasks(
         ValueError: `url` is not a database the SDK's task store uses.
         OSError: The database cannot be opened.
     """
-    if url == "memory":
-        raise ValueError("an in-memory A2A task store cannot be reached from another process")
     from sqlalchemy import select
 
-    opened = await open_task_store(url, max_tasks=1)  # never saves: the cap is unused
-    try:
-        store = opened.store
-        assert isinstance(store, _CappedDatabaseTaskStore)
+    async with _database(url) as store:
         model = store.task_model
         columns = (model.id, model.context_id, model.last_updated, model.status)
         extra = (model.artifacts, model.history, model.task_metadata)
@@ -173,8 +176,6 @@ async def export_tasks(
                 ).all()
             if rows:
                 yield [_task_record(row) for row in rows]
-    finally:
-        await opened.close()
 
 
 def _task_record(row: Any) -> dict[str, Any]:
