@@ -23,6 +23,14 @@ type AdminServiceClient interface {
 	// Erases everything the service's stores keep about one user (see the
 	// protocol above).
 	ForgetUser(ctx context.Context, in *ForgetUserRequest, opts ...grpc.CallOption) (*ForgetUserResponse, error)
+	// Tells the running chain's rollouts, with what each candidate did so far.
+	DescribeRollouts(ctx context.Context, in *DescribeRolloutsRequest, opts ...grpc.CallOption) (*DescribeRolloutsResponse, error)
+	// Gives every new reply the candidate of one rollout.
+	PromoteRollout(ctx context.Context, in *PromoteRolloutRequest, opts ...grpc.CallOption) (*PromoteRolloutResponse, error)
+	// Gives every new reply the live middleware of one rollout.
+	RollbackRollout(ctx context.Context, in *RollbackRolloutRequest, opts ...grpc.CallOption) (*RollbackRolloutResponse, error)
+	// Tells what the agent knows of each sidecar of the running chain.
+	DescribeSidecars(ctx context.Context, in *DescribeSidecarsRequest, opts ...grpc.CallOption) (*DescribeSidecarsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -51,6 +59,42 @@ func (c *adminServiceClient) ForgetUser(ctx context.Context, in *ForgetUserReque
 	return out, nil
 }
 
+func (c *adminServiceClient) DescribeRollouts(ctx context.Context, in *DescribeRolloutsRequest, opts ...grpc.CallOption) (*DescribeRolloutsResponse, error) {
+	out := new(DescribeRolloutsResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.AdminService/DescribeRollouts", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) PromoteRollout(ctx context.Context, in *PromoteRolloutRequest, opts ...grpc.CallOption) (*PromoteRolloutResponse, error) {
+	out := new(PromoteRolloutResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.AdminService/PromoteRollout", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RollbackRollout(ctx context.Context, in *RollbackRolloutRequest, opts ...grpc.CallOption) (*RollbackRolloutResponse, error) {
+	out := new(RollbackRolloutResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.AdminService/RollbackRollout", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DescribeSidecars(ctx context.Context, in *DescribeSidecarsRequest, opts ...grpc.CallOption) (*DescribeSidecarsResponse, error) {
+	out := new(DescribeSidecarsResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.AdminService/DescribeSidecars", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility
@@ -61,6 +105,14 @@ type AdminServiceServer interface {
 	// Erases everything the service's stores keep about one user (see the
 	// protocol above).
 	ForgetUser(context.Context, *ForgetUserRequest) (*ForgetUserResponse, error)
+	// Tells the running chain's rollouts, with what each candidate did so far.
+	DescribeRollouts(context.Context, *DescribeRolloutsRequest) (*DescribeRolloutsResponse, error)
+	// Gives every new reply the candidate of one rollout.
+	PromoteRollout(context.Context, *PromoteRolloutRequest) (*PromoteRolloutResponse, error)
+	// Gives every new reply the live middleware of one rollout.
+	RollbackRollout(context.Context, *RollbackRolloutRequest) (*RollbackRolloutResponse, error)
+	// Tells what the agent knows of each sidecar of the running chain.
+	DescribeSidecars(context.Context, *DescribeSidecarsRequest) (*DescribeSidecarsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -73,6 +125,18 @@ func (UnimplementedAdminServiceServer) ReloadMiddlewares(context.Context, *Reloa
 }
 func (UnimplementedAdminServiceServer) ForgetUser(context.Context, *ForgetUserRequest) (*ForgetUserResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ForgetUser not implemented")
+}
+func (UnimplementedAdminServiceServer) DescribeRollouts(context.Context, *DescribeRolloutsRequest) (*DescribeRolloutsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeRollouts not implemented")
+}
+func (UnimplementedAdminServiceServer) PromoteRollout(context.Context, *PromoteRolloutRequest) (*PromoteRolloutResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PromoteRollout not implemented")
+}
+func (UnimplementedAdminServiceServer) RollbackRollout(context.Context, *RollbackRolloutRequest) (*RollbackRolloutResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RollbackRollout not implemented")
+}
+func (UnimplementedAdminServiceServer) DescribeSidecars(context.Context, *DescribeSidecarsRequest) (*DescribeSidecarsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeSidecars not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 
@@ -123,6 +187,78 @@ func _AdminService_ForgetUser_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_DescribeRollouts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeRolloutsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DescribeRollouts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.AdminService/DescribeRollouts",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DescribeRollouts(ctx, req.(*DescribeRolloutsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_PromoteRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PromoteRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.AdminService/PromoteRollout",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PromoteRollout(ctx, req.(*PromoteRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RollbackRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RollbackRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.AdminService/RollbackRollout",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RollbackRollout(ctx, req.(*RollbackRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DescribeSidecars_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeSidecarsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DescribeSidecars(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.AdminService/DescribeSidecars",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DescribeSidecars(ctx, req.(*DescribeSidecarsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _AdminService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "hookmesh.v1.AdminService",
 	HandlerType: (*AdminServiceServer)(nil),
@@ -134,6 +270,22 @@ var _AdminService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForgetUser",
 			Handler:    _AdminService_ForgetUser_Handler,
+		},
+		{
+			MethodName: "DescribeRollouts",
+			Handler:    _AdminService_DescribeRollouts_Handler,
+		},
+		{
+			MethodName: "PromoteRollout",
+			Handler:    _AdminService_PromoteRollout_Handler,
+		},
+		{
+			MethodName: "RollbackRollout",
+			Handler:    _AdminService_RollbackRollout_Handler,
+		},
+		{
+			MethodName: "DescribeSidecars",
+			Handler:    _AdminService_DescribeSidecars_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -16,7 +16,9 @@ from hookmesh.server import current_principal
 from hookmesh.services.agent._chain import MiddlewareChain, build_chain
 from hookmesh.services.agent._config import AgentServiceConfig
 from hookmesh.services.agent._forget import UserEraser
+from hookmesh.services.agent._rollouts import find_rollout, rollout_to_pb
 from hookmesh.services.agent._servicer import AgentServicer
+from hookmesh.services.agent._sidecars import sidecars_to_pb
 from hookmesh.v1 import admin_pb2 as _admin_pb2
 from hookmesh.v1 import admin_pb2_grpc as _admin_grpc
 
@@ -162,4 +164,41 @@ class AdminServicer(_admin_grpc.AdminServiceServicer):
         receipt = await self.eraser.forget(user, busy, caller)
         return _admin_pb2.ForgetUserResponse(
             stores=[_admin_pb2.ErasedStore(store=s, deleted_count=n) for s, n in receipt]
+        )
+
+    # --- rollouts and sidecars -------------------------------------------------------------
+
+    async def DescribeRollouts(
+        self, request: _admin_pb2.DescribeRolloutsRequest, context: grpc.aio.ServicerContext
+    ) -> _admin_pb2.DescribeRolloutsResponse:
+        self._admin()
+        chain = self.reloader.servicer.chain
+        return _admin_pb2.DescribeRolloutsResponse(
+            rollouts=[rollout_to_pb(r, chain.generation) for r in chain.rollouts]
+        )
+
+    async def PromoteRollout(
+        self, request: _admin_pb2.PromoteRolloutRequest, context: grpc.aio.ServicerContext
+    ) -> _admin_pb2.PromoteRolloutResponse:
+        caller = self._admin()
+        chain = self.reloader.servicer.chain
+        rollout = find_rollout(chain.rollouts, request.middleware_key)
+        rollout.promote(caller)
+        return _admin_pb2.PromoteRolloutResponse(rollout=rollout_to_pb(rollout, chain.generation))
+
+    async def RollbackRollout(
+        self, request: _admin_pb2.RollbackRolloutRequest, context: grpc.aio.ServicerContext
+    ) -> _admin_pb2.RollbackRolloutResponse:
+        caller = self._admin()
+        chain = self.reloader.servicer.chain
+        rollout = find_rollout(chain.rollouts, request.middleware_key)
+        rollout.rollback(caller)
+        return _admin_pb2.RollbackRolloutResponse(rollout=rollout_to_pb(rollout, chain.generation))
+
+    async def DescribeSidecars(
+        self, request: _admin_pb2.DescribeSidecarsRequest, context: grpc.aio.ServicerContext
+    ) -> _admin_pb2.DescribeSidecarsResponse:
+        self._admin()
+        return _admin_pb2.DescribeSidecarsResponse(
+            sidecars=sidecars_to_pb(self.reloader.servicer.chain)
         )

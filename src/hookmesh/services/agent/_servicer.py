@@ -174,7 +174,7 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             name=settings.name,
             system_prompt=settings.system_prompt,
             tools=[*self.tools, *client_tools],
-            middlewares=chain.middlewares,
+            middlewares=chain.middlewares_for(session_id),
             kind=settings.kind,
             max_iters=settings.max_iters,
             state=state,
