@@ -67,6 +67,7 @@ def _keys(model: type[BaseModel]) -> set[str]:
         OpenAIModelConfig,
         cfg.LocalMiddlewareConfig,
         cfg.RemoteMiddlewareConfig,
+        cfg.RolloutConfig,
         cfg.SidecarConfig,
         cfg.SessionsConfig,
         cfg.DurabilityConfig,
