@@ -217,12 +217,22 @@ async def test_promote_and_rollback_from_the_cli_fail_no_reply_under_load(tmp_pa
                 stop.set()
                 await asyncio.gather(*workers)
             code, out, _ = await _cli(agent.address, "status")
+            sidecars = await _hookmesh("status", "--target", agent.address, "--sidecars")
     assert {finish for finish, _ in seen} == {"completed"}
     assert {tuple(v) for _, v in seen} == {("v1",), ("v2",)}  # both served during the load
     assert code == 0
     assert out.splitlines()[0] == (
         "versioned: canary of versioned (0% of sessions), rolled_back (rolled back by anonymous)"
     )
+    code, out, _ = sidecars
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 3
+    assert lines[0].startswith("server 1 ") and lines[0].endswith(" serving")
+    for line, address, role in ((lines[1], live, "live"), (lines[2], candidate, "candidate")):
+        fields = line.split()
+        assert fields[:5] == ["sidecar", "versioned", address, role, "described"], line
+        assert len(fields[5]) == 12 and fields[6] == "serving" and fields[8] == "calls"
+        assert int(fields[7]) > 0
 
 
 async def test_describe_sidecars_tells_described_serving_errors_and_never_invoked(
@@ -267,8 +277,13 @@ async def test_describe_sidecars_tells_described_serving_errors_and_never_invoke
 
 async def _cli(target: str, *args: str) -> tuple[int, str, str]:
     """Exit code, stdout and stderr of `hookmesh admin rollout <args> --target <target>`."""
+    return await _hookmesh("admin", "rollout", *args, "--target", target)
+
+
+async def _hookmesh(*args: str) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of the `hookmesh` command."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hookmesh.cli", "admin", "rollout", *args, "--target", target,
+        sys.executable, "-m", "hookmesh.cli", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     async with asyncio.timeout(SHORT_TIMEOUT * 2):
