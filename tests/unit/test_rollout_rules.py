@@ -1,0 +1,84 @@
+"""Rollout rules without a network: the share by session hash over 500 sessions, the
+canary's automatic rollback only past its minimum and limit, promote and rollback, and the
+AdminService's choice of rollout by key."""
+
+from __future__ import annotations
+
+import hashlib
+
+import grpc
+import pytest
+
+from hookmesh.errors import RequestError, SchemaError
+from hookmesh.remote import Rollout, RolloutSettings, session_bucket
+from hookmesh.services.agent._rollouts import find_rollout
+from tests.rollout_middlewares import V1, V2
+
+
+def _rollout(**settings: object) -> Rollout:
+    values: dict[str, object] = {"mode": "canary", "share": 0.3, **settings}
+    return Rollout(0, V1(), V2(), RolloutSettings(**values))  # type: ignore[arg-type]
+
+
+def test_the_bucket_is_the_documented_hash_of_the_session_id() -> None:
+    digest = hashlib.sha256(b"session-7").digest()
+    assert session_bucket("session-7") == int.from_bytes(digest[:8], "big") % 10_000
+
+
+def test_a_canary_share_picks_its_fraction_of_500_sessions_and_each_one_always() -> None:
+    rollout = _rollout(share=0.3)
+    sessions = [f"{i:08x}-session" for i in range(500)]
+    chosen = [s for s in sessions if isinstance(rollout.choose(s), V2)]
+    assert 0.25 * 500 <= len(chosen) <= 0.35 * 500
+    assert all(isinstance(rollout.choose(s), V2) for s in chosen)  # sticky
+    assert _rollout(share=0.0).choose(sessions[0]).__class__ is V1
+    assert all(isinstance(_rollout(share=1.0).choose(s), V2) for s in sessions)
+
+
+def test_a_canary_rolls_back_only_once_it_served_its_minimum_and_passed_its_limit() -> None:
+    rollout = _rollout(share=1.0, max_failed_share=0.25, min_replies=4)
+    for failed in (True, True, True):  # 3 of 3 failed, but fewer than 4 replies
+        rollout.landed("s", failed)
+    assert rollout.state == "active"
+    rollout.landed("s", False)  # 3 of 4: 75% > 25%
+    assert rollout.state == "rolled_back"
+    assert rollout.reason == "automatic: 3 of 4 canary replies failed, over the 25% allowed"
+    assert isinstance(rollout.choose("s"), V1)
+    rollout.landed("s", True)  # no longer counted
+    assert (rollout.canary_replies, rollout.canary_failed) == (4, 3)
+
+
+def test_a_canary_at_its_limit_stays_and_sessions_outside_the_share_do_not_count() -> None:
+    rollout = _rollout(share=1.0, max_failed_share=0.5, min_replies=2)
+    rollout.landed("a", True)
+    rollout.landed("b", False)  # 50% is not over 50%
+    assert rollout.state == "active"
+    outside = _rollout(share=0.0, max_failed_share=0.1, min_replies=1)
+    outside.landed("a", True)
+    assert (outside.canary_replies, outside.state) == (0, "active")
+
+
+def test_promote_and_rollback_choose_for_every_session_and_the_last_call_wins() -> None:
+    rollout = _rollout(share=0.0)
+    rollout.promote("ops")
+    assert isinstance(rollout.choose("any"), V2) and rollout.reason == "promoted by ops"
+    rollout.rollback("ops")
+    assert isinstance(rollout.choose("any"), V1) and rollout.reason == "rolled back by ops"
+    rollout.promote("ops")
+    assert rollout.state == "promoted"
+
+
+def test_a_rollout_is_found_by_key_or_alone() -> None:
+    one, two = _rollout(), Rollout(1, V2(), V1(), RolloutSettings("canary", 0.1))
+    assert find_rollout([one], "") is one
+    assert find_rollout([one], "versioned") is one
+    with pytest.raises(SchemaError) as ambiguous:
+        find_rollout([one, two], "")
+    assert ambiguous.value.reason == "ROLLOUT_AMBIGUOUS"
+    assert ambiguous.value.violations[0].field == "middleware_key"
+    with pytest.raises(RequestError) as missing:
+        find_rollout([one], "other")
+    assert (missing.value.code, missing.value.reason) == (
+        grpc.StatusCode.NOT_FOUND,
+        "ROLLOUT_NOT_FOUND",
+    )
