@@ -4,11 +4,13 @@ served it and a shadow's decisions would show if they were applied."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from hookmesh.middleware import Middleware
-from hookmesh.schema import AgentEvent, CustomEvent
+from hookmesh.schema import AgentEvent, CustomEvent, text_of
+from tests.mesh_app import GATE_ENV, wait_at_gate
 
 
 class Versioned(Middleware):
@@ -46,3 +48,19 @@ class Broken(Versioned):
     ) -> AsyncIterator[AgentEvent]:
         raise RuntimeError("this version is broken")
         yield  # pragma: no cover - makes this an async generator
+
+
+class GatedReasoning(Versioned):
+    """Waits at the gate named by ``MESH_GATE`` before a reasoning step of a reply whose
+    user said ``park``: an invocation held open on the Intercept stream."""
+
+    version = "gated"
+    needs_context = True
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        if text_of(agent.state.context[-1]) == "park":
+            await wait_at_gate(os.environ[GATE_ENV])
+        async for event in super().on_reasoning(agent, kwargs, next_handler):
+            yield event

@@ -1340,9 +1340,10 @@ type SidecarStatus struct {
 	// Whether it described itself on its current connection (false while the
 	// agent waits for a Describe, for instance after a restart).
 	Described bool `protobuf:"varint,4,opt,name=described,proto3" json:"described,omitempty"`
-	// Hex SHA-256 of its last DescribeResponse as sent (serialized bytes);
-	// changes when a sidecar replaced at the same address describes another
-	// version. Empty while it never described itself.
+	// Hex SHA-256 of its last DescribeResponse as sent (serialized bytes):
+	// changes when a sidecar replaced at the same address describes itself
+	// otherwise (key, hooks, subscriptions, tools, ...); two versions with the
+	// same description hash alike. Empty while it never described itself.
 	DescriptionHash string `protobuf:"bytes,5,opt,name=description_hash,json=descriptionHash,proto3" json:"description_hash,omitempty"`
 	// Whether the agent can call it now: described, its channel not failing to
 	// connect, its circuit breaker closed.
