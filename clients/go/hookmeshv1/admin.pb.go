@@ -965,8 +965,11 @@ type DisagreementSample struct {
 	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The reply it happened in.
 	ReplyId string `protobuf:"bytes,3,opt,name=reply_id,json=replyId,proto3" json:"reply_id,omitempty"`
-	// What the live middleware did, as JSON, cut to 160 characters (it may
-	// hold conversation text: the AdminService is for admin principals only).
+	// What the live middleware did, as JSON (an error as its text): for event
+	// and result outputs, a JSON array from the first item that differs (a
+	// leading `…` stands for the items both sides share; events without their
+	// reply id); for a short circuit `{"called_next": true|false}`; cut to 160
+	// characters. It may hold conversation text: admin principals only.
 	Live string `protobuf:"bytes,4,opt,name=live,proto3" json:"live,omitempty"`
 	// What the candidate did instead, in the same form.
 	Candidate string `protobuf:"bytes,5,opt,name=candidate,proto3" json:"candidate,omitempty"`

@@ -42,8 +42,9 @@ class _Trace:
 
 
 def _dump(value: Any) -> str:
+    """`value` as compact JSON; an event without its reply id (the same on both sides)."""
     if hasattr(value, "model_dump_json"):
-        return str(value.model_dump_json())
+        return str(value.model_dump_json(exclude={"reply_id"}, exclude_none=True))
     return json.dumps(value, sort_keys=True, default=repr)
 
 
@@ -378,5 +379,30 @@ def _disagreement(hook: str, reply_id: str, live: _Trace, mine: _Trace) -> Disag
         checks = (checks[1],)
     for kind, ours, theirs in checks:
         if ours != theirs:
-            return Disagreement(hook, kind, reply_id, str(ours)[:_SHORT], str(theirs)[:_SHORT])
+            skip = _common(ours, theirs)
+            return Disagreement(hook, kind, reply_id, _shown(ours, skip), _shown(theirs, skip))
     return None
+
+
+def _common(ours: object, theirs: object) -> int:
+    """How many leading items two outputs share (0 for anything else)."""
+    if not (isinstance(ours, list) and isinstance(theirs, list)):
+        return 0
+    same = 0
+    for a, b in zip(ours, theirs, strict=False):
+        if a != b:
+            break
+        same += 1
+    return same
+
+
+def _shown(value: object, skip: int = 0) -> str:
+    """One side as JSON (an error as its text) from its first item that differs (``…``
+    stands for those before), cut to 160 characters."""
+    if isinstance(value, list):
+        text = ("[…," if skip else "[") + ",".join(value[skip:]) + "]"
+    elif isinstance(value, bool):
+        text = json.dumps({"called_next": value})
+    else:
+        text = str(value)
+    return text[:_SHORT]
