@@ -11,11 +11,11 @@ import pytest
 
 from hookmesh.agent import Agent
 from hookmesh.middleware import Middleware
-from hookmesh.models import ScriptedChatModel
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.remote import Disagreement, ShadowMiddleware
 from hookmesh.schema import AgentEvent, CustomEvent, ReplyEndEvent, text_of
-from tests.agent_helpers import collect
-from tests.middlewares import Exploder, Tagger
+from tests.agent_helpers import collect, echo
+from tests.middlewares import Denier, Exploder, Tagger
 from tests.rollout_middlewares import V1, V2, Versioned
 
 pytestmark = pytest.mark.timeout(30)
@@ -116,3 +116,21 @@ async def test_a_failing_candidate_is_an_error_and_the_reply_goes_on() -> None:
     [(found, failed)] = seen
     assert found is not None and found.kind == "error" and failed
     assert "boom in on_reasoning" in found.candidate
+
+
+async def test_a_candidate_denying_a_tool_call_is_recorded_and_the_tool_still_runs() -> None:
+    seen: Seen = []
+    model = ScriptedChatModel([ScriptedTurn(tool_calls=[("echo", {"text": "hey"})]), "done"])
+    shadow = ShadowMiddleware(Denier("other"), Denier("echo"), lambda s, d, e: seen.append((d, e)))
+    agent = Agent(model, tools=[echo], middlewares=[shadow])
+    events = await collect(agent.reply("go"))
+    await shadow.settled()
+    [result] = [e for e in events if e.type == "tool_result_end"]
+    assert result.state == "success"  # type: ignore[attr-defined]
+    [(found, failed)] = seen
+    assert found is not None and (found.hook, found.kind, failed) == (
+        "on_check_permission",
+        "short_circuit",
+        False,
+    )
+    assert found.live == '{"called_next": true}' and found.candidate == '{"called_next": false}'
