@@ -185,6 +185,12 @@ ROLLOUT_SHADOW_COMPARISONS = _meter.create_counter(
     "Shadow invocations compared with the live middleware, by outcome (agree or the kind "
     "of disagreement).",
 )
+ROLLOUT_SHADOW_DURATION = _meter.create_histogram(
+    "hookmesh.rollout.shadow.duration",
+    "s",
+    "Time a shadow candidate took per invocation (the live side never waits for it).",
+    explicit_bucket_boundaries_advisory=_FAST_BUCKETS,
+)
 ROLLOUT_CANARY_REPLIES = _meter.create_counter(
     "hookmesh.rollout.canary.replies",
     "{reply}",
@@ -192,10 +198,21 @@ ROLLOUT_CANARY_REPLIES = _meter.create_counter(
 )
 
 
-def record_shadow_comparison(middleware: str, outcome: str) -> None:
-    """Count one shadow invocation: ``agree`` or the disagreement's kind (docs/rollout.md)."""
+def record_shadow_comparison(middleware: str, outcome: str, seconds: float, failed: bool) -> None:
+    """Count one shadow invocation and its duration.
+
+    Args:
+        middleware: The live middleware's key.
+        outcome: ``agree`` or the disagreement's kind (docs/rollout.md).
+        seconds: How long the candidate took.
+        failed: Whether the candidate failed (``error.type`` is then ``candidate``).
+    """
     attributes = {"hookmesh.middleware": middleware, "hookmesh.rollout.outcome": outcome}
     ROLLOUT_SHADOW_COMPARISONS.add(1, attributes)
+    timing = {"hookmesh.middleware": middleware}
+    if failed:
+        timing["error.type"] = "candidate"
+    ROLLOUT_SHADOW_DURATION.record(seconds, timing)
 
 
 def record_canary_reply(middleware: str, failed: bool) -> None:

@@ -180,8 +180,8 @@ class Rollout:
         stats.errors += error
         if disagreement is None:
             stats.agreed += 1
-            record_shadow_comparison(self.key, "agree")
+            record_shadow_comparison(self.key, "agree", seconds, error)
             return
         stats.by_kind[disagreement.kind] = stats.by_kind.get(disagreement.kind, 0) + 1
         stats.samples.append(disagreement)
-        record_shadow_comparison(self.key, disagreement.kind)
+        record_shadow_comparison(self.key, disagreement.kind, seconds, error)
