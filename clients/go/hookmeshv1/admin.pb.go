@@ -805,7 +805,9 @@ type ShadowStatus struct {
 	// `prompt` (on_system_prompt; after_agent outcomes), `state` (its state
 	// slice after the invocation).
 	Disagreements []*DisagreementCount `protobuf:"bytes,4,rep,name=disagreements,proto3" json:"disagreements,omitempty"`
-	// Median time the candidate took per invocation, over its last 1000.
+	// Median time from an invocation's start to the candidate's end (for an
+	// onion hook the downstream's time included, as on the live side), over
+	// its last 1000 invocations.
 	LatencyP50 *durationpb.Duration `protobuf:"bytes,5,opt,name=latency_p50,json=latencyP50,proto3" json:"latency_p50,omitempty"`
 	// 99th percentile of the same.
 	LatencyP99 *durationpb.Duration `protobuf:"bytes,6,opt,name=latency_p99,json=latencyP99,proto3" json:"latency_p99,omitempty"`

@@ -132,12 +132,15 @@ class ShadowMiddleware(Middleware):
         `done` future (returned) is set too."""
         started = time.perf_counter()
         live, mine = traces
+        took = 0.0
 
         async def shadow() -> None:
+            nonlocal took
             try:
                 mine.output = await run()
             except Exception as exc:
                 mine.error = f"{type(exc).__name__}: {exc}"
+            took = time.perf_counter() - started
             mine.output.extend(_dump(e) for e in view.emitted)
             slice_ = view.state.middle_context[self.candidate.middleware_key()][agent.reply_id]
             mine.state = _dump(slice_)
@@ -146,12 +149,14 @@ class ShadowMiddleware(Middleware):
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         async def judge() -> None:
-            await task
-            await done
-            seconds = time.perf_counter() - started
+            try:
+                await task
+                await done
+            finally:
+                task.cancel()
             found = _disagreement(hook, agent.reply_id, live, mine)
             failed = bool(mine.error) and (found is None or found.kind != "short_circuit")
-            self._record(seconds, found, failed)
+            self._record(took, found, failed)
 
         judging = asyncio.ensure_future(judge())
         self._pending.add(judging)
@@ -241,10 +246,12 @@ class ShadowMiddleware(Middleware):
         async def tee_next(**overrides: Any) -> Any:
             trace.called_next, trace.overrides = True, _dump(overrides)
             result = await next_handler(**overrides)
+            if downstream.done():  # called again (a retry): the candidate had the first
+                return result
             if hasattr(result, "__aiter__"):
                 result = _tee(result, chunks)
                 downstream.set_result(_replay(chunks))
-            elif not downstream.done():
+            else:
                 downstream.set_result(copy.deepcopy(result))
             return result
 
@@ -308,9 +315,15 @@ class ShadowMiddleware(Middleware):
         while self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
 
-    async def aclose(self) -> None:
-        """Let the comparisons still running end before the candidate closes."""
-        await self.settled()
+    async def aclose(self, grace: float = 5.0) -> None:
+        """Let the comparisons still running end (for up to `grace` s; the rest, such as one
+        whose live model stream was never read, are cancelled) before the candidate closes."""
+        pending = set(self._pending)
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=grace)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
 
 
 def _settle(
