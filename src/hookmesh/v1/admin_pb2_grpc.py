@@ -81,11 +81,13 @@ class AdminServiceStub:
     - shadow: for the sessions in the rollout's share, every invocation of a
     hook both versions implement also runs on the candidate. The candidate's
     downstream (call_next) is what the live middleware's downstream produced:
-    no model call or tool runs twice. Everything the candidate decides
-    (events, call_next overrides, short circuits, results, permission
-    decisions, system prompts, state and context changes, errors) is compared
-    with what the live middleware did and counted, never applied; the live
-    side never waits for it. on_compress_context is not shadowed.
+    no model call or tool runs twice. What the candidate decides (events,
+    call_next overrides, short circuits, results, permission decisions,
+    system prompts, its state slice, errors) is compared with what the live
+    middleware did and counted, never applied: it works on copies of its
+    state slice and of the context (its context edits are dropped, not
+    compared). The live side never waits for it. on_compress_context is not
+    shadowed.
     - canary: the sessions in the share are served by the candidate instead of
     the live middleware.
     1. Which sessions are in the share is decided when a reply starts: the
@@ -212,11 +214,13 @@ class AdminServiceServicer:
     - shadow: for the sessions in the rollout's share, every invocation of a
     hook both versions implement also runs on the candidate. The candidate's
     downstream (call_next) is what the live middleware's downstream produced:
-    no model call or tool runs twice. Everything the candidate decides
-    (events, call_next overrides, short circuits, results, permission
-    decisions, system prompts, state and context changes, errors) is compared
-    with what the live middleware did and counted, never applied; the live
-    side never waits for it. on_compress_context is not shadowed.
+    no model call or tool runs twice. What the candidate decides (events,
+    call_next overrides, short circuits, results, permission decisions,
+    system prompts, its state slice, errors) is compared with what the live
+    middleware did and counted, never applied: it works on copies of its
+    state slice and of the context (its context edits are dropped, not
+    compared). The live side never waits for it. on_compress_context is not
+    shadowed.
     - canary: the sessions in the share are served by the candidate instead of
     the live middleware.
     1. Which sessions are in the share is decided when a reply starts: the
@@ -392,11 +396,13 @@ class AdminService:
     - shadow: for the sessions in the rollout's share, every invocation of a
     hook both versions implement also runs on the candidate. The candidate's
     downstream (call_next) is what the live middleware's downstream produced:
-    no model call or tool runs twice. Everything the candidate decides
-    (events, call_next overrides, short circuits, results, permission
-    decisions, system prompts, state and context changes, errors) is compared
-    with what the live middleware did and counted, never applied; the live
-    side never waits for it. on_compress_context is not shadowed.
+    no model call or tool runs twice. What the candidate decides (events,
+    call_next overrides, short circuits, results, permission decisions,
+    system prompts, its state slice, errors) is compared with what the live
+    middleware did and counted, never applied: it works on copies of its
+    state slice and of the context (its context edits are dropped, not
+    compared). The live side never waits for it. on_compress_context is not
+    shadowed.
     - canary: the sessions in the share are served by the candidate instead of
     the live middleware.
     1. Which sessions are in the share is decided when a reply starts: the
