@@ -80,10 +80,14 @@ class _ShadowView:
 class ShadowMiddleware(Middleware):
     """`live`, with `candidate` as its shadow: each invocation of a hook both implement runs
     on both; the candidate's downstream is what the live one's downstream produced (no model
-    call or tool runs twice), and everything the candidate decides (events, overrides, short
-    circuits, results, state and context changes, errors) is compared and recorded, never
-    applied. The live side never waits for the candidate. ``on_compress_context`` is not
+    call or tool runs twice), and what the candidate decides (events, overrides, short
+    circuits, results, its state slice, errors) is compared and recorded, never applied: it
+    works on copies of its state slice and of the context (context edits are dropped, not
+    compared). The live side never waits for the candidate. ``on_compress_context`` is not
     shadowed.
+
+    Experimental: the agent service builds it from a remote entry's ``rollout``
+    (docs/rollout.md); it wraps any two middlewares.
 
     Args:
         live: The middleware whose decisions apply.
