@@ -1,16 +1,17 @@
 """Rollout rules without a network: the share by session hash over 500 sessions, the
-canary's automatic rollback only past its minimum and limit, promote and rollback, and the
-AdminService's choice of rollout by key."""
+canary's automatic rollback only past its minimum and limit, promote and rollback, the
+AdminService's choice of rollout by key, and the metrics both modes record."""
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import grpc
 import pytest
 
 from hookmesh.errors import RequestError, SchemaError
-from hookmesh.remote import Rollout, RolloutSettings, session_bucket
+from hookmesh.remote import Disagreement, Rollout, RolloutSettings, session_bucket
 from hookmesh.services.agent._rollouts import find_rollout
 from tests.rollout_middlewares import V1, V2
 
@@ -82,3 +83,49 @@ def test_a_rollout_is_found_by_key_or_alone() -> None:
         grpc.StatusCode.NOT_FOUND,
         "ROLLOUT_NOT_FOUND",
     )
+
+
+class _Metered(V1):
+    def middleware_key(self) -> str:
+        return "metered-rollout"
+
+
+def _points(reader: Any, name: str) -> dict[tuple[tuple[str, Any], ...], Any]:
+    found = {}
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name != name:
+                    continue
+                for point in metric.data.data_points:
+                    if point.attributes.get("hookmesh.middleware") == "metered-rollout":
+                        key = tuple(sorted(point.attributes.items()))
+                        found[key] = point
+    return found
+
+
+def test_shadow_comparisons_and_canary_replies_are_metrics(metric_reader: Any) -> None:
+    shadow = Rollout(0, _Metered(), V2(), RolloutSettings("shadow", 1.0))
+    shadow.compared(0.002, None, False)
+    shadow.compared(0.004, Disagreement("on_reasoning", "events", "r", "[]", "[]"), False)
+    shadow.compared(0.003, Disagreement("on_reasoning", "error", "r", "", "boom"), True)
+    canary = Rollout(0, _Metered(), V2(), RolloutSettings("canary", 1.0))
+    canary.landed("s", False)
+    canary.landed("s", True)
+    counts = {
+        dict(k)["hookmesh.rollout.outcome"]: p.value
+        for k, p in _points(metric_reader, "hookmesh.rollout.shadow.comparisons").items()
+    }
+    assert counts == {"agree": 1, "events": 1, "error": 1}
+    durations = _points(metric_reader, "hookmesh.rollout.shadow.duration")
+    assert sorted((dict(k).get("error.type", ""), p.count) for k, p in durations.items()) == [
+        ("", 2),
+        ("candidate", 1),
+    ]
+    replies = _points(metric_reader, "hookmesh.rollout.canary.replies")
+    assert {dict(k)["hookmesh.rollout.failed"]: p.value for k, p in replies.items()} == {
+        "false": 1,
+        "true": 1,
+    }
+    assert shadow.stats is not None and shadow.stats.by_kind == {"events": 1, "error": 1}
