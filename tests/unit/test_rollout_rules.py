@@ -128,4 +128,22 @@ def test_shadow_comparisons_and_canary_replies_are_metrics(metric_reader: Any) -
         "false": 1,
         "true": 1,
     }
-    assert shadow.stats is not None and shadow.stats.by_kind == {"events": 1, "error": 1}
+    stats = shadow.stats
+    assert stats is not None and stats.by_kind == {"events": 1, "error": 1}
+    assert (stats.compared, stats.agreed, stats.errors) == (3, 1, 1)
+    assert [d.kind for d in stats.samples] == ["events", "error"]
+    shadow.landed("s", True)  # a shadow serves no reply: nothing to count
+    assert (shadow.canary_replies, shadow.state) == (0, "active")
+
+
+def test_shadow_latency_quantiles_are_over_the_recorded_invocations() -> None:
+    stats = Rollout(0, V1(), V2(), RolloutSettings("shadow", 1.0)).stats
+    assert stats is not None and stats.percentile(0.5) == 0.0  # none yet
+    for ms in range(100, 0, -1):
+        stats.latencies.append(ms / 1000)
+    assert (stats.percentile(0.5), stats.percentile(0.99), stats.percentile(1.0)) == (
+        0.051,
+        0.1,
+        0.1,
+    )
+    assert stats.percentile(0.0) == 0.001
