@@ -147,3 +147,39 @@ def test_shadow_latency_quantiles_are_over_the_recorded_invocations() -> None:
         0.1,
     )
     assert stats.percentile(0.0) == 0.001
+
+
+def test_a_canary_is_judged_after_every_reply_past_its_minimum() -> None:
+    rollout = _rollout(share=1.0, max_failed_share=0.5, min_replies=2)
+    for failed in (False, False, True, True):  # 2 of 4: not over 50%
+        rollout.landed("s", failed)
+    assert rollout.state == "active"
+    rollout.landed("s", True)  # 3 of 5
+    assert rollout.state == "rolled_back"
+
+
+def test_the_share_is_a_bucket_below_its_cutoff() -> None:
+    session = "session-at-the-edge"
+    bucket = session_bucket(session)
+    at = _rollout(share=bucket / 10_000)  # the cutoff is the session's own bucket
+    above = _rollout(share=(bucket + 1) / 10_000)
+    assert (at.in_share(session), above.in_share(session)) == (False, True)
+
+
+def test_shadow_latencies_are_the_last_1000() -> None:
+    stats = Rollout(0, V1(), V2(), RolloutSettings("shadow", 1.0)).stats
+    assert stats is not None
+    stats.latencies.append(5.0)
+    stats.latencies.extend([0.001] * 999)
+    assert stats.percentile(1.0) == 5.0  # still one of the last 1000
+    stats.latencies.append(0.001)
+    assert stats.percentile(1.0) == 0.001
+
+
+def test_a_promoted_or_rolled_back_canary_counts_no_more_replies() -> None:
+    for settle in ("promote", "rollback"):
+        rollout = _rollout(share=1.0, max_failed_share=0.1, min_replies=1)
+        getattr(rollout, settle)("ops")
+        rollout.landed("s", True)
+        assert (rollout.canary_replies, rollout.canary_failed) == (0, 0)
+        assert rollout.state == ("promoted" if settle == "promote" else "rolled_back")
