@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from hookmesh.middleware import AgentView, FailureMode, Middleware, MiddlewareDescription
 from hookmesh.models import ModelResponse
+from hookmesh.remote._comparison import Trace, disagreement, dump
 from hookmesh.remote._rollout import Disagreement
 from hookmesh.schema import AgentEvent, Message
 from hookmesh.tools import Tool
@@ -22,30 +21,10 @@ Record = Callable[[float, Disagreement | None, bool], None]
 candidate failed."""
 
 _END = object()
-_SHORT = 160
-"""Characters of each side kept in a disagreement sample."""
 
 
 class _NotCalled(Exception):
     """The live middleware never called next: the candidate's call has nothing to get."""
-
-
-@dataclass
-class _Trace:
-    """What one side did in one invocation."""
-
-    called_next: bool = False
-    overrides: str = ""
-    output: list[str] = field(default_factory=list)
-    error: str = ""
-    state: str = ""
-
-
-def _dump(value: Any) -> str:
-    """`value` as compact JSON; an event without its reply id (the same on both sides)."""
-    if hasattr(value, "model_dump_json"):
-        return str(value.model_dump_json(exclude={"reply_id"}, exclude_none=True))
-    return json.dumps(value, sort_keys=True, default=repr)
 
 
 class _ShadowState:
@@ -128,7 +107,7 @@ class ShadowMiddleware(Middleware):
         self,
         hook: str,
         agent: AgentView,
-        traces: tuple[_Trace, _Trace],
+        traces: tuple[Trace, Trace],
         run: Callable[[], Awaitable[list[str]]],
         view: _ShadowView,
     ) -> asyncio.Future[None]:
@@ -145,9 +124,9 @@ class ShadowMiddleware(Middleware):
             except Exception as exc:
                 mine.error = f"{type(exc).__name__}: {exc}"
             took = time.perf_counter() - started
-            mine.output.extend(_dump(e) for e in view.emitted)
+            mine.output.extend(dump(e) for e in view.emitted)
             slice_ = view.state.middle_context[self.candidate.middleware_key()][agent.reply_id]
-            mine.state = _dump(slice_)
+            mine.state = dump(slice_)
 
         task = asyncio.ensure_future(shadow())
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -158,7 +137,7 @@ class ShadowMiddleware(Middleware):
                 await done
             finally:
                 task.cancel()
-            found = _disagreement(hook, agent.reply_id, live, mine)
+            found = disagreement(hook, agent.reply_id, live, mine)
             failed = bool(mine.error) and (found is None or found.kind != "short_circuit")
             self._record(took, found, failed)
 
@@ -169,7 +148,7 @@ class ShadowMiddleware(Middleware):
 
     def _live_state(self, agent: AgentView) -> str:
         by_reply = agent.state.middle_context.get(self.live.middleware_key(), {})
-        return _dump(by_reply.get(agent.reply_id, {}))
+        return dump(by_reply.get(agent.reply_id, {}))
 
     # --- event hooks -----------------------------------------------------------------------
 
@@ -191,10 +170,10 @@ class ShadowMiddleware(Middleware):
                 yield event
             return
         feed: asyncio.Queue[Any] = asyncio.Queue()
-        trace = _Trace()
+        trace = Trace()
 
         async def tee_next(**overrides: Any) -> AsyncIterator[AgentEvent]:
-            trace.called_next, trace.overrides = True, _dump(overrides)
+            trace.called_next, trace.overrides = True, dump(overrides)
             try:
                 async for event in next_handler(**overrides):
                     feed.put_nowait(event)
@@ -203,22 +182,22 @@ class ShadowMiddleware(Middleware):
                 feed.put_nowait(_END)
 
         async def replay_next(**overrides: Any) -> AsyncIterator[AgentEvent]:
-            mine.called_next, mine.overrides = True, _dump(overrides)
+            mine.called_next, mine.overrides = True, dump(overrides)
             while (event := await feed.get()) is not _END:
                 yield event
             feed.put_nowait(_END)  # a second call gets nothing either
 
         view = _ShadowView(agent, self.candidate)
-        mine = _Trace()
+        mine = Trace()
 
         async def run() -> list[str]:
             events = getattr(self.candidate, hook)(view, kwargs, replay_next)
-            return [_dump(e) async for e in events]
+            return [dump(e) async for e in events]
 
         done = self._compare(hook, agent, (trace, mine), run, view)
         try:
             async for event in live_hook(agent, kwargs, tee_next):
-                trace.output.append(_dump(event))
+                trace.output.append(dump(event))
                 yield event
         except Exception as exc:
             trace.error = f"{type(exc).__name__}: {exc}"
@@ -244,11 +223,11 @@ class ShadowMiddleware(Middleware):
         if not self._shadows(hook):
             return await live_hook(agent, kwargs, next_handler)
         downstream: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        trace = _Trace()
+        trace = Trace()
         chunks: asyncio.Queue[Any] = asyncio.Queue()
 
         async def tee_next(**overrides: Any) -> Any:
-            trace.called_next, trace.overrides = True, _dump(overrides)
+            trace.called_next, trace.overrides = True, dump(overrides)
             result = await next_handler(**overrides)
             if downstream.done():  # called again (a retry): the candidate had the first
                 return result
@@ -260,11 +239,11 @@ class ShadowMiddleware(Middleware):
             return result
 
         async def replay_next(**overrides: Any) -> Any:
-            side.called_next, side.overrides = True, _dump(overrides)
+            side.called_next, side.overrides = True, dump(overrides)
             return await asyncio.shield(downstream)
 
         view = _ShadowView(agent, self.candidate)
-        side = _Trace()
+        side = Trace()
 
         async def run() -> list[str]:
             return await _outputs(await getattr(self.candidate, hook)(view, kwargs, replay_next))
@@ -292,12 +271,12 @@ class ShadowMiddleware(Middleware):
             async def run() -> list[str]:
                 return [await self.candidate.on_system_prompt(view, prompt)]  # type: ignore[arg-type]
 
-            trace = _Trace(output=[result], state=self._live_state(agent))
-            self._compare("on_system_prompt", agent, (trace, _Trace()), run, view).set_result(None)
+            trace = Trace(output=[result], state=self._live_state(agent))
+            self._compare("on_system_prompt", agent, (trace, Trace()), run, view).set_result(None)
         return result
 
     async def after_agent(self, agent: AgentView, final: Message) -> None:
-        trace = _Trace()
+        trace = Trace()
         try:
             await self.live.after_agent(agent, final)
         except Exception as exc:
@@ -312,7 +291,7 @@ class ShadowMiddleware(Middleware):
                     return []
 
                 trace.state = self._live_state(agent)
-                self._compare("after_agent", agent, (trace, _Trace()), run, view).set_result(None)
+                self._compare("after_agent", agent, (trace, Trace()), run, view).set_result(None)
 
     async def settled(self) -> None:
         """Wait for the comparisons still running (the candidate has its own deadlines)."""
@@ -332,7 +311,7 @@ class ShadowMiddleware(Middleware):
 
 def _settle(
     downstream: asyncio.Future[Any],
-    trace: _Trace,
+    trace: Trace,
     agent: AgentView,
     shadow: ShadowMiddleware,
     done: asyncio.Future[None],
@@ -358,10 +337,10 @@ async def _replay(chunks: asyncio.Queue[Any]) -> AsyncIterator[Any]:
         yield chunk
 
 
-async def _recorded(stream: Any, trace: _Trace, ended: Callable[[], None]) -> AsyncIterator[Any]:
+async def _recorded(stream: Any, trace: Trace, ended: Callable[[], None]) -> AsyncIterator[Any]:
     try:
         async for chunk in stream:
-            trace.output.append(_dump(chunk))
+            trace.output.append(dump(chunk))
             yield chunk
     except Exception as exc:
         trace.error = f"{type(exc).__name__}: {exc}"
@@ -372,54 +351,7 @@ async def _recorded(stream: Any, trace: _Trace, ended: Callable[[], None]) -> As
 
 async def _outputs(result: Any) -> list[str]:
     if hasattr(result, "__aiter__"):
-        return [_dump(chunk) async for chunk in result]
+        return [dump(chunk) async for chunk in result]
     if isinstance(result, ModelResponse):
-        return [_dump(result.message)]
-    return [_dump(result)]
-
-
-def _disagreement(hook: str, reply_id: str, live: _Trace, mine: _Trace) -> Disagreement | None:
-    """The first way the candidate differs from the live side, by weight, or None. A
-    candidate calling next where the live side did not is a short circuit, not the error its
-    next raised (there was no downstream result to give it)."""
-    checks: tuple[tuple[str, object, object], ...] = (
-        ("error", live.error, mine.error),
-        ("short_circuit", live.called_next, mine.called_next),
-        ("overrides", live.overrides, mine.overrides),
-        ("result" if hook in ("on_model_call", "on_check_permission") else "events", live.output,
-         mine.output),
-        ("state", live.state, mine.state),
-    )  # fmt: skip
-    if hook in ("on_system_prompt", "after_agent"):
-        checks = (checks[0], ("prompt", live.output, mine.output), checks[4])
-    elif mine.called_next and not live.called_next:  # its next failed for want of a result
-        checks = (checks[1],)
-    for kind, ours, theirs in checks:
-        if ours != theirs:
-            skip = _common(ours, theirs)
-            return Disagreement(hook, kind, reply_id, _shown(ours, skip), _shown(theirs, skip))
-    return None
-
-
-def _common(ours: object, theirs: object) -> int:
-    """How many leading items two outputs share (0 for anything else)."""
-    if not (isinstance(ours, list) and isinstance(theirs, list)):
-        return 0
-    same = 0
-    for a, b in zip(ours, theirs, strict=False):
-        if a != b:
-            break
-        same += 1
-    return same
-
-
-def _shown(value: object, skip: int = 0) -> str:
-    """One side as JSON (an error as its text) from its first item that differs (``…``
-    stands for those before), cut to 160 characters."""
-    if isinstance(value, list):
-        text = ("[…," if skip else "[") + ",".join(value[skip:]) + "]"
-    elif isinstance(value, bool):
-        text = json.dumps({"called_next": value})
-    else:
-        text = str(value)
-    return text[:_SHORT]
+        return [dump(result.message)]
+    return [dump(result)]
