@@ -11,7 +11,14 @@ import grpc
 import pytest
 
 from hookmesh.errors import RequestError, SchemaError
-from hookmesh.remote import Disagreement, Rollout, RolloutSettings, session_bucket
+from hookmesh.remote import (
+    Disagreement,
+    Rollout,
+    RolloutSettings,
+    ShadowMiddleware,
+    session_bucket,
+)
+from hookmesh.services.agent._config import RolloutConfig
 from hookmesh.services.agent._rollouts import find_rollout
 from tests.rollout_middlewares import V1, V2
 
@@ -183,3 +190,21 @@ def test_a_promoted_or_rolled_back_canary_counts_no_more_replies() -> None:
         rollout.landed("s", True)
         assert (rollout.canary_replies, rollout.canary_failed) == (0, 0)
         assert rollout.state == ("promoted" if settle == "promote" else "rolled_back")
+
+
+def test_a_shadow_rollout_gives_its_share_the_shadowed_live_middleware() -> None:
+    live, candidate = V1(), V2()
+    rollout = Rollout(0, live, candidate, RolloutSettings("shadow", 1.0))
+    rollout.shadow = ShadowMiddleware(live, candidate, rollout.compared)
+    assert rollout.choose("any") is rollout.shadow
+    assert Rollout(0, live, candidate, RolloutSettings("shadow", 0.0)).choose("any") is live
+
+
+def test_the_settings_defaults_are_the_configs() -> None:
+    config = RolloutConfig(mode="canary", target="127.0.0.1:1")
+    settings = RolloutSettings("canary", config.share)
+    assert (settings.max_failed_share, settings.min_replies, settings.sample_size) == (
+        config.max_failed_share,
+        config.min_replies,
+        config.sample_size,
+    )
