@@ -116,6 +116,7 @@ def test_shadow_comparisons_and_canary_replies_are_metrics(metric_reader: Any) -
     shadow = Rollout(0, _Metered(), V2(), RolloutSettings("shadow", 1.0))
     shadow.compared(0.002, None, False)
     shadow.compared(0.004, Disagreement("on_reasoning", "events", "r", "[]", "[]"), False)
+    shadow.compared(0.004, Disagreement("on_reasoning", "events", "r", "[]", "[]"), False)
     shadow.compared(0.003, Disagreement("on_reasoning", "error", "r", "", "boom"), True)
     canary = Rollout(0, _Metered(), V2(), RolloutSettings("canary", 1.0))
     canary.landed("s", False)
@@ -124,10 +125,10 @@ def test_shadow_comparisons_and_canary_replies_are_metrics(metric_reader: Any) -
         dict(k)["hookmesh.rollout.outcome"]: p.value
         for k, p in _points(metric_reader, "hookmesh.rollout.shadow.comparisons").items()
     }
-    assert counts == {"agree": 1, "events": 1, "error": 1}
+    assert counts == {"agree": 1, "events": 2, "error": 1}
     durations = _points(metric_reader, "hookmesh.rollout.shadow.duration")
     assert sorted((dict(k).get("error.type", ""), p.count) for k, p in durations.items()) == [
-        ("", 2),
+        ("", 3),
         ("candidate", 1),
     ]
     replies = _points(metric_reader, "hookmesh.rollout.canary.replies")
@@ -136,9 +137,9 @@ def test_shadow_comparisons_and_canary_replies_are_metrics(metric_reader: Any) -
         "true": 1,
     }
     stats = shadow.stats
-    assert stats is not None and stats.by_kind == {"events": 1, "error": 1}
-    assert (stats.compared, stats.agreed, stats.errors) == (3, 1, 1)
-    assert [d.kind for d in stats.samples] == ["events", "error"]
+    assert stats is not None and stats.by_kind == {"events": 2, "error": 1}
+    assert (stats.compared, stats.agreed, stats.errors) == (4, 1, 1)
+    assert [d.kind for d in stats.samples] == ["events", "events", "error"]
     shadow.landed("s", True)  # a shadow serves no reply: nothing to count
     assert (shadow.canary_replies, shadow.state) == (0, "active")
 
