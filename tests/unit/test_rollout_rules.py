@@ -19,7 +19,7 @@ from hookmesh.remote import (
     session_bucket,
 )
 from hookmesh.services.agent._config import RolloutConfig
-from hookmesh.services.agent._rollouts import find_rollout
+from hookmesh.services.agent._rollouts import find_rollout, rollout_to_pb
 from tests.rollout_middlewares import V1, V2
 
 
@@ -209,3 +209,11 @@ def test_the_settings_defaults_are_the_configs() -> None:
         config.min_replies,
         config.sample_size,
     )
+
+
+def test_a_canary_status_carries_canary_figures_and_a_shadow_shadow_ones() -> None:
+    canary, shadow = _rollout(), Rollout(0, V1(), V2(), RolloutSettings("shadow", 1.0))
+    assert canary.stats is None
+    assert rollout_to_pb(canary, 3).WhichOneof("figures") == "canary"
+    status = rollout_to_pb(shadow, 3)
+    assert (status.WhichOneof("figures"), status.generation) == ("shadow", 3)
