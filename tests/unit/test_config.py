@@ -85,6 +85,7 @@ def _keys(model: type[BaseModel]) -> set[str]:
         cfg.LocalMiddlewareConfig,
         cfg.RemoteMiddlewareConfig,
         cfg.BreakerConfig,
+        cfg.RolloutConfig,
         cfg.SidecarConfig,
         cfg.SessionsConfig,
         cfg.DurabilityConfig,

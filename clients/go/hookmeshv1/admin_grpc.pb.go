@@ -26,6 +26,14 @@ type AdminServiceClient interface {
 	// Streams everything the stores ForgetUser reaches keep about one user, as
 	// JSON records (see the ExportUser protocol above).
 	ExportUser(ctx context.Context, in *ExportUserRequest, opts ...grpc.CallOption) (AdminService_ExportUserClient, error)
+	// Tells the running chain's rollouts, with what each candidate did so far.
+	DescribeRollouts(ctx context.Context, in *DescribeRolloutsRequest, opts ...grpc.CallOption) (*DescribeRolloutsResponse, error)
+	// Gives every new reply the candidate of one rollout.
+	PromoteRollout(ctx context.Context, in *PromoteRolloutRequest, opts ...grpc.CallOption) (*PromoteRolloutResponse, error)
+	// Gives every new reply the live middleware of one rollout.
+	RollbackRollout(ctx context.Context, in *RollbackRolloutRequest, opts ...grpc.CallOption) (*RollbackRolloutResponse, error)
+	// Tells what the agent knows of each sidecar of the running chain.
+	DescribeSidecars(ctx context.Context, in *DescribeSidecarsRequest, opts ...grpc.CallOption) (*DescribeSidecarsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -86,6 +94,42 @@ func (x *adminServiceExportUserClient) Recv() (*ExportUserResponse, error) {
 	return m, nil
 }
 
+func (c *adminServiceClient) DescribeRollouts(ctx context.Context, in *DescribeRolloutsRequest, opts ...grpc.CallOption) (*DescribeRolloutsResponse, error) {
+	out := new(DescribeRolloutsResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.AdminService/DescribeRollouts", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) PromoteRollout(ctx context.Context, in *PromoteRolloutRequest, opts ...grpc.CallOption) (*PromoteRolloutResponse, error) {
+	out := new(PromoteRolloutResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.AdminService/PromoteRollout", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RollbackRollout(ctx context.Context, in *RollbackRolloutRequest, opts ...grpc.CallOption) (*RollbackRolloutResponse, error) {
+	out := new(RollbackRolloutResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.AdminService/RollbackRollout", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DescribeSidecars(ctx context.Context, in *DescribeSidecarsRequest, opts ...grpc.CallOption) (*DescribeSidecarsResponse, error) {
+	out := new(DescribeSidecarsResponse)
+	err := c.cc.Invoke(ctx, "/hookmesh.v1.AdminService/DescribeSidecars", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility
@@ -99,6 +143,14 @@ type AdminServiceServer interface {
 	// Streams everything the stores ForgetUser reaches keep about one user, as
 	// JSON records (see the ExportUser protocol above).
 	ExportUser(*ExportUserRequest, AdminService_ExportUserServer) error
+	// Tells the running chain's rollouts, with what each candidate did so far.
+	DescribeRollouts(context.Context, *DescribeRolloutsRequest) (*DescribeRolloutsResponse, error)
+	// Gives every new reply the candidate of one rollout.
+	PromoteRollout(context.Context, *PromoteRolloutRequest) (*PromoteRolloutResponse, error)
+	// Gives every new reply the live middleware of one rollout.
+	RollbackRollout(context.Context, *RollbackRolloutRequest) (*RollbackRolloutResponse, error)
+	// Tells what the agent knows of each sidecar of the running chain.
+	DescribeSidecars(context.Context, *DescribeSidecarsRequest) (*DescribeSidecarsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -114,6 +166,18 @@ func (UnimplementedAdminServiceServer) ForgetUser(context.Context, *ForgetUserRe
 }
 func (UnimplementedAdminServiceServer) ExportUser(*ExportUserRequest, AdminService_ExportUserServer) error {
 	return status.Errorf(codes.Unimplemented, "method ExportUser not implemented")
+}
+func (UnimplementedAdminServiceServer) DescribeRollouts(context.Context, *DescribeRolloutsRequest) (*DescribeRolloutsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeRollouts not implemented")
+}
+func (UnimplementedAdminServiceServer) PromoteRollout(context.Context, *PromoteRolloutRequest) (*PromoteRolloutResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PromoteRollout not implemented")
+}
+func (UnimplementedAdminServiceServer) RollbackRollout(context.Context, *RollbackRolloutRequest) (*RollbackRolloutResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RollbackRollout not implemented")
+}
+func (UnimplementedAdminServiceServer) DescribeSidecars(context.Context, *DescribeSidecarsRequest) (*DescribeSidecarsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeSidecars not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 
@@ -185,6 +249,78 @@ func (x *adminServiceExportUserServer) Send(m *ExportUserResponse) error {
 	return x.ServerStream.SendMsg(m)
 }
 
+func _AdminService_DescribeRollouts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeRolloutsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DescribeRollouts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.AdminService/DescribeRollouts",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DescribeRollouts(ctx, req.(*DescribeRolloutsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_PromoteRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PromoteRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.AdminService/PromoteRollout",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PromoteRollout(ctx, req.(*PromoteRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RollbackRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RollbackRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.AdminService/RollbackRollout",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RollbackRollout(ctx, req.(*RollbackRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DescribeSidecars_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeSidecarsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DescribeSidecars(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/hookmesh.v1.AdminService/DescribeSidecars",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DescribeSidecars(ctx, req.(*DescribeSidecarsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _AdminService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "hookmesh.v1.AdminService",
 	HandlerType: (*AdminServiceServer)(nil),
@@ -196,6 +332,22 @@ var _AdminService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForgetUser",
 			Handler:    _AdminService_ForgetUser_Handler,
+		},
+		{
+			MethodName: "DescribeRollouts",
+			Handler:    _AdminService_DescribeRollouts_Handler,
+		},
+		{
+			MethodName: "PromoteRollout",
+			Handler:    _AdminService_PromoteRollout_Handler,
+		},
+		{
+			MethodName: "RollbackRollout",
+			Handler:    _AdminService_RollbackRollout_Handler,
+		},
+		{
+			MethodName: "DescribeSidecars",
+			Handler:    _AdminService_DescribeSidecars_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -10,6 +10,7 @@ from hookmesh.cli import (  # noqa: F401
     _mcp,
     _memory,
     _retrieval,
+    _rollout,
     _serve,
     _sessions,
     _sidecar,

@@ -22,6 +22,7 @@ from hookmesh.cli._app import (
     TlsCaOption,
     TlsCertOption,
     TlsKeyOption,
+    TokenEnvOption,
     app,
     auth_flags,
     client_tls,
@@ -29,6 +30,7 @@ from hookmesh.cli._app import (
     host_port,
     import_from,
     run,
+    token_from_env,
 )
 
 _HEALTH_TIMEOUT = 3.0
@@ -185,9 +187,19 @@ def status(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each service.")] = (
         _HEALTH_TIMEOUT
     ),
+    sidecars: Annotated[
+        bool,
+        typer.Option(
+            "--sidecars",
+            help="Also list each sidecar of the agent's chain as the agent sees it (described, "
+            "serving, last error, never invoked); needs an admin principal's token.",
+        ),
+    ] = False,
+    token_env: TokenEnvOption = None,
 ) -> None:
     """Check the health of every service of the suite (the default ports, or --config's), or
-    of the --target servers; exit 1 when one is not serving."""
+    of the --target servers; exit 1 when one is not serving. With --sidecars, the agent (the
+    suite's, or the first --target) also tells its sidecars; one not serving exits 1 too."""
     from hookmesh.services.agent import load_config
     from hookmesh.suite import GATEWAYS, default_suite_config, service_settings
 
@@ -207,6 +219,7 @@ def status(
         except ValueError as exc:
             die(str(exc))
     tls = client_tls(tls_ca)
+    token = token_from_env(token_env)
 
     agent = targets.get("agent", "")
 
@@ -240,7 +253,16 @@ def status(
         ]
         for (name, address), state in zip(targets.items(), results, strict=True):
             print(f"{name:18s} {address:22s} {state}")
-        return 0 if all(r == "serving" for r in results) else 1
+        healthy = all(r == "serving" for r in results)
+        if sidecars:
+            from hookmesh.cli._sidecar_status import sidecar_lines
+
+            lines, serving = await sidecar_lines(
+                agent or next(iter(targets.values())), timeout, token, tls
+            )
+            print("\n".join(lines))
+            healthy = healthy and serving
+        return 0 if healthy else 1
 
     raise typer.Exit(run(check()))
 

@@ -109,3 +109,53 @@ class AdminClient(ServiceClient):
             raise AgentClientError.from_rpc_error(exc) from None
         finally:
             call.cancel()
+
+    async def describe_rollouts(
+        self, *, timeout: float | None = None
+    ) -> list[_admin_pb2.RolloutStatus]:
+        """The running chain's rollouts and what each candidate did (docs/rollout.md).
+
+        Raises:
+            AgentClientError: PERMISSION_DENIED ``ADMIN_ONLY``.
+        """
+        request = _admin_pb2.DescribeRolloutsRequest()
+        response = await self._unary(self._stub.DescribeRollouts, request, timeout)
+        return list(response.rollouts)
+
+    async def promote_rollout(
+        self, middleware_key: str = "", *, timeout: float | None = None
+    ) -> _admin_pb2.RolloutStatus:
+        """Give every new reply the candidate of the rollout of `middleware_key` (empty: the
+        only one).
+
+        Raises:
+            AgentClientError: PERMISSION_DENIED ``ADMIN_ONLY``, NOT_FOUND
+                ``ROLLOUT_NOT_FOUND`` or INVALID_ARGUMENT ``ROLLOUT_AMBIGUOUS``.
+        """
+        request = _admin_pb2.PromoteRolloutRequest(middleware_key=middleware_key)
+        response = await self._unary(self._stub.PromoteRollout, request, timeout)
+        return response.rollout
+
+    async def rollback_rollout(
+        self, middleware_key: str = "", *, timeout: float | None = None
+    ) -> _admin_pb2.RolloutStatus:
+        """Give every new reply the live middleware of the rollout of `middleware_key`.
+
+        Raises:
+            AgentClientError: as `promote_rollout`.
+        """
+        request = _admin_pb2.RollbackRolloutRequest(middleware_key=middleware_key)
+        response = await self._unary(self._stub.RollbackRollout, request, timeout)
+        return response.rollout
+
+    async def describe_sidecars(
+        self, *, timeout: float | None = None
+    ) -> list[_admin_pb2.SidecarStatus]:
+        """What the service knows of each sidecar of its running chain.
+
+        Raises:
+            AgentClientError: PERMISSION_DENIED ``ADMIN_ONLY``.
+        """
+        request = _admin_pb2.DescribeSidecarsRequest()
+        response = await self._unary(self._stub.DescribeSidecars, request, timeout)
+        return list(response.sidecars)

@@ -4,23 +4,27 @@ over OTLP when configured and scraped by Prometheus from any service's optional 
 
 from hookmesh.metrics._export import install_for_otlp, install_meter_provider
 from hookmesh.metrics._instruments import (
+    record_canary_reply,
     record_circuit,
     record_circuit_rejection,
     record_middleware_error,
     record_model_call,
     record_remote_hook,
     record_reply,
+    record_shadow_comparison,
     record_tool_call,
 )
 
 __all__ = [
     "install_for_otlp",
     "install_meter_provider",
+    "record_canary_reply",
     "record_circuit",
     "record_circuit_rejection",
     "record_middleware_error",
     "record_model_call",
     "record_remote_hook",
     "record_reply",
+    "record_shadow_comparison",
     "record_tool_call",
 ]

@@ -177,3 +177,45 @@ def record_tool_call(name: str, state: str, seconds: float) -> None:
     """Count one tool run by its result's state, and its duration."""
     TOOL_DURATION.record(seconds, {"gen_ai.tool.name": name})
     TOOL_CALLS.add(1, {"gen_ai.tool.name": name, "hookmesh.tool.state": state})
+
+
+ROLLOUT_SHADOW_COMPARISONS = _meter.create_counter(
+    "hookmesh.rollout.shadow.comparisons",
+    "{invocation}",
+    "Shadow invocations compared with the live middleware, by outcome (agree or the kind "
+    "of disagreement).",
+)
+ROLLOUT_SHADOW_DURATION = _meter.create_histogram(
+    "hookmesh.rollout.shadow.duration",
+    "s",
+    "Time a shadow candidate took per invocation (the live side never waits for it).",
+    explicit_bucket_boundaries_advisory=_FAST_BUCKETS,
+)
+ROLLOUT_CANARY_REPLIES = _meter.create_counter(
+    "hookmesh.rollout.canary.replies",
+    "{reply}",
+    "Replies a canary middleware served, by whether they failed.",
+)
+
+
+def record_shadow_comparison(middleware: str, outcome: str, seconds: float, failed: bool) -> None:
+    """Count one shadow invocation and its duration.
+
+    Args:
+        middleware: The live middleware's key.
+        outcome: ``agree`` or the disagreement's kind (docs/rollout.md).
+        seconds: How long the candidate took.
+        failed: Whether the candidate failed (``error.type`` is then ``candidate``).
+    """
+    attributes = {"hookmesh.middleware": middleware, "hookmesh.rollout.outcome": outcome}
+    ROLLOUT_SHADOW_COMPARISONS.add(1, attributes)
+    timing = {"hookmesh.middleware": middleware}
+    if failed:
+        timing["error.type"] = "candidate"
+    ROLLOUT_SHADOW_DURATION.record(seconds, timing)
+
+
+def record_canary_reply(middleware: str, failed: bool) -> None:
+    """Count one reply a canary served."""
+    attributes = {"hookmesh.middleware": middleware, "hookmesh.rollout.failed": str(failed).lower()}
+    ROLLOUT_CANARY_REPLIES.add(1, attributes)

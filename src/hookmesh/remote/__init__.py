@@ -6,7 +6,9 @@ from hookmesh.remote._costs import cost_lines
 from hookmesh.remote._errors import RemoteHookError, SidecarError
 from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.remote._proxy import DEFAULT_TIMEOUT, RemoteMiddleware
+from hookmesh.remote._rollout import Disagreement, Rollout, RolloutSettings, session_bucket
 from hookmesh.remote._serve import SERVICE_NAME, load_middleware, serve_middleware
+from hookmesh.remote._shadow import ShadowMiddleware
 from hookmesh.remote._sidecar_agent import SidecarAgent
 
 __all__ = [
@@ -14,13 +16,18 @@ __all__ = [
     "SERVICE_NAME",
     "BreakerSettings",
     "ClientTLS",
+    "Disagreement",
     "MiddlewareServicer",
     "RemoteHookError",
     "RemoteMiddleware",
+    "Rollout",
+    "RolloutSettings",
     "ServerTLS",
+    "ShadowMiddleware",
     "SidecarAgent",
     "SidecarError",
     "cost_lines",
     "load_middleware",
     "serve_middleware",
+    "session_bucket",
 ]

@@ -94,6 +94,7 @@ class _Invocation:
     def fail(self, error: SidecarError) -> None:
         """The stream broke: wake any wait, and interrupt a fail_closed downstream wait."""
         self.broken = error
+        self.link.failed(error)
         self.inbox.put_nowait(error)
         if self.pulling and self.link.owner.failure_mode == "fail_closed":
             self._cancel_wait("hookmesh: the sidecar failed")
@@ -227,11 +228,13 @@ class _Invocation:
                 apply_mutation(self.link.owner, self.agent, message.mutate)
             elif arm == "done" and message.done.WhichOneof("result") == "error" and not failed:
                 error = message.done.error
-                raise RemoteHookError(
+                hook_error = RemoteHookError(
                     error.message or "the sidecar's hook failed",
                     reason=error.reason,
                     metadata=dict(error.metadata),
                 )
+                self.link.failed(hook_error)
+                raise hook_error
             elif arm in expected or arm == "done":
                 return events, message
             else:

@@ -4,6 +4,7 @@ the circuit breaker every call passes."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +76,12 @@ class SidecarLink:
         """Whether the channel fails to connect (the sidecar is down)."""
         self.broke: Callable[[], None] = _none
         """Called when the connection went (a stream broke)."""
+        self.calls = 0
+        """Calls admitted (hook invocations, unary hooks, tool calls): 0 is never invoked."""
+        self.last_error = ""
+        """The last failure of a call to the sidecar (reason and message), for status."""
+        self.last_error_time: float | None = None
+        """When it happened (time.time())."""
         self.component = f"sidecar:{target}"
         """The name the process's health services answer this sidecar's circuit under."""
         self.breaker = CircuitBreaker(target, self._probe, breaker, self._circuit_changed)
@@ -86,11 +93,18 @@ class SidecarLink:
         Raises:
             SidecarError: ``SIDECAR_CIRCUIT_OPEN``.
         """
+        self.calls += 1
         try:
             self.breaker.check()
-        except SidecarError:
+        except SidecarError as exc:
             record_circuit_rejection(self.target, self.owner.middleware_key())
+            self.failed(exc)
             raise
+
+    def failed(self, error: SidecarError | RemoteHookError) -> None:
+        """Note a call's failure for status (`last_error`)."""
+        self.last_error = f"{error.reason}: {error}"
+        self.last_error_time = time.time()
 
     def heard(self) -> None:
         """A message came from the sidecar in time."""
@@ -99,6 +113,8 @@ class SidecarLink:
     def missed(self) -> None:
         """A message deadline passed; when that opens the circuit, every invocation still
         waiting on the shared stream fails now rather than at its own deadline."""
+        self.last_error = "SIDECAR_DEADLINE_EXCEEDED: a message deadline passed"
+        self.last_error_time = time.time()
         if self.breaker.missed() and self._stream is not None:
             self._stream.abort(self.breaker.refusal())
             self._stream = None
@@ -150,20 +166,24 @@ class SidecarLink:
                 self.missed()
             else:
                 self.heard()
+            error: SidecarError | RemoteHookError
             if exc.code() == grpc.StatusCode.ABORTED:
                 status = status_of(exc)
-                raise RemoteHookError(
+                error = RemoteHookError(
                     exc.details() or "the sidecar's hook failed",
                     reason=reason_of(status) if status is not None else "",
                     metadata=metadata_of(status) if status is not None else None,
-                ) from None
-            raise SidecarError(
-                f"the sidecar failed: {exc.code().name}",
-                reason="SIDECAR_DEADLINE_EXCEEDED"
-                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                else "SIDECAR_UNAVAILABLE",
-                metadata={"grpcCode": exc.code().name},
-            ) from None
+                )
+            else:
+                error = SidecarError(
+                    f"the sidecar failed: {exc.code().name}",
+                    reason="SIDECAR_DEADLINE_EXCEEDED"
+                    if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                    else "SIDECAR_UNAVAILABLE",
+                    metadata={"grpcCode": exc.code().name},
+                )
+            self.failed(error)
+            raise error from None
         self.heard()
         return response
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -105,6 +106,8 @@ class RemoteMiddleware(Middleware):
         self._routes: dict[str, Routes] = {}
         self._tools: list[Tool] = []
         self._described = asyncio.Event()
+        self.description_hash = ""
+        """Hex SHA-256 of the last DescribeResponse taken (status tells a new version)."""
         self._fresh = False
         """Whether the description is from the current connection (Describe once per
         connection: a sidecar restarted at the same address may be another middleware)."""
@@ -149,6 +152,7 @@ class RemoteMiddleware(Middleware):
                 ", ".join(described.hooks) or "none",
             )
         self._description = described
+        self.description_hash = hashlib.sha256(description.SerializeToString()).hexdigest()
         self.needs_context = described.needs_context
         self.failure_mode = described.failure_mode
         self.link.max_message_bytes = description.max_message_bytes or GRPC_DEFAULT_MESSAGE_BYTES
@@ -330,6 +334,17 @@ class RemoteMiddleware(Middleware):
 
     def implements(self, hook: str) -> bool:
         return hook in self._description.hooks
+
+    @property
+    def described_now(self) -> bool:
+        """Whether the sidecar described itself on its current connection."""
+        return self._fresh
+
+    @property
+    def serving(self) -> bool:
+        """Whether a call could go now: described on this connection, the channel not
+        failing to connect, the circuit closed."""
+        return self._fresh and not self.link.down and not self.link.breaker.open
 
     def describe(self) -> MiddlewareDescription:
         """The description the sidecar gave (with the configured failure mode, if any)."""

@@ -22,9 +22,11 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hookmesh/v1/admin.proto\x12\x0bhookmesh.v1\"\x1a\n\x18ReloadMiddlewaresRequest\"x\n\x19ReloadMiddlewaresResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\x17\n\x0fmiddleware_keys\x18\x02 \x03(\t\x12\x18\n\x10\x64raining_replies\x18\x03 \x01(\x05\x12\x14\n\x0crestart_keys\x18\x04 \x03(\t\"$\n\x11\x46orgetUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\">\n\x12\x46orgetUserResponse\x12(\n\x06stores\x18\x01 \x03(\x0b\x32\x18.hookmesh.v1.ErasedStore\"3\n\x0b\x45rasedStore\x12\r\n\x05store\x18\x01 \x01(\t\x12\x15\n\rdeleted_count\x18\x02 \x01(\x03\"$\n\x11\x45xportUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"B\n\x12\x45xportUserResponse\x12,\n\x07records\x18\x01 \x03(\x0b\x32\x1b.hookmesh.v1.ExportedRecord\"-\n\x0e\x45xportedRecord\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0c\n\x04json\x18\x02 \x01(\t2\x92\x02\n\x0c\x41\x64minService\x12\x62\n\x11ReloadMiddlewares\x12%.hookmesh.v1.ReloadMiddlewaresRequest\x1a&.hookmesh.v1.ReloadMiddlewaresResponse\x12M\n\nForgetUser\x12\x1e.hookmesh.v1.ForgetUserRequest\x1a\x1f.hookmesh.v1.ForgetUserResponse\x12O\n\nExportUser\x12\x1e.hookmesh.v1.ExportUserRequest\x1a\x1f.hookmesh.v1.ExportUserResponse0\x01\x42\x8f\x01\n\x0f\x63om.hookmesh.v1B\nAdminProtoP\x01Z=github.com/hookmesh/hookmesh/clients/go/hookmeshv1;hookmeshv1\xa2\x02\x03HXX\xaa\x02\x0bHookmesh.V1\xca\x02\x0bHookmesh\\V1\xea\x02\x0cHookmesh::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hookmesh/v1/admin.proto\x12\x0bhookmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1a\n\x18ReloadMiddlewaresRequest\"x\n\x19ReloadMiddlewaresResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\x17\n\x0fmiddleware_keys\x18\x02 \x03(\t\x12\x18\n\x10\x64raining_replies\x18\x03 \x01(\x05\x12\x14\n\x0crestart_keys\x18\x04 \x03(\t\"$\n\x11\x46orgetUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\">\n\x12\x46orgetUserResponse\x12(\n\x06stores\x18\x01 \x03(\x0b\x32\x18.hookmesh.v1.ErasedStore\"3\n\x0b\x45rasedStore\x12\r\n\x05store\x18\x01 \x01(\t\x12\x15\n\rdeleted_count\x18\x02 \x01(\x03\"$\n\x11\x45xportUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"B\n\x12\x45xportUserResponse\x12,\n\x07records\x18\x01 \x03(\x0b\x32\x1b.hookmesh.v1.ExportedRecord\"-\n\x0e\x45xportedRecord\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0c\n\x04json\x18\x02 \x01(\t\"\x19\n\x17\x44\x65scribeRolloutsRequest\"H\n\x18\x44\x65scribeRolloutsResponse\x12,\n\x08rollouts\x18\x01 \x03(\x0b\x32\x1a.hookmesh.v1.RolloutStatus\"\xae\x02\n\rRolloutStatus\x12\x16\n\x0emiddleware_key\x18\x01 \x01(\t\x12\x15\n\rcandidate_key\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\x03\x12&\n\x04mode\x18\x04 \x01(\x0e\x32\x18.hookmesh.v1.RolloutMode\x12(\n\x05state\x18\x05 \x01(\x0e\x32\x19.hookmesh.v1.RolloutState\x12\x14\n\x0cstate_reason\x18\x06 \x01(\t\x12\r\n\x05share\x18\x07 \x01(\x01\x12+\n\x06\x63\x61nary\x18\x08 \x01(\x0b\x32\x19.hookmesh.v1.CanaryStatusH\x00\x12+\n\x06shadow\x18\t \x01(\x0b\x32\x19.hookmesh.v1.ShadowStatusH\x00\x42\t\n\x07\x66igures\"f\n\x0c\x43\x61naryStatus\x12\x0f\n\x07replies\x18\x01 \x01(\x03\x12\x16\n\x0e\x66\x61iled_replies\x18\x02 \x01(\x03\x12\x18\n\x10max_failed_share\x18\x03 \x01(\x01\x12\x13\n\x0bmin_replies\x18\x04 \x01(\x05\"\xab\x02\n\x0cShadowStatus\x12\x1c\n\x14\x63ompared_invocations\x18\x01 \x01(\x03\x12\x1a\n\x12\x61greed_invocations\x18\x02 \x01(\x03\x12\x18\n\x10\x63\x61ndidate_errors\x18\x03 \x01(\x03\x12\x35\n\rdisagreements\x18\x04 \x03(\x0b\x32\x1e.hookmesh.v1.DisagreementCount\x12.\n\x0blatency_p50\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0blatency_p99\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\x07samples\x18\x07 \x03(\x0b\x32\x1f.hookmesh.v1.DisagreementSample\"0\n\x11\x44isagreementCount\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\"c\n\x12\x44isagreementSample\x12\x0c\n\x04hook\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x10\n\x08reply_id\x18\x03 \x01(\t\x12\x0c\n\x04live\x18\x04 \x01(\t\x12\x11\n\tcandidate\x18\x05 \x01(\t\"/\n\x15PromoteRolloutRequest\x12\x16\n\x0emiddleware_key\x18\x01 \x01(\t\"E\n\x16PromoteRolloutResponse\x12+\n\x07rollout\x18\x01 \x01(\x0b\x32\x1a.hookmesh.v1.RolloutStatus\"0\n\x16RollbackRolloutRequest\x12\x16\n\x0emiddleware_key\x18\x01 \x01(\t\"F\n\x17RollbackRolloutResponse\x12+\n\x07rollout\x18\x01 \x01(\x0b\x32\x1a.hookmesh.v1.RolloutStatus\"\x19\n\x17\x44\x65scribeSidecarsRequest\"H\n\x18\x44\x65scribeSidecarsResponse\x12,\n\x08sidecars\x18\x01 \x03(\x0b\x32\x1a.hookmesh.v1.SidecarStatus\"\x8a\x02\n\rSidecarStatus\x12\x16\n\x0emiddleware_key\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12&\n\x04role\x18\x03 \x01(\x0e\x32\x18.hookmesh.v1.SidecarRole\x12\x11\n\tdescribed\x18\x04 \x01(\x08\x12\x18\n\x10\x64\x65scription_hash\x18\x05 \x01(\t\x12\x0f\n\x07serving\x18\x06 \x01(\x08\x12\r\n\x05hooks\x18\x07 \x03(\t\x12\x13\n\x0binvocations\x18\x08 \x01(\x03\x12\x12\n\nlast_error\x18\t \x01(\t\x12\x33\n\x0flast_error_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp*]\n\x0bRolloutMode\x12\x1c\n\x18ROLLOUT_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13ROLLOUT_MODE_SHADOW\x10\x01\x12\x17\n\x13ROLLOUT_MODE_CANARY\x10\x02*\x82\x01\n\x0cRolloutState\x12\x1d\n\x19ROLLOUT_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14ROLLOUT_STATE_ACTIVE\x10\x01\x12\x1a\n\x16ROLLOUT_STATE_PROMOTED\x10\x02\x12\x1d\n\x19ROLLOUT_STATE_ROLLED_BACK\x10\x03*^\n\x0bSidecarRole\x12\x1c\n\x18SIDECAR_ROLE_UNSPECIFIED\x10\x00\x12\x15\n\x11SIDECAR_ROLE_LIVE\x10\x01\x12\x1a\n\x16SIDECAR_ROLE_CANDIDATE\x10\x02\x32\x8d\x05\n\x0c\x41\x64minService\x12\x62\n\x11ReloadMiddlewares\x12%.hookmesh.v1.ReloadMiddlewaresRequest\x1a&.hookmesh.v1.ReloadMiddlewaresResponse\x12M\n\nForgetUser\x12\x1e.hookmesh.v1.ForgetUserRequest\x1a\x1f.hookmesh.v1.ForgetUserResponse\x12O\n\nExportUser\x12\x1e.hookmesh.v1.ExportUserRequest\x1a\x1f.hookmesh.v1.ExportUserResponse0\x01\x12_\n\x10\x44\x65scribeRollouts\x12$.hookmesh.v1.DescribeRolloutsRequest\x1a%.hookmesh.v1.DescribeRolloutsResponse\x12Y\n\x0ePromoteRollout\x12\".hookmesh.v1.PromoteRolloutRequest\x1a#.hookmesh.v1.PromoteRolloutResponse\x12\\\n\x0fRollbackRollout\x12#.hookmesh.v1.RollbackRolloutRequest\x1a$.hookmesh.v1.RollbackRolloutResponse\x12_\n\x10\x44\x65scribeSidecars\x12$.hookmesh.v1.DescribeSidecarsRequest\x1a%.hookmesh.v1.DescribeSidecarsResponseB\x8f\x01\n\x0f\x63om.hookmesh.v1B\nAdminProtoP\x01Z=github.com/hookmesh/hookmesh/clients/go/hookmeshv1;hookmeshv1\xa2\x02\x03HXX\xaa\x02\x0bHookmesh.V1\xca\x02\x0bHookmesh\\V1\xea\x02\x0cHookmesh::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,22 +34,56 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'hookmesh.v1.admin_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.hookmesh.v1B\nAdminProtoP\001Z=github.com/hookmesh/hookmesh/clients/go/hookmeshv1;hookmeshv1\242\002\003HXX\252\002\013Hookmesh.V1\312\002\013Hookmesh\\V1\352\002\014Hookmesh::V1'
-  _globals['_RELOADMIDDLEWARESREQUEST']._serialized_start=40
-  _globals['_RELOADMIDDLEWARESREQUEST']._serialized_end=66
-  _globals['_RELOADMIDDLEWARESRESPONSE']._serialized_start=68
-  _globals['_RELOADMIDDLEWARESRESPONSE']._serialized_end=188
-  _globals['_FORGETUSERREQUEST']._serialized_start=190
-  _globals['_FORGETUSERREQUEST']._serialized_end=226
-  _globals['_FORGETUSERRESPONSE']._serialized_start=228
-  _globals['_FORGETUSERRESPONSE']._serialized_end=290
-  _globals['_ERASEDSTORE']._serialized_start=292
-  _globals['_ERASEDSTORE']._serialized_end=343
-  _globals['_EXPORTUSERREQUEST']._serialized_start=345
-  _globals['_EXPORTUSERREQUEST']._serialized_end=381
-  _globals['_EXPORTUSERRESPONSE']._serialized_start=383
-  _globals['_EXPORTUSERRESPONSE']._serialized_end=449
-  _globals['_EXPORTEDRECORD']._serialized_start=451
-  _globals['_EXPORTEDRECORD']._serialized_end=496
-  _globals['_ADMINSERVICE']._serialized_start=499
-  _globals['_ADMINSERVICE']._serialized_end=773
+  _globals['_ROLLOUTMODE']._serialized_start=2138
+  _globals['_ROLLOUTMODE']._serialized_end=2231
+  _globals['_ROLLOUTSTATE']._serialized_start=2234
+  _globals['_ROLLOUTSTATE']._serialized_end=2364
+  _globals['_SIDECARROLE']._serialized_start=2366
+  _globals['_SIDECARROLE']._serialized_end=2460
+  _globals['_RELOADMIDDLEWARESREQUEST']._serialized_start=105
+  _globals['_RELOADMIDDLEWARESREQUEST']._serialized_end=131
+  _globals['_RELOADMIDDLEWARESRESPONSE']._serialized_start=133
+  _globals['_RELOADMIDDLEWARESRESPONSE']._serialized_end=253
+  _globals['_FORGETUSERREQUEST']._serialized_start=255
+  _globals['_FORGETUSERREQUEST']._serialized_end=291
+  _globals['_FORGETUSERRESPONSE']._serialized_start=293
+  _globals['_FORGETUSERRESPONSE']._serialized_end=355
+  _globals['_ERASEDSTORE']._serialized_start=357
+  _globals['_ERASEDSTORE']._serialized_end=408
+  _globals['_EXPORTUSERREQUEST']._serialized_start=410
+  _globals['_EXPORTUSERREQUEST']._serialized_end=446
+  _globals['_EXPORTUSERRESPONSE']._serialized_start=448
+  _globals['_EXPORTUSERRESPONSE']._serialized_end=514
+  _globals['_EXPORTEDRECORD']._serialized_start=516
+  _globals['_EXPORTEDRECORD']._serialized_end=561
+  _globals['_DESCRIBEROLLOUTSREQUEST']._serialized_start=563
+  _globals['_DESCRIBEROLLOUTSREQUEST']._serialized_end=588
+  _globals['_DESCRIBEROLLOUTSRESPONSE']._serialized_start=590
+  _globals['_DESCRIBEROLLOUTSRESPONSE']._serialized_end=662
+  _globals['_ROLLOUTSTATUS']._serialized_start=665
+  _globals['_ROLLOUTSTATUS']._serialized_end=967
+  _globals['_CANARYSTATUS']._serialized_start=969
+  _globals['_CANARYSTATUS']._serialized_end=1071
+  _globals['_SHADOWSTATUS']._serialized_start=1074
+  _globals['_SHADOWSTATUS']._serialized_end=1373
+  _globals['_DISAGREEMENTCOUNT']._serialized_start=1375
+  _globals['_DISAGREEMENTCOUNT']._serialized_end=1423
+  _globals['_DISAGREEMENTSAMPLE']._serialized_start=1425
+  _globals['_DISAGREEMENTSAMPLE']._serialized_end=1524
+  _globals['_PROMOTEROLLOUTREQUEST']._serialized_start=1526
+  _globals['_PROMOTEROLLOUTREQUEST']._serialized_end=1573
+  _globals['_PROMOTEROLLOUTRESPONSE']._serialized_start=1575
+  _globals['_PROMOTEROLLOUTRESPONSE']._serialized_end=1644
+  _globals['_ROLLBACKROLLOUTREQUEST']._serialized_start=1646
+  _globals['_ROLLBACKROLLOUTREQUEST']._serialized_end=1694
+  _globals['_ROLLBACKROLLOUTRESPONSE']._serialized_start=1696
+  _globals['_ROLLBACKROLLOUTRESPONSE']._serialized_end=1766
+  _globals['_DESCRIBESIDECARSREQUEST']._serialized_start=1768
+  _globals['_DESCRIBESIDECARSREQUEST']._serialized_end=1793
+  _globals['_DESCRIBESIDECARSRESPONSE']._serialized_start=1795
+  _globals['_DESCRIBESIDECARSRESPONSE']._serialized_end=1867
+  _globals['_SIDECARSTATUS']._serialized_start=1870
+  _globals['_SIDECARSTATUS']._serialized_end=2136
+  _globals['_ADMINSERVICE']._serialized_start=2463
+  _globals['_ADMINSERVICE']._serialized_end=3116
 # @@protoc_insertion_point(module_scope)

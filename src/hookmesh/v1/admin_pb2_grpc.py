@@ -103,6 +103,50 @@ class AdminServiceStub:
     EXPORT_STORE_UNAVAILABLE, naming the store in ErrorInfo metadata
     `store`: the records received so far are not the whole export.
     Only admin principals may call it, as for the other methods.
+
+    Protocol of rollouts (DescribeRollouts, PromoteRollout, RollbackRollout;
+    docs/rollout.md). A remote middleware entry of the configuration may name a
+    candidate version (`rollout`: another sidecar address) in one of two modes:
+    - shadow: for the sessions in the rollout's share, every invocation of a
+    hook both versions implement also runs on the candidate. The candidate's
+    downstream (call_next) is what the live middleware's downstream produced:
+    no model call or tool runs twice. What the candidate decides (events,
+    call_next overrides, short circuits, results, permission decisions,
+    system prompts, its state slice, errors) is compared with what the live
+    middleware did and counted, never applied: it works on copies of its
+    state slice and of the context (its context edits are dropped, not
+    compared). The live side never waits for it. on_compress_context is not
+    shadowed.
+    - canary: the sessions in the share are served by the candidate instead of
+    the live middleware.
+    1. Which sessions are in the share is decided when a reply starts: the
+    first 8 bytes of SHA-256 of the session id, big-endian, modulo 10000,
+    are below share x 10000. Every reply of a session, on every replica,
+    makes the same choice, and a running reply keeps the middleware it
+    started with to its end.
+    2. A canary counts the replies it served that ended (and those that ended
+    with finish reason error). With `max_failed_share` set, once it served
+    `min_replies` and more than that share failed, the rollout is rolled
+    back at once: state ROLLOUT_STATE_ROLLED_BACK and a state_reason giving
+    the counts.
+    3. PromoteRollout gives every reply that starts after the response the
+    candidate (shadowing stops); RollbackRollout gives every such reply the
+    live middleware. Neither touches a running reply, so neither fails one.
+    Both are idempotent and may be called in any state: the last call wins.
+    4. The state lives in the process that answers (a replica decides the
+    share like all others but is promoted or rolled back on its own: call
+    every replica) and lasts until the chain is reloaded or the service
+    restarts, which start every rollout the configuration names afresh. To
+    keep a promotion, set the entry's `target` to the candidate, drop its
+    `rollout` and reload.
+    Errors: NOT_FOUND with reason ROLLOUT_NOT_FOUND when the running chain has
+    no rollout of the named middleware (or none at all); INVALID_ARGUMENT with
+    reason ROLLOUT_AMBIGUOUS and a BadRequest on `middleware_key` when the key
+    is empty and the chain has several rollouts.
+
+    DescribeSidecars tells, for each remote middleware of the running chain and
+    each candidate of a rollout, what the agent knows of its sidecar (see
+    SidecarStatus); it never connects to a sidecar to answer.
     """
 
     def __init__(self, channel):
@@ -125,6 +169,26 @@ class AdminServiceStub:
                 '/hookmesh.v1.AdminService/ExportUser',
                 request_serializer=hookmesh_dot_v1_dot_admin__pb2.ExportUserRequest.SerializeToString,
                 response_deserializer=hookmesh_dot_v1_dot_admin__pb2.ExportUserResponse.FromString,
+                _registered_method=True)
+        self.DescribeRollouts = channel.unary_unary(
+                '/hookmesh.v1.AdminService/DescribeRollouts',
+                request_serializer=hookmesh_dot_v1_dot_admin__pb2.DescribeRolloutsRequest.SerializeToString,
+                response_deserializer=hookmesh_dot_v1_dot_admin__pb2.DescribeRolloutsResponse.FromString,
+                _registered_method=True)
+        self.PromoteRollout = channel.unary_unary(
+                '/hookmesh.v1.AdminService/PromoteRollout',
+                request_serializer=hookmesh_dot_v1_dot_admin__pb2.PromoteRolloutRequest.SerializeToString,
+                response_deserializer=hookmesh_dot_v1_dot_admin__pb2.PromoteRolloutResponse.FromString,
+                _registered_method=True)
+        self.RollbackRollout = channel.unary_unary(
+                '/hookmesh.v1.AdminService/RollbackRollout',
+                request_serializer=hookmesh_dot_v1_dot_admin__pb2.RollbackRolloutRequest.SerializeToString,
+                response_deserializer=hookmesh_dot_v1_dot_admin__pb2.RollbackRolloutResponse.FromString,
+                _registered_method=True)
+        self.DescribeSidecars = channel.unary_unary(
+                '/hookmesh.v1.AdminService/DescribeSidecars',
+                request_serializer=hookmesh_dot_v1_dot_admin__pb2.DescribeSidecarsRequest.SerializeToString,
+                response_deserializer=hookmesh_dot_v1_dot_admin__pb2.DescribeSidecarsResponse.FromString,
                 _registered_method=True)
 
 
@@ -206,6 +270,50 @@ class AdminServiceServicer:
     EXPORT_STORE_UNAVAILABLE, naming the store in ErrorInfo metadata
     `store`: the records received so far are not the whole export.
     Only admin principals may call it, as for the other methods.
+
+    Protocol of rollouts (DescribeRollouts, PromoteRollout, RollbackRollout;
+    docs/rollout.md). A remote middleware entry of the configuration may name a
+    candidate version (`rollout`: another sidecar address) in one of two modes:
+    - shadow: for the sessions in the rollout's share, every invocation of a
+    hook both versions implement also runs on the candidate. The candidate's
+    downstream (call_next) is what the live middleware's downstream produced:
+    no model call or tool runs twice. What the candidate decides (events,
+    call_next overrides, short circuits, results, permission decisions,
+    system prompts, its state slice, errors) is compared with what the live
+    middleware did and counted, never applied: it works on copies of its
+    state slice and of the context (its context edits are dropped, not
+    compared). The live side never waits for it. on_compress_context is not
+    shadowed.
+    - canary: the sessions in the share are served by the candidate instead of
+    the live middleware.
+    1. Which sessions are in the share is decided when a reply starts: the
+    first 8 bytes of SHA-256 of the session id, big-endian, modulo 10000,
+    are below share x 10000. Every reply of a session, on every replica,
+    makes the same choice, and a running reply keeps the middleware it
+    started with to its end.
+    2. A canary counts the replies it served that ended (and those that ended
+    with finish reason error). With `max_failed_share` set, once it served
+    `min_replies` and more than that share failed, the rollout is rolled
+    back at once: state ROLLOUT_STATE_ROLLED_BACK and a state_reason giving
+    the counts.
+    3. PromoteRollout gives every reply that starts after the response the
+    candidate (shadowing stops); RollbackRollout gives every such reply the
+    live middleware. Neither touches a running reply, so neither fails one.
+    Both are idempotent and may be called in any state: the last call wins.
+    4. The state lives in the process that answers (a replica decides the
+    share like all others but is promoted or rolled back on its own: call
+    every replica) and lasts until the chain is reloaded or the service
+    restarts, which start every rollout the configuration names afresh. To
+    keep a promotion, set the entry's `target` to the candidate, drop its
+    `rollout` and reload.
+    Errors: NOT_FOUND with reason ROLLOUT_NOT_FOUND when the running chain has
+    no rollout of the named middleware (or none at all); INVALID_ARGUMENT with
+    reason ROLLOUT_AMBIGUOUS and a BadRequest on `middleware_key` when the key
+    is empty and the chain has several rollouts.
+
+    DescribeSidecars tells, for each remote middleware of the running chain and
+    each candidate of a rollout, what the agent knows of its sidecar (see
+    SidecarStatus); it never connects to a sidecar to answer.
     """
 
     def ReloadMiddlewares(self, request, context):
@@ -232,6 +340,36 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeRollouts(self, request, context):
+        """--- rollouts and sidecars (see the protocol above) ---
+
+        Tells the running chain's rollouts, with what each candidate did so far.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PromoteRollout(self, request, context):
+        """Gives every new reply the candidate of one rollout.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackRollout(self, request, context):
+        """Gives every new reply the live middleware of one rollout.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeSidecars(self, request, context):
+        """Tells what the agent knows of each sidecar of the running chain.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +387,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ExportUser,
                     request_deserializer=hookmesh_dot_v1_dot_admin__pb2.ExportUserRequest.FromString,
                     response_serializer=hookmesh_dot_v1_dot_admin__pb2.ExportUserResponse.SerializeToString,
+            ),
+            'DescribeRollouts': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeRollouts,
+                    request_deserializer=hookmesh_dot_v1_dot_admin__pb2.DescribeRolloutsRequest.FromString,
+                    response_serializer=hookmesh_dot_v1_dot_admin__pb2.DescribeRolloutsResponse.SerializeToString,
+            ),
+            'PromoteRollout': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromoteRollout,
+                    request_deserializer=hookmesh_dot_v1_dot_admin__pb2.PromoteRolloutRequest.FromString,
+                    response_serializer=hookmesh_dot_v1_dot_admin__pb2.PromoteRolloutResponse.SerializeToString,
+            ),
+            'RollbackRollout': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackRollout,
+                    request_deserializer=hookmesh_dot_v1_dot_admin__pb2.RollbackRolloutRequest.FromString,
+                    response_serializer=hookmesh_dot_v1_dot_admin__pb2.RollbackRolloutResponse.SerializeToString,
+            ),
+            'DescribeSidecars': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeSidecars,
+                    request_deserializer=hookmesh_dot_v1_dot_admin__pb2.DescribeSidecarsRequest.FromString,
+                    response_serializer=hookmesh_dot_v1_dot_admin__pb2.DescribeSidecarsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -336,6 +494,50 @@ class AdminService:
     EXPORT_STORE_UNAVAILABLE, naming the store in ErrorInfo metadata
     `store`: the records received so far are not the whole export.
     Only admin principals may call it, as for the other methods.
+
+    Protocol of rollouts (DescribeRollouts, PromoteRollout, RollbackRollout;
+    docs/rollout.md). A remote middleware entry of the configuration may name a
+    candidate version (`rollout`: another sidecar address) in one of two modes:
+    - shadow: for the sessions in the rollout's share, every invocation of a
+    hook both versions implement also runs on the candidate. The candidate's
+    downstream (call_next) is what the live middleware's downstream produced:
+    no model call or tool runs twice. What the candidate decides (events,
+    call_next overrides, short circuits, results, permission decisions,
+    system prompts, its state slice, errors) is compared with what the live
+    middleware did and counted, never applied: it works on copies of its
+    state slice and of the context (its context edits are dropped, not
+    compared). The live side never waits for it. on_compress_context is not
+    shadowed.
+    - canary: the sessions in the share are served by the candidate instead of
+    the live middleware.
+    1. Which sessions are in the share is decided when a reply starts: the
+    first 8 bytes of SHA-256 of the session id, big-endian, modulo 10000,
+    are below share x 10000. Every reply of a session, on every replica,
+    makes the same choice, and a running reply keeps the middleware it
+    started with to its end.
+    2. A canary counts the replies it served that ended (and those that ended
+    with finish reason error). With `max_failed_share` set, once it served
+    `min_replies` and more than that share failed, the rollout is rolled
+    back at once: state ROLLOUT_STATE_ROLLED_BACK and a state_reason giving
+    the counts.
+    3. PromoteRollout gives every reply that starts after the response the
+    candidate (shadowing stops); RollbackRollout gives every such reply the
+    live middleware. Neither touches a running reply, so neither fails one.
+    Both are idempotent and may be called in any state: the last call wins.
+    4. The state lives in the process that answers (a replica decides the
+    share like all others but is promoted or rolled back on its own: call
+    every replica) and lasts until the chain is reloaded or the service
+    restarts, which start every rollout the configuration names afresh. To
+    keep a promotion, set the entry's `target` to the candidate, drop its
+    `rollout` and reload.
+    Errors: NOT_FOUND with reason ROLLOUT_NOT_FOUND when the running chain has
+    no rollout of the named middleware (or none at all); INVALID_ARGUMENT with
+    reason ROLLOUT_AMBIGUOUS and a BadRequest on `middleware_key` when the key
+    is empty and the chain has several rollouts.
+
+    DescribeSidecars tells, for each remote middleware of the running chain and
+    each candidate of a rollout, what the agent knows of its sidecar (see
+    SidecarStatus); it never connects to a sidecar to answer.
     """
 
     @staticmethod
@@ -409,6 +611,114 @@ class AdminService:
             '/hookmesh.v1.AdminService/ExportUser',
             hookmesh_dot_v1_dot_admin__pb2.ExportUserRequest.SerializeToString,
             hookmesh_dot_v1_dot_admin__pb2.ExportUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeRollouts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookmesh.v1.AdminService/DescribeRollouts',
+            hookmesh_dot_v1_dot_admin__pb2.DescribeRolloutsRequest.SerializeToString,
+            hookmesh_dot_v1_dot_admin__pb2.DescribeRolloutsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromoteRollout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookmesh.v1.AdminService/PromoteRollout',
+            hookmesh_dot_v1_dot_admin__pb2.PromoteRolloutRequest.SerializeToString,
+            hookmesh_dot_v1_dot_admin__pb2.PromoteRolloutResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackRollout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookmesh.v1.AdminService/RollbackRollout',
+            hookmesh_dot_v1_dot_admin__pb2.RollbackRolloutRequest.SerializeToString,
+            hookmesh_dot_v1_dot_admin__pb2.RollbackRolloutResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeSidecars(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookmesh.v1.AdminService/DescribeSidecars',
+            hookmesh_dot_v1_dot_admin__pb2.DescribeSidecarsRequest.SerializeToString,
+            hookmesh_dot_v1_dot_admin__pb2.DescribeSidecarsResponse.FromString,
             options,
             channel_credentials,
             insecure,

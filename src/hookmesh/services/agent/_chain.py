@@ -7,8 +7,14 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from hookmesh.middleware import Middleware, declared_order
-from hookmesh.remote import ClientTLS, RemoteMiddleware, load_middleware
-from hookmesh.services.agent._config import AgentServiceConfig, LocalMiddlewareConfig, secret
+from hookmesh.remote import ClientTLS, RemoteMiddleware, Rollout, load_middleware
+from hookmesh.services.agent._config import (
+    AgentServiceConfig,
+    LocalMiddlewareConfig,
+    RemoteMiddlewareConfig,
+    secret,
+)
+from hookmesh.services.agent._rollouts import connect_rollout
 
 
 class MiddlewareChain:
@@ -22,13 +28,19 @@ class MiddlewareChain:
         generation: 1 for the chain built at start, then one more per reload.
         middlewares: The instances.
         resources: Closes them.
+        rollouts: Candidate versions of some of them, each chosen per session.
     """
 
     def __init__(
-        self, generation: int, middlewares: list[Middleware], resources: AsyncExitStack
+        self,
+        generation: int,
+        middlewares: list[Middleware],
+        resources: AsyncExitStack,
+        rollouts: list[Rollout] | None = None,
     ) -> None:
         self.generation = generation
         self.middlewares = middlewares
+        self.rollouts = rollouts or []
         self._resources = resources
         self._users = 0
         self._retired = False
@@ -43,6 +55,21 @@ class MiddlewareChain:
     def keys(self) -> list[str]:
         """The middleware keys, outermost first."""
         return [mw.middleware_key() for mw in self.middlewares]
+
+    def middlewares_for(self, session_id: str) -> list[Middleware]:
+        """The middlewares a reply of the session runs with: decided once per reply, and
+        the chain itself when no rollout is configured."""
+        if not self.rollouts:
+            return self.middlewares
+        out = list(self.middlewares)
+        for rollout in self.rollouts:
+            out[rollout.index] = rollout.choose(session_id)
+        return out
+
+    def landed(self, session_id: str, failed: bool) -> None:
+        """A reply of the session that ran on this chain ended (canaries count it)."""
+        for rollout in self.rollouts:
+            rollout.landed(session_id, failed)
 
     def acquire(self) -> None:
         """A reply starts on this chain."""
@@ -79,6 +106,7 @@ async def build_chain(
     """
     stack = AsyncExitStack()
     out: list[Middleware] = []
+    trials: list[tuple[RemoteMiddleware, RemoteMiddlewareConfig, ClientTLS | None]] = []
     try:
         for i, entry in enumerate(config.middlewares):
             if isinstance(entry, LocalMiddlewareConfig):
@@ -113,12 +141,19 @@ async def build_chain(
             )
             stack.push_async_callback(remote.aclose)
             out.append(remote)
+            if entry.rollout is not None:
+                trials.append((remote, entry, tls))
         order = declared_order(
             [mw.middleware_key() for mw in out],
             [entry.before for entry in config.middlewares],
             [entry.after for entry in config.middlewares],
         )
+        ordered = [out[i] for i in order]
+        rollouts = [
+            await connect_rollout(ordered.index(live), live, entry, tls, stack)
+            for live, entry, tls in trials
+        ]
     except BaseException:
         await stack.aclose()
         raise
-    return MiddlewareChain(generation, [out[i] for i in order], stack)
+    return MiddlewareChain(generation, ordered, stack, rollouts)

@@ -151,6 +151,9 @@ class ReplyDesk:
         async def landed(done: Flight) -> None:
             if self.flights.get(key) is done:
                 del self.flights[key]
+            if chain.rollouts:
+                failed = done.outcome == "failed" or done.agent.last_finish_reason == "error"
+                chain.landed(key[1], failed)
             await self.release(key, chain)
 
         flight.start(events(flight), landed)  # type: ignore[arg-type]

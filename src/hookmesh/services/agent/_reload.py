@@ -17,7 +17,9 @@ from hookmesh.services.agent._chain import MiddlewareChain, build_chain
 from hookmesh.services.agent._config import AgentServiceConfig
 from hookmesh.services.agent._export import UserExporter
 from hookmesh.services.agent._forget import UserEraser
+from hookmesh.services.agent._rollouts import find_rollout, rollout_to_pb
 from hookmesh.services.agent._servicer import AgentServicer
+from hookmesh.services.agent._sidecars import sidecars_to_pb
 from hookmesh.v1 import admin_pb2 as _admin_pb2
 from hookmesh.v1 import admin_pb2_grpc as _admin_grpc
 
@@ -181,3 +183,40 @@ class AdminServicer(_admin_grpc.AdminServiceServicer):
             yield _admin_pb2.ExportUserResponse(
                 records=[_admin_pb2.ExportedRecord(store=s, json=j) for s, j in batch]
             )
+
+    # --- rollouts and sidecars -------------------------------------------------------------
+
+    async def DescribeRollouts(
+        self, request: _admin_pb2.DescribeRolloutsRequest, context: grpc.aio.ServicerContext
+    ) -> _admin_pb2.DescribeRolloutsResponse:
+        self._admin()
+        chain = self.reloader.servicer.chain
+        return _admin_pb2.DescribeRolloutsResponse(
+            rollouts=[rollout_to_pb(r, chain.generation) for r in chain.rollouts]
+        )
+
+    async def PromoteRollout(
+        self, request: _admin_pb2.PromoteRolloutRequest, context: grpc.aio.ServicerContext
+    ) -> _admin_pb2.PromoteRolloutResponse:
+        caller = self._admin()
+        chain = self.reloader.servicer.chain
+        rollout = find_rollout(chain.rollouts, request.middleware_key)
+        rollout.promote(caller)
+        return _admin_pb2.PromoteRolloutResponse(rollout=rollout_to_pb(rollout, chain.generation))
+
+    async def RollbackRollout(
+        self, request: _admin_pb2.RollbackRolloutRequest, context: grpc.aio.ServicerContext
+    ) -> _admin_pb2.RollbackRolloutResponse:
+        caller = self._admin()
+        chain = self.reloader.servicer.chain
+        rollout = find_rollout(chain.rollouts, request.middleware_key)
+        rollout.rollback(caller)
+        return _admin_pb2.RollbackRolloutResponse(rollout=rollout_to_pb(rollout, chain.generation))
+
+    async def DescribeSidecars(
+        self, request: _admin_pb2.DescribeSidecarsRequest, context: grpc.aio.ServicerContext
+    ) -> _admin_pb2.DescribeSidecarsResponse:
+        self._admin()
+        return _admin_pb2.DescribeSidecarsResponse(
+            sidecars=sidecars_to_pb(self.reloader.servicer.chain)
+        )

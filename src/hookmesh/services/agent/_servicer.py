@@ -177,9 +177,9 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         limits: Limits | None = None,
     ) -> Agent:
         settings = self.config.agent
-        middlewares = list(chain.middlewares)
+        middlewares = chain.middlewares_for(session_id)
         if limits is not None:
-            middlewares.insert(0, RequestLimitMiddleware(limits, _prices(middlewares)))
+            middlewares = [RequestLimitMiddleware(limits, _prices(middlewares)), *middlewares]
         return Agent(
             self.models[model],
             name=settings.name,

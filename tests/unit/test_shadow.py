@@ -1,0 +1,136 @@
+"""ShadowMiddleware with local middlewares: the candidate's events, results, state and errors
+are compared with the live middleware's and never applied, its downstream is the live one's
+(the model is called once, a stream is shared), and each kind of disagreement is told."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from hookmesh.agent import Agent
+from hookmesh.middleware import Middleware
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
+from hookmesh.remote import Disagreement, ShadowMiddleware
+from hookmesh.schema import AgentEvent, CustomEvent, ReplyEndEvent, text_of
+from tests.agent_helpers import collect, echo
+from tests.middlewares import Denier, Exploder, Tagger
+from tests.rollout_middlewares import V1, V2, Versioned
+
+pytestmark = pytest.mark.timeout(30)
+
+Seen = list[tuple[Disagreement | None, bool]]
+
+
+class StateProbe(Middleware):
+    """Inside the shadow: reports the ``versioned`` slice as the model call starts."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        agent.emit(
+            CustomEvent(
+                reply_id=agent.reply_id,
+                name="slice",
+                value=dict(agent.state.middle_context["versioned"][agent.reply_id]),
+            )
+        )
+        return await next_handler()
+
+
+class Answers(Versioned):
+    """Answers itself: never calls next."""
+
+    version = "answers"
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        yield CustomEvent(reply_id=agent.reply_id, name="version", value=self.version)
+
+
+async def _run(
+    live: Middleware, candidate: Middleware, model: ScriptedChatModel, *inner: Middleware
+) -> tuple[list[AgentEvent], Seen]:
+    events, seen, _ = await _run_agent(live, candidate, model, *inner)
+    return events, seen
+
+
+async def _run_agent(
+    live: Middleware, candidate: Middleware, model: ScriptedChatModel, *inner: Middleware
+) -> tuple[list[AgentEvent], Seen, Agent]:
+    seen: Seen = []
+    shadow = ShadowMiddleware(live, candidate, lambda s, d, e: seen.append((d, e)))
+    agent = Agent(model, middlewares=[shadow, *inner])
+    events = await collect(agent.reply("hi"))
+    await shadow.settled()
+    return events, seen, agent
+
+
+def _customs(events: list[AgentEvent], name: str) -> list[Any]:
+    return [e.value for e in events if isinstance(e, CustomEvent) and e.name == name]
+
+
+def _kinds(seen: Seen) -> list[str]:
+    return [d.kind if d is not None else "agree" for d, _ in seen]
+
+
+async def test_the_candidate_sees_the_downstream_but_its_events_and_state_are_not_applied() -> None:
+    model = ScriptedChatModel(["fine"])
+    events, seen = await _run(V1(), V2(), model, StateProbe())
+    assert _customs(events, "version") == ["v1"]
+    assert _customs(events, "slice") == [{"by": "v1"}]  # v2's write went to its copy
+    assert model.calls == 1
+    [(found, failed)] = seen
+    assert found is not None and (found.hook, found.kind, failed) == ("on_reasoning", "events", 0)
+    assert '"v2"' in found.candidate and '"v2"' not in found.live
+
+
+async def test_the_same_version_agrees_and_a_shared_stream_reaches_both() -> None:
+    model = ScriptedChatModel(["a streamed answer"], stream=True, chunk_size=3)
+    events, seen = await _run(Tagger("x"), Tagger("x"), model)
+    assert model.calls == 1
+    end = events[-1]
+    assert isinstance(end, ReplyEndEvent) and end.finish_reason == "completed"
+    assert sorted(_kinds(seen)) == ["agree", "agree"]  # on_reasoning and on_model_call
+
+
+async def test_a_different_model_result_is_a_result_disagreement_not_applied() -> None:
+    events, seen, agent = await _run_agent(Tagger("x"), Tagger("y"), ScriptedChatModel(["fine"]))
+    assert text_of(agent.state.context[-1]) == "fine|x"  # the candidate got a copy
+    assert sorted(_kinds(seen)) == ["events", "result"]
+    [result] = [d for d, _ in seen if d is not None and d.kind == "result"]
+    assert "fine|x" in result.live and "fine|y" in result.candidate
+    assert _customs(events, "pre") == ["x"]
+
+
+async def test_a_candidate_that_does_not_call_next_is_a_short_circuit() -> None:
+    events, seen = await _run(V1(), Answers(), ScriptedChatModel(["fine"]))
+    assert _customs(events, "version") == ["v1"]
+    assert _kinds(seen) == ["short_circuit"]
+
+
+async def test_a_failing_candidate_is_an_error_and_the_reply_goes_on() -> None:
+    events, seen = await _run(V1(), Exploder("on_reasoning"), ScriptedChatModel(["fine"]))
+    end = events[-1]
+    assert isinstance(end, ReplyEndEvent) and end.finish_reason == "completed"
+    [(found, failed)] = seen
+    assert found is not None and found.kind == "error" and failed
+    assert "boom in on_reasoning" in found.candidate
+
+
+async def test_a_candidate_denying_a_tool_call_is_recorded_and_the_tool_still_runs() -> None:
+    seen: Seen = []
+    model = ScriptedChatModel([ScriptedTurn(tool_calls=[("echo", {"text": "hey"})]), "done"])
+    shadow = ShadowMiddleware(Denier("other"), Denier("echo"), lambda s, d, e: seen.append((d, e)))
+    agent = Agent(model, tools=[echo], middlewares=[shadow])
+    events = await collect(agent.reply("go"))
+    await shadow.settled()
+    [result] = [e for e in events if e.type == "tool_result_end"]
+    assert result.state == "success"  # type: ignore[attr-defined]
+    [(found, failed)] = seen
+    assert found is not None and (found.hook, found.kind, failed) == (
+        "on_check_permission",
+        "short_circuit",
+        False,
+    )
+    assert found.live == '{"called_next": true}' and found.candidate == '{"called_next": false}'
