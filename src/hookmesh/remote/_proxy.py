@@ -344,7 +344,7 @@ class RemoteMiddleware(Middleware):
     def serving(self) -> bool:
         """Whether a call could go now: described on this connection, the channel not
         failing to connect, the circuit closed."""
-        return self._fresh and not self.link.down and not self.link.breaker.open
+        return self._fresh and not self._down() and not self.link.breaker.open
 
     def describe(self) -> MiddlewareDescription:
         """The description the sidecar gave (with the configured failure mode, if any)."""
@@ -353,9 +353,16 @@ class RemoteMiddleware(Middleware):
     def list_tools(self) -> list[Tool]:
         """The sidecar's tools; none while a fail_open sidecar is down (its channel fails to
         connect or its circuit is open): the model is not offered what cannot run."""
-        if self.failure_mode == "fail_open" and (self.link.down or self.link.breaker.open):
+        if self.failure_mode == "fail_open" and (self._down() or self.link.breaker.open):
             return []
         return list(self._tools)
+
+    def _down(self) -> bool:
+        """Whether the channel fails to connect. The watcher's flag lags the channel by a task
+        switch (a call that just failed UNAVAILABLE left the channel failing already), so the
+        channel is asked too."""
+        state = self.link.channel.get_state()
+        return self.link.down or state == grpc.ChannelConnectivity.TRANSIENT_FAILURE
 
     # --- onion hooks -----------------------------------------------------------------------
 
