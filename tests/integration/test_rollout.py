@@ -290,3 +290,45 @@ async def _hookmesh(*args: str) -> tuple[int, str, str]:
         out, err = await process.communicate()
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
+
+
+def _local(live: str, **rollout: Any) -> dict[str, Any]:
+    return {"type": "local", "import": f"tests.rollout_middlewares:{live}", "rollout": rollout}
+
+
+async def test_a_local_middleware_rolls_out_as_a_canary_or_a_shadow(tmp_path: Path) -> None:
+    """The same rollout, in process: a candidate class serves its share of sessions (canary)
+    or is compared and never applied (shadow)."""
+    sessions = [f"session-{i}" for i in range(40)]
+    chosen = {s for s in sessions if session_bucket(s) < 5000}
+    assert 5 < len(chosen) < 35
+    canary = _local("V1", mode="canary", share=0.5, **{"import": "tests.rollout_middlewares:V2"})
+    async with (
+        _service(tmp_path, canary) as service,
+        AgentClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as client,
+    ):
+        replies = await asyncio.gather(*(_reply(client, s) for s in sessions))
+        for session, events in zip(sessions, replies, strict=True):
+            assert _versions(events) == ["v2" if session in chosen else "v1"], session
+    shadow = _local("V1", mode="shadow", share=1.0, **{"import": "tests.rollout_middlewares:V2"})
+    async with (
+        _service(tmp_path, shadow) as service,
+        AgentClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as client,
+        AdminClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as admin,
+    ):
+        for events in await asyncio.gather(*(_reply(client) for _ in range(LOAD))):
+            assert _versions(events) == ["v1"]
+        [rollout] = service.servicer.chain.rollouts
+        assert isinstance(rollout.shadow, ShadowMiddleware)
+        await rollout.shadow.settled()
+        [status] = await admin.describe_rollouts()
+    assert status.mode == _admin_pb2.ROLLOUT_MODE_SHADOW
+    assert status.shadow.compared_invocations == LOAD
+    assert [(d.kind, d.count) for d in status.shadow.disagreements] == [("events", LOAD)]
+
+
+async def test_a_local_rollout_names_a_candidate_that_loads(tmp_path: Path) -> None:
+    bad = _local("V1", mode="canary", **{"import": "tests.rollout_middlewares:Nothing"})
+    with pytest.raises(ValueError, match="Nothing"):
+        async with _service(tmp_path, bad):
+            pass

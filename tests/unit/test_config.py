@@ -86,6 +86,7 @@ def _keys(model: type[BaseModel]) -> set[str]:
         cfg.RemoteMiddlewareConfig,
         cfg.BreakerConfig,
         cfg.RolloutConfig,
+        cfg.LocalRolloutConfig,
         cfg.SidecarConfig,
         cfg.SessionsConfig,
         cfg.DurabilityConfig,

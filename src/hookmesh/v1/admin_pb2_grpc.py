@@ -105,8 +105,9 @@ class AdminServiceStub:
     Only admin principals may call it, as for the other methods.
 
     Protocol of rollouts (DescribeRollouts, PromoteRollout, RollbackRollout;
-    docs/rollout.md). A remote middleware entry of the configuration may name a
-    candidate version (`rollout`: another sidecar address) in one of two modes:
+    docs/rollout.md). A middleware entry of the configuration may name a
+    candidate version (`rollout`: another sidecar address for a remote entry,
+    another class for a local one) in one of two modes:
     - shadow: for the sessions in the rollout's share, every invocation of a
     hook both versions implement also runs on the candidate. The candidate's
     downstream (call_next) is what the live middleware's downstream produced:
@@ -272,8 +273,9 @@ class AdminServiceServicer:
     Only admin principals may call it, as for the other methods.
 
     Protocol of rollouts (DescribeRollouts, PromoteRollout, RollbackRollout;
-    docs/rollout.md). A remote middleware entry of the configuration may name a
-    candidate version (`rollout`: another sidecar address) in one of two modes:
+    docs/rollout.md). A middleware entry of the configuration may name a
+    candidate version (`rollout`: another sidecar address for a remote entry,
+    another class for a local one) in one of two modes:
     - shadow: for the sessions in the rollout's share, every invocation of a
     hook both versions implement also runs on the candidate. The candidate's
     downstream (call_next) is what the live middleware's downstream produced:
@@ -496,8 +498,9 @@ class AdminService:
     Only admin principals may call it, as for the other methods.
 
     Protocol of rollouts (DescribeRollouts, PromoteRollout, RollbackRollout;
-    docs/rollout.md). A remote middleware entry of the configuration may name a
-    candidate version (`rollout`: another sidecar address) in one of two modes:
+    docs/rollout.md). A middleware entry of the configuration may name a
+    candidate version (`rollout`: another sidecar address for a remote entry,
+    another class for a local one) in one of two modes:
     - shadow: for the sessions in the rollout's share, every invocation of a
     hook both versions implement also runs on the candidate. The candidate's
     downstream (call_next) is what the live middleware's downstream produced:

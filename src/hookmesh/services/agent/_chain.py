@@ -11,10 +11,11 @@ from hookmesh.remote import ClientTLS, RemoteMiddleware, Rollout, load_middlewar
 from hookmesh.services.agent._config import (
     AgentServiceConfig,
     LocalMiddlewareConfig,
-    RemoteMiddlewareConfig,
+    LocalRolloutConfig,
+    RolloutConfig,
     secret,
 )
-from hookmesh.services.agent._rollouts import connect_rollout
+from hookmesh.services.agent._rollouts import connect_candidate, make_rollout
 
 
 class MiddlewareChain:
@@ -106,18 +107,17 @@ async def build_chain(
     """
     stack = AsyncExitStack()
     out: list[Middleware] = []
-    trials: list[tuple[RemoteMiddleware, RemoteMiddlewareConfig, ClientTLS | None]] = []
+    trials: list[tuple[Middleware, RolloutConfig | LocalRolloutConfig, Middleware]] = []
     try:
         for i, entry in enumerate(config.middlewares):
             if isinstance(entry, LocalMiddlewareConfig):
-                local = load_middleware(entry.import_path, **entry.params)
-                aclose: Any = getattr(local, "aclose", None)
-                if aclose is not None:
-                    stack.push_async_callback(aclose)
-                start: Any = getattr(local, "start", None)
-                if start is not None:  # e.g. MCP tools: connect before the first reply
-                    await start()
+                local = await _load_local(entry.import_path, entry.params, stack)
                 out.append(local)
+                if entry.rollout is not None:
+                    candidate = await _load_local(
+                        entry.rollout.import_path, entry.rollout.params, stack
+                    )
+                    trials.append((local, entry.rollout, candidate))
                 continue
             target = entry.target or sidecars.get(entry.sidecar, "")
             if not target:
@@ -142,7 +142,7 @@ async def build_chain(
             stack.push_async_callback(remote.aclose)
             out.append(remote)
             if entry.rollout is not None:
-                trials.append((remote, entry, tls))
+                trials.append((remote, entry.rollout, await connect_candidate(entry, tls, stack)))
         order = declared_order(
             [mw.middleware_key() for mw in out],
             [entry.before for entry in config.middlewares],
@@ -150,10 +150,23 @@ async def build_chain(
         )
         ordered = [out[i] for i in order]
         rollouts = [
-            await connect_rollout(ordered.index(live), live, entry, tls, stack)
-            for live, entry, tls in trials
+            make_rollout(ordered.index(live), live, candidate, trial, stack)
+            for live, trial, candidate in trials
         ]
     except BaseException:
         await stack.aclose()
         raise
     return MiddlewareChain(generation, ordered, stack, rollouts)
+
+
+async def _load_local(import_path: str, params: dict[str, Any], stack: AsyncExitStack) -> Any:
+    """A local middleware, started (e.g. MCP tools connect before the first reply) and closed
+    with the chain."""
+    local = load_middleware(import_path, **params)
+    aclose: Any = getattr(local, "aclose", None)
+    if aclose is not None:
+        stack.push_async_callback(aclose)
+    start: Any = getattr(local, "start", None)
+    if start is not None:
+        await start()
+    return local

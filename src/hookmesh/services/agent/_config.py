@@ -18,6 +18,41 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _Rollout(_Strict):
+    """How a new version of a middleware is tried on live traffic (docs/rollout.md)."""
+
+    mode: Literal["shadow", "canary"]
+    """``shadow``: the candidate sees the sessions' invocations and its decisions are compared
+    with the live middleware's, never applied; ``canary``: it serves those sessions instead."""
+    share: float = Field(0.1, ge=0, le=1)
+    """Fraction of sessions the candidate shadows or serves (sticky: by a hash of the session
+    id, the same on every replica)."""
+    max_failed_share: float | None = Field(None, gt=0, le=1)
+    """Canary: roll back at once when more than this fraction of its replies failed; unset:
+    never automatically."""
+    min_replies: int = Field(20, ge=1)
+    """Canary: replies it must have served before `max_failed_share` is judged."""
+    sample_size: int = Field(20, ge=1, le=1000)
+    """Shadow: most recent disagreements kept for `hookmesh admin rollout status`."""
+
+
+class RolloutConfig(_Rollout):
+    """A new version of a remote middleware: another sidecar."""
+
+    target: str = Field(min_length=1)
+    """``host:port`` (or ``unix:///path``) of the candidate's sidecar; TLS, token and timeout
+    are the entry's."""
+
+
+class LocalRolloutConfig(_Rollout):
+    """A new version of a local middleware: another class or factory in the agent's process."""
+
+    import_path: str = Field(alias="import", min_length=1)
+    """``package.module:attribute`` of the candidate (a class, a factory or an instance)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the candidate's class or factory."""
+
+
 class LocalMiddlewareConfig(_Strict):
     """A middleware running in the agent's process."""
 
@@ -30,6 +65,8 @@ class LocalMiddlewareConfig(_Strict):
     """Keys of middlewares this one must run before (it wraps them), whatever the order."""
     after: list[str] = Field(default_factory=list)
     """Keys of middlewares this one must run after (they wrap it)."""
+    rollout: LocalRolloutConfig | None = None
+    """A candidate version shadowing it or serving a share of sessions; unset: none."""
 
 
 class RemoteTLSConfig(_Strict):
@@ -68,27 +105,6 @@ class BreakerConfig(_Strict):
     def settings(self) -> BreakerSettings:
         """The remote link's settings."""
         return BreakerSettings(self.misses, self.backoff_seconds, self.max_backoff_seconds)
-
-
-class RolloutConfig(_Strict):
-    """A new version of a remote middleware tried on live traffic (docs/rollout.md)."""
-
-    mode: Literal["shadow", "canary"]
-    """``shadow``: the candidate sees the sessions' invocations and its decisions are compared
-    with the live middleware's, never applied; ``canary``: it serves those sessions instead."""
-    target: str = Field(min_length=1)
-    """``host:port`` (or ``unix:///path``) of the candidate's sidecar; TLS, token and timeout
-    are the entry's."""
-    share: float = Field(0.1, ge=0, le=1)
-    """Fraction of sessions the candidate shadows or serves (sticky: by a hash of the session
-    id, the same on every replica)."""
-    max_failed_share: float | None = Field(None, gt=0, le=1)
-    """Canary: roll back at once when more than this fraction of its replies failed; unset:
-    never automatically."""
-    min_replies: int = Field(20, ge=1)
-    """Canary: replies it must have served before `max_failed_share` is judged."""
-    sample_size: int = Field(20, ge=1, le=1000)
-    """Shadow: most recent disagreements kept for `hookmesh admin rollout status`."""
 
 
 class RemoteMiddlewareConfig(_Strict):

@@ -9,8 +9,14 @@ import grpc
 from google.protobuf import duration_pb2
 
 from hookmesh.errors import RequestError, SchemaError
+from hookmesh.middleware import Middleware
 from hookmesh.remote import ClientTLS, RemoteMiddleware, Rollout, RolloutSettings, ShadowMiddleware
-from hookmesh.services.agent._config import RemoteMiddlewareConfig, secret
+from hookmesh.services.agent._config import (
+    LocalRolloutConfig,
+    RemoteMiddlewareConfig,
+    RolloutConfig,
+    secret,
+)
 from hookmesh.v1 import admin_pb2 as _admin_pb2
 
 _MODES = {"shadow": _admin_pb2.ROLLOUT_MODE_SHADOW, "canary": _admin_pb2.ROLLOUT_MODE_CANARY}
@@ -21,35 +27,41 @@ _STATES = {
 }
 
 
-async def connect_rollout(
-    index: int,
-    live: RemoteMiddleware,
-    entry: RemoteMiddlewareConfig,
-    tls: ClientTLS | None,
-    stack: AsyncExitStack,
-) -> Rollout:
-    """Connect the entry's candidate and make its rollout (a shadow is always ``fail_open``:
-    a shadow that is down never stops the agent, its invocations are counted as errors).
+async def connect_candidate(
+    entry: RemoteMiddlewareConfig, tls: ClientTLS | None, stack: AsyncExitStack
+) -> RemoteMiddleware:
+    """Connect the sidecar of the entry's candidate (a shadow is always ``fail_open``: a
+    shadow that is down never stops the agent, its invocations are counted as errors).
 
     Raises:
         SidecarError: A canary whose sidecar did not describe itself (unless fail_open).
     """
-    assert entry.rollout is not None
-    trial = entry.rollout
-    shadow = trial.mode == "shadow"
+    assert isinstance(entry.rollout, RolloutConfig)
+    shadow = entry.rollout.mode == "shadow"
     candidate = await RemoteMiddleware.connect(
-        trial.target,
+        entry.rollout.target,
         failure_mode="fail_open" if shadow else entry.failure_mode,
         timeout=entry.timeout,
         tls=tls,
         token=secret(entry.token_env),
     )
     stack.push_async_callback(candidate.aclose)
+    return candidate
+
+
+def make_rollout(
+    index: int,
+    live: Middleware,
+    candidate: Middleware,
+    trial: RolloutConfig | LocalRolloutConfig,
+    stack: AsyncExitStack,
+) -> Rollout:
+    """The rollout of `candidate` in place of `live`, the chain's `index`th middleware."""
     settings = RolloutSettings(
         trial.mode, trial.share, trial.max_failed_share, trial.min_replies, trial.sample_size
     )
     rollout = Rollout(index, live, candidate, settings)
-    if shadow:
+    if trial.mode == "shadow":
         wrapped = ShadowMiddleware(live, candidate, rollout.compared)
         stack.push_async_callback(wrapped.aclose)
         rollout.shadow = wrapped
