@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import re
 import sqlite3
 import sys
 import uuid
@@ -531,6 +533,31 @@ async def test_the_cli_writes_the_export_as_json_lines(
     summary = printed.decode().splitlines()
     assert summary[0] == "agent.sessions: 2 records"
     assert summary[-1] == f"exported {len(whole)} records of 'alice' to {out}"
+
+
+async def test_the_cli_export_shows_a_bar_per_store_on_a_terminal(
+    stack: Stack, tmp_path: Path
+) -> None:
+    from tests.e2e.commands import ROOT
+    from tests.terminal import on_terminal, plain
+
+    await _made(stack)
+    whole = await _exported(stack, "alice")
+    out = tmp_path / "alice.jsonl"
+    export = ("admin", "export", "--user", "alice", "-o", str(out), "--target", stack.target)
+    shown = plain(
+        await on_terminal(
+            sys.executable, "-m", "hookmesh.cli", *export, "--token-env", "OPS_TOKEN",
+            columns=120, env={**os.environ, "OPS_TOKEN": "ops-token"}, cwd=ROOT,
+        )
+    )  # fmt: skip
+    totals = [int(n) for n in re.findall(r"all stores\s.*?(\d+) records", shown)]
+    assert totals and totals == sorted(totals) and totals[-1] == len(whole), shown
+    for store in {s for s, _ in whole}:
+        counted = [int(n) for n in re.findall(rf"{re.escape(store)}\s.*?(\d+) records", shown)]
+        assert counted[-1] == sum(1 for s, _ in whole if s == store), (store, shown)
+    assert f"exported {len(whole)} records of 'alice' to {out}" in shown
+    assert len(out.read_text().splitlines()) == len(whole)
 
 
 FILE_MODEL = {

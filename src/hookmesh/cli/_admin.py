@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -76,28 +75,45 @@ def export(
     """Write everything the service's stores keep about a user to a JSON Lines file, one
     {"store": ..., "record": ...} object a line (docs/security.md, "Export format"), and
     print the records per store. The file appears only once the export is whole."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
     from hookmesh._files import private_file
     from hookmesh.client import AdminClient
 
     partial = output.with_name(output.name + ".partial")
-    progress = sys.stderr.isatty()
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     async def work(admin: Any) -> int:
         counts: dict[str, int] = {}
         private_file(partial)
+        # NOTE(cli): a bar on a terminal only. The server sends no total (a store's size is
+        # not known before it is read), so the bars pulse and count what came so far.
+        progress = Progress(
+            TextColumn("{task.description:<20}"),
+            BarColumn(),
+            TextColumn("{task.completed} records"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
+        )
+        rows: dict[str, TaskID] = {}
         try:
-            with partial.open("w", encoding="utf-8") as out:
+            with progress, partial.open("w", encoding="utf-8") as out:
+                whole = progress.add_task("all stores", total=None)
                 async for store, record in admin.export_user(user):
                     out.write(f'{{"store":{json.dumps(store)},"record":{record}}}\n')
                     counts[store] = counts.get(store, 0) + 1
-                    if progress:
-                        done = sum(counts.values())
-                        print(f"\r{done} records ({store})", end="", file=sys.stderr)
+                    if store not in rows:
+                        rows[store] = progress.add_task(store, total=None)
+                        progress.refresh()  # each store shows, however fast the next one comes
+                    progress.advance(rows[store])
+                    progress.advance(whole)
+                progress.refresh()
             os.replace(partial, output)
         finally:
             partial.unlink(missing_ok=True)
-            if progress:
-                print(file=sys.stderr)
         for store, count in counts.items():
             print(f"{store}: {count} records")
         print(f"exported {sum(counts.values())} records of {user!r} to {output}")
