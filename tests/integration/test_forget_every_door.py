@@ -36,15 +36,8 @@ from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_s
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.agui_stack import sse_events
 from tests.e2e.commands import run
+from tests.forget_stack import FILE_MODEL, TOKENS, Stack, count_rows, files_in, ingest
 from tests.gateways import WAIT, valid_body
-from tests.integration.test_forget_user import (
-    FILE_MODEL,
-    TOKENS,
-    Stack,
-    _documents,
-    _files,
-    _rows,
-)
 from tests.session_backends import SessionBackend
 
 pytestmark = pytest.mark.timeout(240)
@@ -223,9 +216,9 @@ async def _over_mcp(doors: Doors, token: str, fact: str) -> None:
 
 async def _held(doors: Doors, user: str, sessions: list[str]) -> dict[str, int]:
     """What the databases and folders hold of `user`, per store (named as in the receipt)."""
-    counts = await _rows(doors.stack, user, sessions)
-    counts["file_memory.files"] = len(_files(doors.memory_root / user_folder(user)))
-    counts["offload.files"] = len(_files(doors.offload_root / user_folder(user)))
+    counts = await count_rows(doors.stack, user, sessions)
+    counts["file_memory.files"] = len(files_in(doors.memory_root / user_folder(user)))
+    counts["offload.files"] = len(files_in(doors.offload_root / user_folder(user)))
     return counts
 
 
@@ -241,10 +234,10 @@ async def test_forget_reaches_what_every_front_door_made(doors: Doors) -> None:
         doors.stack.memory_target, timeout=SHORT_TIMEOUT, token="alice-token"
     ) as memory:
         await memory.add(MemoryScope(user_id="alice"), facts=["alice sails on sundays"])
-    await _documents(doors.stack, "alice-token", "shared", {"a1": "alice plants tulips"})
+    await ingest(doors.stack, "alice-token", "shared", {"a1": "alice plants tulips"})
     bob = [await _over_grpc(doors, "bob-token"), await _over_a2a(doors, "bob-token")]
     await _over_mcp(doors, "bob-token", "bob repairs old radios")
-    await _documents(doors.stack, "bob-token", "shared", {"b1": "bob plants tulips"})
+    await ingest(doors.stack, "bob-token", "shared", {"b1": "bob plants tulips"})
 
     made = await _held(doors, "alice", alice)
     bob_before = await _held(doors, "bob", bob)

@@ -18,7 +18,6 @@ import sqlite3
 import sys
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,41 +31,20 @@ from hookmesh.client import (
     MemoryClient,
     RetrievalClient,
 )
-from hookmesh.memory import MemoryScope, knowledge_base_of
-from hookmesh.retrieval import Document
+from hookmesh.memory import MemoryScope
 from hookmesh.schema import ReplyStartEvent
 from hookmesh.services.a2a._tasks import open_task_store
-from hookmesh.services.agent import AgentService, load_config, start_agent_service
 from hookmesh.services.agent import _export as exporting
+from hookmesh.services.agent import load_config, start_agent_service
 from hookmesh.services.memory import load_memory_config, start_memory_service
 from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
 from hookmesh.v1 import admin_pb2, admin_pb2_grpc
 from tests.agent_helpers import SHORT_TIMEOUT
+from tests.forget_stack import FILE_MODEL, TOKENS, Stack, count_rows, count_sql, files_in, ingest
 from tests.mesh_app import PARK, Gate
 from tests.session_backends import SessionBackend
 
 pytestmark = pytest.mark.timeout(180)
-
-TOKENS = "ops:ops-token\nalice:alice-token\nbob:bob-token\ncarol:carol-token\nagent:agent-token\n"
-
-
-@dataclass
-class Stack:
-    """An agent service reaching an A2A task store and a memory service, and where each
-    keeps its data."""
-
-    agent: AgentService
-    backend: SessionBackend
-    a2a_url: str
-    memory_db: Path
-    memory_target: str
-    retrieval_target: str = ""
-    retrieval_url: str = ""
-    retrieval_namespace: str = ""
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.agent.port}"
 
 
 @pytest.fixture
@@ -158,15 +136,6 @@ async def _remember(stack: Stack, token: str, user: str, facts: list[str]) -> No
         await memory.add(MemoryScope(user_id=user), facts=facts)
 
 
-async def _documents(stack: Stack, token: str, base: str, docs: dict[str, str]) -> None:
-    """The token's user ingests `docs` (id → text) into `base` (made when missing)."""
-    async with RetrievalClient(stack.retrieval_target, timeout=SHORT_TIMEOUT, token=token) as kb:
-        if base not in {k.name for k in await kb.list_knowledge_bases()}:
-            await kb.create_knowledge_base(base)
-        report = await kb.ingest(base, [Document(i, text) for i, text in docs.items()])
-        assert not report.errors
-
-
 async def _task(stack: Stack, context_id: str) -> None:
     """A stored A2A task of one session, as the A2A server saves it."""
     from a2a.server.context import ServerCallContext
@@ -181,54 +150,6 @@ async def _task(stack: Stack, context_id: str) -> None:
         await opened.close()
 
 
-async def _sql(stack: Stack, url: str, sql: str, params: tuple[Any, ...]) -> int:
-    """One count, asked of the database itself."""
-    if url.startswith("sqlite:///"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-            return int(db.execute(sql.replace("%s", "?"), params).fetchone()[0])
-    import psycopg
-
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        row = await (await conn.execute(sql, params)).fetchone()  # type: ignore[arg-type]
-        assert row is not None
-        return int(row[0])
-
-
-async def _rows(stack: Stack, user: str, sessions: list[str]) -> dict[str, int]:
-    """What the databases hold of `user` (whose sessions are `sessions`), per store."""
-    b = stack.backend
-    sqlite = b.name == "sqlite"
-    names = ("sessions", "replies", "reply_events")
-    tables = {n: f"agent_{n}" if sqlite else f"{b.namespace}.{n}" for n in names}
-    counts = {
-        f"agent.{name}": await _sql(
-            stack, b.url, f"SELECT count(*) FROM {table} WHERE owner = %s", (user,)
-        )
-        for name, table in tables.items()
-    }
-    marks = ", ".join("%s" for _ in sessions)
-    counts["a2a.tasks"] = await _sql(
-        stack,
-        stack.a2a_url,
-        f"SELECT count(*) FROM tasks WHERE context_id IN ({marks})",
-        tuple(sessions),
-    )
-    documents = (
-        "documents" if stack.retrieval_url.startswith("sqlite") else
-        f"{stack.retrieval_namespace}.documents"
-    )  # fmt: skip
-    counts["retrieval.documents"] = await _sql(
-        stack, stack.retrieval_url, f"SELECT count(*) FROM {documents} WHERE owner = %s", (user,)
-    )
-    with sqlite3.connect(stack.memory_db) as db:
-        (counts["memory.memories"],) = db.execute(
-            "SELECT count(*) FROM documents d JOIN knowledge_bases k ON d.kb_id = k.id"
-            " WHERE k.name = ?",
-            (knowledge_base_of(user),),
-        ).fetchone()
-    return counts
-
-
 async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
     stack: Stack, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -239,11 +160,11 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
     for session in alice:
         await _task(stack, session)
     await _task(stack, bob[0])
-    await _documents(stack, "alice-token", "shared", {"a1": "alice plants tulips"})
-    await _documents(stack, "alice-token", "diary", {"a2": "alice dreams of tulips"})
-    await _documents(stack, "bob-token", "shared", {"b1": "bob plants tulips"})
-    made = await _rows(stack, "alice", alice)
-    bob_before = await _rows(stack, "bob", bob)
+    await ingest(stack, "alice-token", "shared", {"a1": "alice plants tulips"})
+    await ingest(stack, "alice-token", "diary", {"a2": "alice dreams of tulips"})
+    await ingest(stack, "bob-token", "shared", {"b1": "bob plants tulips"})
+    made = await count_rows(stack, "alice", alice)
+    bob_before = await count_rows(stack, "bob", bob)
     assert made["agent.sessions"] == 2 and made["a2a.tasks"] == 2
     assert made["memory.memories"] == 2 and made["agent.reply_events"] > 0
 
@@ -261,11 +182,11 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
         ("retrieval.documents", 2),
         ("memory.memories", 2),
     ]
-    assert await _rows(stack, "alice", alice) == dict.fromkeys(made, 0)
+    assert await count_rows(stack, "alice", alice) == dict.fromkeys(made, 0)
     assert audited == [
         "forget user 'alice' by 'ops': " + ", ".join(f"{store}={count}" for store, count in receipt)
     ]
-    assert await _rows(stack, "bob", bob) == bob_before
+    assert await count_rows(stack, "bob", bob) == bob_before
     assert [count for _, count in again] == [0] * len(receipt)
     with sqlite3.connect(stack.memory_db) as db:
         (left,) = db.execute("SELECT count(*) FROM chunks WHERE text LIKE '%tea%'").fetchone()
@@ -276,8 +197,8 @@ async def test_forget_erases_one_user_everywhere_and_nothing_of_another(
         else (f"{stack.retrieval_namespace}.chunks")
     )
     sql = f"SELECT count(*) FROM {chunks} WHERE text LIKE %s"
-    assert await _sql(stack, stack.retrieval_url, sql, ("alice%",)) == 0
-    assert await _sql(stack, stack.retrieval_url, sql, ("bob%",)) == 1
+    assert await count_sql(stack, stack.retrieval_url, sql, ("alice%",)) == 0
+    assert await count_sql(stack, stack.retrieval_url, sql, ("bob%",)) == 1
 
 
 async def test_only_admin_principals_may_forget(stack: Stack) -> None:
@@ -289,7 +210,7 @@ async def test_only_admin_principals_may_forget(stack: Stack) -> None:
         grpc.StatusCode.PERMISSION_DENIED,
         "ADMIN_ONLY",
     )
-    assert (await _rows(stack, "alice", sessions))["agent.sessions"] == 1
+    assert (await count_rows(stack, "alice", sessions))["agent.sessions"] == 1
 
 
 async def test_a_bad_user_id_is_invalid_argument(stack: Stack) -> None:
@@ -320,14 +241,14 @@ async def test_a_running_reply_of_the_user_refuses_the_erasure(stack: Stack, gat
             grpc.StatusCode.FAILED_PRECONDITION,
             "USER_REPLY_RUNNING",
         )
-        assert (await _rows(stack, "alice", [start.session_id]))["agent.sessions"] == 1
+        assert (await count_rows(stack, "alice", [start.session_id]))["agent.sessions"] == 1
         gate.open()
         async with asyncio.timeout(SHORT_TIMEOUT):
             _ = [e async for e in parked]
         await stack.agent.servicer.drain(SHORT_TIMEOUT)
         receipt = dict(await ops.forget_user("alice"))
     assert receipt["agent.sessions"] == 1
-    assert await _rows(stack, "alice", [start.session_id]) == dict.fromkeys(receipt, 0)
+    assert await count_rows(stack, "alice", [start.session_id]) == dict.fromkeys(receipt, 0)
 
 
 async def test_a_reply_running_on_another_replica_refuses_the_erasure(
@@ -393,9 +314,9 @@ async def _made(stack: Stack) -> tuple[list[str], list[str]]:
     await _remember(stack, "bob-token", "bob", ["bob cycles to work"])
     for session in (*alice, *bob):
         await _task(stack, session)
-    await _documents(stack, "alice-token", "shared", {"a1": "alice plants tulips"})
-    await _documents(stack, "alice-token", "diary", {"a2": "alice dreams of tulips"})
-    await _documents(stack, "bob-token", "shared", {"b1": "bob plants tulips"})
+    await ingest(stack, "alice-token", "shared", {"a1": "alice plants tulips"})
+    await ingest(stack, "alice-token", "diary", {"a2": "alice dreams of tulips"})
+    await ingest(stack, "bob-token", "shared", {"b1": "bob plants tulips"})
     return alice, bob
 
 
@@ -408,7 +329,7 @@ async def test_export_hands_over_what_every_store_holds_of_the_user(
     stack: Stack, caplog: pytest.LogCaptureFixture
 ) -> None:
     alice, bob = await _made(stack)
-    held = await _rows(stack, "alice", alice)
+    held = await count_rows(stack, "alice", alice)
     with caplog.at_level(logging.INFO, logger="hookmesh.audit"):
         records = await _exported(stack, "alice")
     audited = [r.getMessage() for r in caplog.records if r.name == "hookmesh.audit"]
@@ -560,29 +481,6 @@ async def test_the_cli_export_shows_a_bar_per_store_on_a_terminal(
     assert len(out.read_text().splitlines()) == len(whole)
 
 
-FILE_MODEL = {
-    "type": "scripted",
-    "per_reply": True,
-    "turns": [
-        {
-            "tool_calls": [
-                {
-                    "name": "write_memory",
-                    "arguments": {
-                        "name": "diet",
-                        "description": "what the user eats",
-                        "type": "user",
-                        "content": "vegetarian",
-                    },
-                },
-                {"name": "long_report", "arguments": {}},
-            ]
-        },
-        "done",
-    ],
-}
-
-
 @pytest.fixture
 async def files_agent(
     session_backend: SessionBackend, tmp_path: Path
@@ -617,10 +515,6 @@ async def files_agent(
         await agent.stop(None)
 
 
-def _files(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
-
-
 async def test_forget_and_export_reach_the_middlewares_files_of_the_user(
     files_agent: tuple[Stack, Path, Path],
 ) -> None:
@@ -630,10 +524,10 @@ async def test_forget_and_export_reach_the_middlewares_files_of_the_user(
     await _converse(stack, "alice-token", 1)
     await _converse(stack, "bob-token", 1)
     alice, bob = user_folder("alice"), user_folder("bob")
-    assert _files(memory_root / alice) == ["MEMORY.md", "diet.md"]
-    assert _files(memory_root / bob) == ["MEMORY.md", "diet.md"]
-    [report] = _files(offload_root / alice)
-    assert len(_files(offload_root / bob)) == 1
+    assert files_in(memory_root / alice) == ["MEMORY.md", "diet.md"]
+    assert files_in(memory_root / bob) == ["MEMORY.md", "diet.md"]
+    [report] = files_in(offload_root / alice)
+    assert len(files_in(offload_root / bob)) == 1
 
     exported = await _exported(stack, "alice")
     memory_files = [r for s, r in exported if s == "file_memory.files"]
@@ -650,8 +544,8 @@ async def test_forget_and_export_reach_the_middlewares_files_of_the_user(
     assert (receipt["file_memory.files"], receipt["offload.files"]) == (2, 1)
     assert (again["file_memory.files"], again["offload.files"]) == (0, 0)
     assert not (memory_root / alice).exists() and not (offload_root / alice).exists()
-    assert _files(memory_root / bob) == ["MEMORY.md", "diet.md"]
-    assert len(_files(offload_root / bob)) == 1
+    assert files_in(memory_root / bob) == ["MEMORY.md", "diet.md"]
+    assert len(files_in(offload_root / bob)) == 1
     assert await _exported(stack, "alice") == []
 
 
