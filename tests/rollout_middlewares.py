@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from hookmesh.middleware import Middleware
-from hookmesh.schema import AgentEvent, CustomEvent, text_of
+from hookmesh.schema import AgentEvent, CustomEvent, make_hint, text_of
 from tests.mesh_app import GATE_ENV, wait_at_gate
 
 
@@ -36,6 +36,25 @@ class V1(Versioned):
 
 class V2(Versioned):
     version = "v2"
+
+
+class HintsA(Versioned):
+    """V1, which also adds a hint to the context before each reasoning step: versions that
+    differ only in the hint's text differ only in their context edits."""
+
+    version = "v1"
+    hint: ClassVar[str] = "a"
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        agent.state.context.append(make_hint(agent.kind, self.hint, "versioned", id="hint"))
+        async for event in super().on_reasoning(agent, kwargs, next_handler):
+            yield event
+
+
+class HintsB(HintsA):
+    hint = "b"
 
 
 class Broken(Versioned):
