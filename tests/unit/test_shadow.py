@@ -220,3 +220,20 @@ async def test_a_different_compression_is_compared_and_never_applied() -> None:
     found = [d for d, _ in seen if d is not None]
     assert found and {(d.hook, d.kind) for d in found} == {("on_compress_context", "context")}
     assert [text_of(m) for m in agent.state.context] == ["first", "one", "second", "two"]
+
+
+class PromptCounter(Middleware):
+    """Counts the system prompts of a reply in its state slice."""
+
+    def middleware_key(self) -> str:
+        return "counter"
+
+    async def on_system_prompt(self, agent: Any, prompt: str) -> str:
+        state = self.state(agent)
+        state["n"] = state.get("n", 0) + 1
+        return prompt
+
+
+async def test_the_candidates_state_starts_from_before_the_live_system_prompt() -> None:
+    _, seen = await _run(PromptCounter(), PromptCounter(), ScriptedChatModel(["ok"]))
+    assert _kinds(seen) == ["agree"]  # the candidate counted 1 too, not 2
