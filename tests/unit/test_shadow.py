@@ -1,6 +1,7 @@
-"""ShadowMiddleware with local middlewares: the candidate's events, results, state and errors
-are compared with the live middleware's and never applied, its downstream is the live one's
-(the model is called once, a stream is shared), and each kind of disagreement is told."""
+"""ShadowMiddleware with local middlewares: the candidate's events, results, state, context
+edits, compressions and errors are compared with the live middleware's and never applied,
+its downstream is the live one's (the model is called once, a stream is shared), and each
+kind of disagreement is told."""
 
 from __future__ import annotations
 
