@@ -63,12 +63,12 @@ def disagreement(hook: str, reply_id: str, live: Trace, mine: Trace) -> Disagree
         checks = (checks[1],)
     for kind, ours, theirs in checks:
         if ours != theirs:
-            skip = _common(ours, theirs)
+            skip = shared_prefix(ours, theirs)
             return Disagreement(hook, kind, reply_id, _shown(ours, skip), _shown(theirs, skip))
     return None
 
 
-def _common(ours: object, theirs: object) -> int:
+def shared_prefix(ours: object, theirs: object) -> int:
     """How many leading items two outputs share (0 for anything else)."""
     if not (isinstance(ours, list) and isinstance(theirs, list)):
         return 0

@@ -11,7 +11,7 @@ from typing import Any
 
 from hookmesh.middleware import AgentView, FailureMode, Middleware, MiddlewareDescription
 from hookmesh.models import ModelResponse
-from hookmesh.remote._comparison import Trace, disagreement, dump, dump_context
+from hookmesh.remote._comparison import Trace, disagreement, dump, dump_context, shared_prefix
 from hookmesh.remote._rollout import Disagreement
 from hookmesh.schema import AgentEvent, Message
 from hookmesh.tools import Tool
@@ -45,13 +45,24 @@ class _ShadowView:
         context = _copies(agent.state.context)
         self.state = _ShadowState(context, {key: {agent.reply_id: copy.deepcopy(slice_)}})
         self.emitted: list[AgentEvent] = []
-        self.after_downstream: list[Message] | None = None
+        self.downstream: tuple[int, list[Message]] | None = None
+        """What the live downstream did to the context: how many leading messages it kept,
+        and copies of the ones after them once it ended."""
+
+    def left_by_downstream(self, handed: list[str], context: list[Message]) -> None:
+        """Note what the live downstream changed in `context`, the live side having handed
+        it `handed` (copying only the messages from the first that differs: the context is
+        compared and copied on the live side's time)."""
+        if self.downstream is None:
+            kept = shared_prefix(handed, dump_context(context))
+            self.downstream = (kept, _copies(context[kept:]))
 
     def caught_up(self) -> None:
-        """Give the candidate's copy what the live downstream left in the context, so the
+        """Make the candidate's copy what the live downstream left in the context, so the
         two sides' edits after next start from the same context and a same version agrees."""
-        if self.after_downstream is not None:
-            self.state.context[:] = _copies(self.after_downstream)
+        if self.downstream is not None:
+            kept, added = self.downstream
+            self.state.context[:] = [*self.state.context[:kept], *added]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._agent, name)
@@ -187,8 +198,7 @@ class ShadowMiddleware(Middleware):
                     feed.put_nowait(event)
                     yield event
             finally:
-                if view.after_downstream is None:
-                    view.after_downstream = _copies(agent.state.context)
+                view.left_by_downstream(trace.handed, agent.state.context)
                 feed.put_nowait(_END)
 
         async def replay_next(**overrides: Any) -> AsyncIterator[AgentEvent]:
@@ -241,7 +251,7 @@ class ShadowMiddleware(Middleware):
             trace.handed = dump_context(agent.state.context)
             await next_handler()
             if not downstream.done():
-                view.after_downstream = _copies(agent.state.context)
+                view.left_by_downstream(trace.handed, agent.state.context)
                 downstream.set_result(None)
 
         async def replay_next() -> None:
@@ -279,7 +289,7 @@ class ShadowMiddleware(Middleware):
             result = await next_handler(**overrides)
             if downstream.done():  # called again (a retry): the candidate had the first
                 return result
-            view.after_downstream = _copies(agent.state.context)
+            view.left_by_downstream(trace.handed, agent.state.context)
             if hasattr(result, "__aiter__"):
                 result = _tee(result, chunks)
                 downstream.set_result(_replay(chunks))
