@@ -176,6 +176,28 @@ async def test_a_shadow_compares_the_context_edits_of_real_sidecars(tmp_path: Pa
     assert printed[3].startswith("  - on_reasoning context in reply ")
 
 
+async def test_a_shadow_compression_of_a_real_sidecar_is_compared_and_never_applied(
+    tmp_path: Path,
+) -> None:
+    async with (
+        _sidecars("KeepsAll", "Summarizes") as (live, candidate),
+        _service(tmp_path, _entry(live, mode="shadow", target=candidate, share=1.0)) as service,
+        AgentClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as client,
+        AdminClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as admin,
+    ):
+        replies = await asyncio.gather(*(_reply(client) for _ in range(LOAD)))
+        shadow = service.servicer.chain.rollouts[0].shadow
+        assert isinstance(shadow, ShadowMiddleware)
+        await shadow.settled()
+        [status] = await admin.describe_rollouts()
+    assert {_finish(events) for events in replies} == {"completed"}
+    assert status.shadow.candidate_errors == 0
+    assert [(d.kind, d.count) for d in status.shadow.disagreements] == [("context", LOAD)]
+    [sample, *_] = status.shadow.samples
+    assert sample.hook == "on_compress_context"
+    assert '"summary"' in sample.candidate and '"summary"' not in sample.live
+
+
 async def test_a_failing_canary_is_rolled_back_after_its_failed_share_passes_the_limit(
     tmp_path: Path,
 ) -> None:
