@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from hookmesh.middleware import Middleware
-from hookmesh.schema import AgentEvent, CustomEvent, text_of
+from hookmesh.schema import AgentEvent, CustomEvent, make_hint, make_user_text, text_of
 from tests.mesh_app import GATE_ENV, wait_at_gate
 
 
@@ -36,6 +36,43 @@ class V1(Versioned):
 
 class V2(Versioned):
     version = "v2"
+
+
+class HintsA(Versioned):
+    """V1, which also adds a hint to the context before each reasoning step: versions that
+    differ only in the hint's text differ only in their context edits."""
+
+    version = "v1"
+    hint: ClassVar[str] = "a"
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        agent.state.context.append(make_hint(agent.kind, self.hint, "versioned", id="hint"))
+        async for event in super().on_reasoning(agent, kwargs, next_handler):
+            yield event
+
+
+class HintsB(HintsA):
+    hint = "b"
+
+
+class KeepsAll(Versioned):
+    """V1, which also compresses the context by keeping all of it."""
+
+    version = "v1"
+    needs_context = True
+
+    async def on_compress_context(self, agent: Any, kwargs: Any, next_handler: Any) -> None:
+        await next_handler()
+
+
+class Summarizes(KeepsAll):
+    """V1, which compresses the context to one message saying ``summary``."""
+
+    async def on_compress_context(self, agent: Any, kwargs: Any, next_handler: Any) -> None:
+        await next_handler()
+        agent.state.context[:] = [make_user_text(agent.kind, "summary")]
 
 
 class Broken(Versioned):

@@ -1,7 +1,8 @@
 """Rollouts of a remote middleware with real sidecar processes: a canary serves exactly the
-sessions its share picks (sticky per session), a shadow's decisions are counted and never
-applied, a failing canary is rolled back automatically, promote and rollback through the CLI
-fail no reply under load, and DescribeSidecars tells each sidecar's state."""
+sessions its share picks (sticky per session), a shadow's decisions (context edits
+included) are counted and never applied, a failing canary is rolled back automatically,
+promote and rollback through the CLI fail no reply under load, and DescribeSidecars tells
+each sidecar's state."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hookmesh.cli._rollout import _line
 from hookmesh.client import AdminClient, AgentClient, AgentClientError
 from hookmesh.remote import ShadowMiddleware, session_bucket
 from hookmesh.schema import AgentEvent, CustomEvent, ReplyEndEvent
@@ -150,6 +152,50 @@ async def test_a_shadow_of_the_same_version_agrees_on_every_invocation(tmp_path:
         [status] = await admin.describe_rollouts()
     assert (status.shadow.compared_invocations, status.shadow.agreed_invocations) == (LOAD, LOAD)
     assert list(status.shadow.disagreements) == []
+
+
+async def test_a_shadow_compares_the_context_edits_of_real_sidecars(tmp_path: Path) -> None:
+    async with (
+        _sidecars("HintsA", "HintsB") as (live, candidate),
+        _service(tmp_path, _entry(live, mode="shadow", target=candidate, share=1.0)) as service,
+        AgentClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as client,
+        AdminClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as admin,
+    ):
+        for events in await asyncio.gather(*(_reply(client) for _ in range(LOAD))):
+            assert _finish(events) == "completed"
+        shadow = service.servicer.chain.rollouts[0].shadow
+        assert isinstance(shadow, ShadowMiddleware)
+        await shadow.settled()
+        [status] = await admin.describe_rollouts()
+    assert status.shadow.candidate_errors == 0
+    assert [(d.kind, d.count) for d in status.shadow.disagreements] == [("context", LOAD)]
+    sample = status.shadow.samples[-1]
+    assert '"a"' in sample.live and '"b"' in sample.candidate and '"b"' not in sample.live
+    printed = _line(status)  # what `hookmesh admin rollout status` prints
+    assert printed[1].endswith(f"disagreements: context {LOAD}")
+    assert printed[3].startswith("  - on_reasoning context in reply ")
+
+
+async def test_a_shadow_compression_of_a_real_sidecar_is_compared_and_never_applied(
+    tmp_path: Path,
+) -> None:
+    async with (
+        _sidecars("KeepsAll", "Summarizes") as (live, candidate),
+        _service(tmp_path, _entry(live, mode="shadow", target=candidate, share=1.0)) as service,
+        AgentClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as client,
+        AdminClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as admin,
+    ):
+        replies = await asyncio.gather(*(_reply(client) for _ in range(LOAD)))
+        shadow = service.servicer.chain.rollouts[0].shadow
+        assert isinstance(shadow, ShadowMiddleware)
+        await shadow.settled()
+        [status] = await admin.describe_rollouts()
+    assert {_finish(events) for events in replies} == {"completed"}
+    assert status.shadow.candidate_errors == 0
+    assert [(d.kind, d.count) for d in status.shadow.disagreements] == [("context", LOAD)]
+    [sample, *_] = status.shadow.samples
+    assert sample.hook == "on_compress_context"
+    assert '"summary"' in sample.candidate and '"summary"' not in sample.live
 
 
 async def test_a_failing_canary_is_rolled_back_after_its_failed_share_passes_the_limit(

@@ -1,6 +1,7 @@
-"""ShadowMiddleware with local middlewares: the candidate's events, results, state and errors
-are compared with the live middleware's and never applied, its downstream is the live one's
-(the model is called once, a stream is shared), and each kind of disagreement is told."""
+"""ShadowMiddleware with local middlewares: the candidate's events, results, state, context
+edits, compressions and errors are compared with the live middleware's and never applied,
+its downstream is the live one's (the model is called once, a stream is shared), and each
+kind of disagreement is told."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hookmesh.agent import Agent
 from hookmesh.middleware import Middleware
 from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.remote import Disagreement, ShadowMiddleware
-from hookmesh.schema import AgentEvent, CustomEvent, ReplyEndEvent, text_of
+from hookmesh.schema import AgentEvent, CustomEvent, ReplyEndEvent, make_hint, text_of
 from tests.agent_helpers import collect, echo
 from tests.middlewares import Denier, Exploder, Tagger
 from tests.rollout_middlewares import V1, V2, Versioned
@@ -21,6 +22,41 @@ from tests.rollout_middlewares import V1, V2, Versioned
 pytestmark = pytest.mark.timeout(30)
 
 Seen = list[tuple[Disagreement | None, bool]]
+
+
+class Hinter(Middleware):
+    """Adds a hint before each reasoning step and, once the step ended, `after` to the
+    last message's metadata: an edit before next and one after the downstream added the
+    model's answer."""
+
+    def __init__(self, before: str, after: str = "seen") -> None:
+        self.before, self.after = before, after
+
+    def middleware_key(self) -> str:
+        return "hinter"
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        agent.state.context.append(make_hint(agent.kind, self.before, "hinter", id="h1"))
+        async for event in next_handler():
+            yield event
+        last = agent.state.context[-1]
+        last.metadata = {**(last.metadata or {}), "hinter": self.after}
+
+
+class Keeper(Middleware):
+    """Compresses the context to its last `keep` messages after the inner compressors ran."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+
+    def middleware_key(self) -> str:
+        return "keeper"
+
+    async def on_compress_context(self, agent: Any, kwargs: Any, next_handler: Any) -> None:
+        await next_handler()
+        agent.state.context[:] = agent.state.context[-self.keep :]
 
 
 class StateProbe(Middleware):
@@ -134,3 +170,71 @@ async def test_a_candidate_denying_a_tool_call_is_recorded_and_the_tool_still_ru
         False,
     )
     assert found.live == '{"called_next": true}' and found.candidate == '{"called_next": false}'
+
+
+async def test_the_same_context_edits_agree_and_only_the_live_ones_are_applied() -> None:
+    _, seen, agent = await _run_agent(Hinter("x"), Hinter("x"), ScriptedChatModel(["ok"]))
+    assert _kinds(seen) == ["agree"]  # the model's answer the downstream added is no edit
+    hints = [m for m in agent.state.context if m.id == "h1"]
+    assert len(hints) == 1  # the candidate's hint went to its copy
+    assert agent.state.context[-1].metadata == {"hinter": "seen"}
+
+
+async def test_a_different_edit_before_next_is_a_context_disagreement() -> None:
+    _, seen, agent = await _run_agent(Hinter("x"), Hinter("y"), ScriptedChatModel(["ok"]))
+    [(found, failed)] = seen
+    assert found is not None and (found.hook, found.kind, failed) == ("on_reasoning", "context", 0)
+    assert '"x"' in found.live and '"y"' in found.candidate
+    assert found.live.startswith("[…,")  # the messages both sides kept are left out
+    assert [text_of(m) for m in agent.state.context if m.id == "h1"] == ["x"]
+
+
+async def test_a_different_edit_after_the_downstream_is_a_context_disagreement() -> None:
+    _, seen, agent = await _run_agent(
+        Hinter("x", after="a"), Hinter("x", after="b"), ScriptedChatModel(["ok"])
+    )
+    [(found, _)] = seen
+    assert found is not None and found.kind == "context"
+    assert '"a"' in found.live and '"b"' in found.candidate
+    assert agent.state.context[-1].metadata == {"hinter": "a"}
+
+
+async def _compress(live: Middleware, candidate: Middleware) -> tuple[Seen, Agent]:
+    model = ScriptedChatModel(["one", "two"])
+    seen: Seen = []
+    shadow = ShadowMiddleware(live, candidate, lambda s, d, e: seen.append((d, e)))
+    agent = Agent(model, middlewares=[shadow])
+    await collect(agent.reply("first"))
+    await collect(agent.reply("second"))
+    await shadow.settled()
+    return seen, agent
+
+
+async def test_a_same_compression_agrees() -> None:
+    seen, agent = await _compress(Keeper(2), Keeper(2))
+    assert _kinds(seen) and set(_kinds(seen)) == {"agree"}
+    assert [text_of(m) for m in agent.state.context][-2:] == ["second", "two"]
+
+
+async def test_a_different_compression_is_compared_and_never_applied() -> None:
+    seen, agent = await _compress(Keeper(3), Keeper(1))
+    found = [d for d, _ in seen if d is not None]
+    assert found and {(d.hook, d.kind) for d in found} == {("on_compress_context", "context")}
+    assert [text_of(m) for m in agent.state.context] == ["first", "one", "second", "two"]
+
+
+class PromptCounter(Middleware):
+    """Counts the system prompts of a reply in its state slice."""
+
+    def middleware_key(self) -> str:
+        return "counter"
+
+    async def on_system_prompt(self, agent: Any, prompt: str) -> str:
+        state = self.state(agent)
+        state["n"] = state.get("n", 0) + 1
+        return prompt
+
+
+async def test_the_candidates_state_starts_from_before_the_live_system_prompt() -> None:
+    _, seen = await _run(PromptCounter(), PromptCounter(), ScriptedChatModel(["ok"]))
+    assert _kinds(seen) == ["agree"]  # the candidate counted 1 too, not 2

@@ -963,7 +963,8 @@ type ShadowStatus struct {
 	// `overrides` (different call_next arguments), `events` (event hooks:
 	// different events upstream), `result` (on_model_call, on_check_permission),
 	// `prompt` (on_system_prompt; after_agent outcomes), `state` (its state
-	// slice after the invocation).
+	// slice after the invocation), `context` (the context handed to call_next,
+	// then the one after the invocation; a different compression counts here).
 	Disagreements []*DisagreementCount `protobuf:"bytes,4,rep,name=disagreements,proto3" json:"disagreements,omitempty"`
 	// Median time from an invocation's start to the candidate's end (for an
 	// onion hook the downstream's time included, as on the live side), over

@@ -21,6 +21,10 @@ class Trace:
     output: list[str] = field(default_factory=list)
     error: str = ""
     state: str = ""
+    handed: list[str] = field(default_factory=list)
+    """The context as it called next (empty when it did not)."""
+    context: list[str] = field(default_factory=list)
+    """The context as it ended."""
 
 
 def dump(value: Any) -> str:
@@ -30,10 +34,19 @@ def dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
 
 
+def dump_context(context: list[Any]) -> list[str]:
+    """Each message as compact JSON, without its id and creation time: a message a
+    middleware adds may take both at random, so the same version would not agree."""
+    return [
+        str(m.model_dump_json(exclude={"id", "create_time"}, exclude_none=True)) for m in context
+    ]
+
+
 def disagreement(hook: str, reply_id: str, live: Trace, mine: Trace) -> Disagreement | None:
     """The first way the candidate differs from the live side, by weight, or None. A
     candidate calling next where the live side did not is a short circuit, not the error its
-    next raised (there was no downstream result to give it)."""
+    next raised (there was no downstream result to give it). ``context`` compares the
+    context each side handed to next, then the one it ended with."""
     checks: tuple[tuple[str, object, object], ...] = (
         ("error", live.error, mine.error),
         ("short_circuit", live.called_next, mine.called_next),
@@ -41,19 +54,21 @@ def disagreement(hook: str, reply_id: str, live: Trace, mine: Trace) -> Disagree
         ("result" if hook in ("on_model_call", "on_check_permission") else "events", live.output,
          mine.output),
         ("state", live.state, mine.state),
+        ("context", live.handed, mine.handed),
+        ("context", live.context, mine.context),
     )  # fmt: skip
     if hook in ("on_system_prompt", "after_agent"):
-        checks = (checks[0], ("prompt", live.output, mine.output), checks[4])
+        checks = (checks[0], ("prompt", live.output, mine.output), *checks[4:])
     elif mine.called_next and not live.called_next:  # its next failed for want of a result
         checks = (checks[1],)
     for kind, ours, theirs in checks:
         if ours != theirs:
-            skip = _common(ours, theirs)
+            skip = shared_prefix(ours, theirs)
             return Disagreement(hook, kind, reply_id, _shown(ours, skip), _shown(theirs, skip))
     return None
 
 
-def _common(ours: object, theirs: object) -> int:
+def shared_prefix(ours: object, theirs: object) -> int:
     """How many leading items two outputs share (0 for anything else)."""
     if not (isinstance(ours, list) and isinstance(theirs, list)):
         return 0

@@ -11,7 +11,7 @@ from typing import Any
 
 from hookmesh.middleware import AgentView, FailureMode, Middleware, MiddlewareDescription
 from hookmesh.models import ModelResponse
-from hookmesh.remote._comparison import Trace, disagreement, dump
+from hookmesh.remote._comparison import Trace, disagreement, dump, dump_context, shared_prefix
 from hookmesh.remote._rollout import Disagreement
 from hookmesh.schema import AgentEvent, Message
 from hookmesh.tools import Tool
@@ -34,20 +34,35 @@ class _ShadowState:
 
 
 class _ShadowView:
-    """The agent as the candidate sees it: a copy of its own state slice (and of the context
-    when it asked for it); events it emits are collected, never added to the reply."""
+    """The agent as the candidate sees it: a copy of its own state slice and of the context
+    (even one without needs_context may append hints); events it emits are collected, never
+    added to the reply."""
 
     def __init__(self, agent: AgentView, candidate: Middleware) -> None:
         self._agent = agent
         key = candidate.middleware_key()
         slice_ = agent.state.middle_context.get(key, {}).get(agent.reply_id, {})
-        context = (
-            [m.model_copy(deep=True) for m in agent.state.context]
-            if candidate.needs_context
-            else []
-        )
+        context = _copies(agent.state.context)
         self.state = _ShadowState(context, {key: {agent.reply_id: copy.deepcopy(slice_)}})
         self.emitted: list[AgentEvent] = []
+        self.downstream: tuple[int, list[Message]] | None = None
+        """What the live downstream did to the context: how many leading messages it kept,
+        and copies of the ones after them once it ended."""
+
+    def left_by_downstream(self, handed: list[str], context: list[Message]) -> None:
+        """Note what the live downstream changed in `context`, the live side having handed
+        it `handed` (copying only the messages from the first that differs: the context is
+        compared and copied on the live side's time)."""
+        if self.downstream is None:
+            kept = shared_prefix(handed, dump_context(context))
+            self.downstream = (kept, _copies(context[kept:]))
+
+    def caught_up(self) -> None:
+        """Make the candidate's copy what the live downstream left in the context, so the
+        two sides' edits after next start from the same context and a same version agrees."""
+        if self.downstream is not None:
+            kept, added = self.downstream
+            self.state.context[:] = [*self.state.context[:kept], *added]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._agent, name)
@@ -60,10 +75,12 @@ class ShadowMiddleware(Middleware):
     """`live`, with `candidate` as its shadow: each invocation of a hook both implement runs
     on both; the candidate's downstream is what the live one's downstream produced (no model
     call or tool runs twice), and what the candidate decides (events, overrides, short
-    circuits, results, its state slice, errors) is compared and recorded, never applied: it
-    works on copies of its state slice and of the context (context edits are dropped, not
-    compared). The live side never waits for the candidate. ``on_compress_context`` is not
-    shadowed.
+    circuits, results, its state slice, its context edits, errors) is compared and recorded,
+    never applied: it works on copies of its state slice and of the context. Its context
+    edits are compared as the context each side handed to next and the one it ended with;
+    when the live downstream ends, the candidate's copy takes the context it left, so what
+    the downstream added is no edit of either side. The live side never waits for the
+    candidate.
 
     Experimental: the agent service builds it from a remote entry's ``rollout``
     (docs/rollout.md); it wraps any two middlewares.
@@ -127,6 +144,7 @@ class ShadowMiddleware(Middleware):
             mine.output.extend(dump(e) for e in view.emitted)
             slice_ = view.state.middle_context[self.candidate.middleware_key()][agent.reply_id]
             mine.state = dump(slice_)
+            mine.context = dump_context(view.state.context)
 
         task = asyncio.ensure_future(shadow())
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -174,18 +192,22 @@ class ShadowMiddleware(Middleware):
 
         async def tee_next(**overrides: Any) -> AsyncIterator[AgentEvent]:
             trace.called_next, trace.overrides = True, dump(overrides)
+            trace.handed = dump_context(agent.state.context)
             try:
                 async for event in next_handler(**overrides):
                     feed.put_nowait(event)
                     yield event
             finally:
+                view.left_by_downstream(trace.handed, agent.state.context)
                 feed.put_nowait(_END)
 
         async def replay_next(**overrides: Any) -> AsyncIterator[AgentEvent]:
             mine.called_next, mine.overrides = True, dump(overrides)
+            mine.handed = dump_context(view.state.context)
             while (event := await feed.get()) is not _END:
                 yield event
             feed.put_nowait(_END)  # a second call gets nothing either
+            view.caught_up()
 
         view = _ShadowView(agent, self.candidate)
         mine = Trace()
@@ -205,6 +227,7 @@ class ShadowMiddleware(Middleware):
         finally:
             feed.put_nowait(_END)
             trace.state = self._live_state(agent)
+            trace.context = dump_context(agent.state.context)
             done.set_result(None)
 
     # --- result hooks ----------------------------------------------------------------------
@@ -216,7 +239,41 @@ class ShadowMiddleware(Middleware):
         return await self._result("on_check_permission", agent, kwargs, next_handler)
 
     async def on_compress_context(self, agent: AgentView, kwargs: Any, next_handler: Any) -> Any:
-        return await self.live.on_compress_context(agent, kwargs, next_handler)
+        """The candidate compresses its copy of the context; the two contexts are compared
+        (kind ``context``), the candidate's is never applied."""
+        if not self._shadows("on_compress_context"):
+            return await self.live.on_compress_context(agent, kwargs, next_handler)
+        downstream: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        trace, side = Trace(), Trace()
+
+        async def tee_next() -> None:
+            trace.called_next = True
+            trace.handed = dump_context(agent.state.context)
+            await next_handler()
+            if not downstream.done():
+                view.left_by_downstream(trace.handed, agent.state.context)
+                downstream.set_result(None)
+
+        async def replay_next() -> None:
+            side.called_next = True
+            side.handed = dump_context(view.state.context)
+            await asyncio.shield(downstream)
+            view.caught_up()
+
+        view = _ShadowView(agent, self.candidate)
+
+        async def run() -> list[str]:
+            await self.candidate.on_compress_context(view, kwargs, replay_next)  # type: ignore[arg-type]
+            return []
+
+        done = self._compare("on_compress_context", agent, (trace, side), run, view)
+        try:
+            return await self.live.on_compress_context(agent, kwargs, tee_next)
+        except Exception as exc:
+            trace.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            _settle(downstream, trace, agent, self, done)
 
     async def _result(self, hook: str, agent: AgentView, kwargs: Any, next_handler: Any) -> Any:
         live_hook = getattr(self.live, hook)
@@ -228,9 +285,11 @@ class ShadowMiddleware(Middleware):
 
         async def tee_next(**overrides: Any) -> Any:
             trace.called_next, trace.overrides = True, dump(overrides)
+            trace.handed = dump_context(agent.state.context)
             result = await next_handler(**overrides)
             if downstream.done():  # called again (a retry): the candidate had the first
                 return result
+            view.left_by_downstream(trace.handed, agent.state.context)
             if hasattr(result, "__aiter__"):
                 result = _tee(result, chunks)
                 downstream.set_result(_replay(chunks))
@@ -240,7 +299,10 @@ class ShadowMiddleware(Middleware):
 
         async def replay_next(**overrides: Any) -> Any:
             side.called_next, side.overrides = True, dump(overrides)
-            return await asyncio.shield(downstream)
+            side.handed = dump_context(view.state.context)
+            result = await asyncio.shield(downstream)
+            view.caught_up()
+            return result
 
         view = _ShadowView(agent, self.candidate)
         side = Trace()
@@ -264,18 +326,26 @@ class ShadowMiddleware(Middleware):
     # --- unary hooks -----------------------------------------------------------------------
 
     async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
+        if not self._shadows("on_system_prompt"):
+            return await self.live.on_system_prompt(agent, prompt)
+        view = _ShadowView(agent, self.candidate)  # before the live side edits the originals
         result = await self.live.on_system_prompt(agent, prompt)
-        if self._shadows("on_system_prompt"):
-            view = _ShadowView(agent, self.candidate)
 
-            async def run() -> list[str]:
-                return [await self.candidate.on_system_prompt(view, prompt)]  # type: ignore[arg-type]
+        async def run() -> list[str]:
+            return [await self.candidate.on_system_prompt(view, prompt)]  # type: ignore[arg-type]
 
-            trace = Trace(output=[result], state=self._live_state(agent))
-            self._compare("on_system_prompt", agent, (trace, Trace()), run, view).set_result(None)
+        trace = Trace(
+            output=[result],
+            state=self._live_state(agent),
+            context=dump_context(agent.state.context),
+        )
+        self._compare("on_system_prompt", agent, (trace, Trace()), run, view).set_result(None)
         return result
 
     async def after_agent(self, agent: AgentView, final: Message) -> None:
+        if not self._shadows("after_agent"):
+            return await self.live.after_agent(agent, final)
+        view = _ShadowView(agent, self.candidate)  # before the live side edits the originals
         trace = Trace()
         try:
             await self.live.after_agent(agent, final)
@@ -283,15 +353,14 @@ class ShadowMiddleware(Middleware):
             trace.error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            if self._shadows("after_agent"):
-                view = _ShadowView(agent, self.candidate)
 
-                async def run() -> list[str]:
-                    await self.candidate.after_agent(view, final)  # type: ignore[arg-type]
-                    return []
+            async def run() -> list[str]:
+                await self.candidate.after_agent(view, final)  # type: ignore[arg-type]
+                return []
 
-                trace.state = self._live_state(agent)
-                self._compare("after_agent", agent, (trace, Trace()), run, view).set_result(None)
+            trace.state = self._live_state(agent)
+            trace.context = dump_context(agent.state.context)
+            self._compare("after_agent", agent, (trace, Trace()), run, view).set_result(None)
 
     async def settled(self) -> None:
         """Wait for the comparisons still running (the candidate has its own deadlines)."""
@@ -319,8 +388,13 @@ def _settle(
     if not downstream.done():
         downstream.set_exception(_NotCalled())
     trace.state = shadow._live_state(agent)
+    trace.context = dump_context(agent.state.context)
     if not done.done():
         done.set_result(None)
+
+
+def _copies(context: list[Message]) -> list[Message]:
+    return [m.model_copy(deep=True) for m in context]
 
 
 async def _tee(stream: Any, chunks: asyncio.Queue[Any]) -> AsyncIterator[Any]:

@@ -113,11 +113,14 @@ class AdminServiceStub:
     downstream (call_next) is what the live middleware's downstream produced:
     no model call or tool runs twice. What the candidate decides (events,
     call_next overrides, short circuits, results, permission decisions,
-    system prompts, its state slice, errors) is compared with what the live
-    middleware did and counted, never applied: it works on copies of its
-    state slice and of the context (its context edits are dropped, not
-    compared). The live side never waits for it. on_compress_context is not
-    shadowed.
+    system prompts, its state slice, its context edits and compressions,
+    errors) is compared with what the live middleware did and counted, never
+    applied: it works on copies of its state slice and of the context. Context
+    edits are compared as the context each side handed to call_next, then the
+    one it ended with; when the live downstream ends, the candidate's copy
+    takes the context the downstream left, so what the downstream added is no
+    edit of either side. Message ids and creation times are not compared (a
+    new message may take both at random). The live side never waits for it.
     - canary: the sessions in the share are served by the candidate instead of
     the live middleware.
     1. Which sessions are in the share is decided when a reply starts: the
@@ -281,11 +284,14 @@ class AdminServiceServicer:
     downstream (call_next) is what the live middleware's downstream produced:
     no model call or tool runs twice. What the candidate decides (events,
     call_next overrides, short circuits, results, permission decisions,
-    system prompts, its state slice, errors) is compared with what the live
-    middleware did and counted, never applied: it works on copies of its
-    state slice and of the context (its context edits are dropped, not
-    compared). The live side never waits for it. on_compress_context is not
-    shadowed.
+    system prompts, its state slice, its context edits and compressions,
+    errors) is compared with what the live middleware did and counted, never
+    applied: it works on copies of its state slice and of the context. Context
+    edits are compared as the context each side handed to call_next, then the
+    one it ended with; when the live downstream ends, the candidate's copy
+    takes the context the downstream left, so what the downstream added is no
+    edit of either side. Message ids and creation times are not compared (a
+    new message may take both at random). The live side never waits for it.
     - canary: the sessions in the share are served by the candidate instead of
     the live middleware.
     1. Which sessions are in the share is decided when a reply starts: the
@@ -506,11 +512,14 @@ class AdminService:
     downstream (call_next) is what the live middleware's downstream produced:
     no model call or tool runs twice. What the candidate decides (events,
     call_next overrides, short circuits, results, permission decisions,
-    system prompts, its state slice, errors) is compared with what the live
-    middleware did and counted, never applied: it works on copies of its
-    state slice and of the context (its context edits are dropped, not
-    compared). The live side never waits for it. on_compress_context is not
-    shadowed.
+    system prompts, its state slice, its context edits and compressions,
+    errors) is compared with what the live middleware did and counted, never
+    applied: it works on copies of its state slice and of the context. Context
+    edits are compared as the context each side handed to call_next, then the
+    one it ended with; when the live downstream ends, the candidate's copy
+    takes the context the downstream left, so what the downstream added is no
+    edit of either side. Message ids and creation times are not compared (a
+    new message may take both at random). The live side never waits for it.
     - canary: the sessions in the share are served by the candidate instead of
     the live middleware.
     1. Which sessions are in the share is decided when a reply starts: the
