@@ -268,7 +268,9 @@ async def _review(client: Any, session_id: str, calls: list[Any], show: Any, cal
     while calls:
         answers = []
         for call in calls:
-            choice = _ask(f"{call.name} {call.arguments}: [a]pprove, [e]dit or [r]eject? ")
+            choice = _ask(
+                f"{_asker(call)}{call.name} {call.arguments}: [a]pprove, [e]dit or [r]eject? "
+            )
             while choice not in (None, "a", "e", "r"):
                 choice = _ask("type a, e or r: ")
             if choice is None:
@@ -299,6 +301,22 @@ async def _review(client: Any, session_id: str, calls: list[Any], show: Any, cal
             continue
         calls = paused
     return end
+
+
+def _asker(call: Any) -> str:
+    """``asked by a/b: `` when `call` stands for a sub-agent's ask (a supervisor's
+    ``confirm_<worker>`` or a remote agent's ``<name>__confirm``, whose arguments carry the
+    ``path`` of agents down to the one that asks); empty for the reply's own call."""
+    import json
+
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return ""
+    path = arguments.get("path") if isinstance(arguments, dict) else None
+    if not isinstance(path, list) or not path:
+        return ""
+    return f"asked by {'/'.join(str(p) for p in path)}: "
 
 
 def _ask(prompt: str) -> str | None:

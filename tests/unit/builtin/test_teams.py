@@ -256,6 +256,7 @@ async def test_an_ask_three_levels_down_pauses_the_top_and_resumes_elsewhere(
     (confirm,) = asked.tool_calls  # type: ignore[union-attr]
     assert confirm.name == "confirm_ops"
     assert json.loads(confirm.arguments)["worker"] == "ops"
+    assert json.loads(confirm.arguments)["path"] == ["ops", "janitor"]  # who asks
     (deep,) = [
         e for e in events if e.type == "require_user_confirm" and len(e.source_path or ()) == 2
     ]
