@@ -304,19 +304,12 @@ async def _review(client: Any, session_id: str, calls: list[Any], show: Any, cal
 
 
 def _asker(call: Any) -> str:
-    """``asked by a/b: `` when `call` stands for a sub-agent's ask (a supervisor's
-    ``confirm_<worker>`` or a remote agent's ``<name>__confirm``, whose arguments carry the
-    ``path`` of agents down to the one that asks); empty for the reply's own call."""
-    import json
+    """``asked by a/b: `` when `call` stands for a sub-agent's ask; empty for the reply's own
+    call."""
+    from hookmesh.schema import asked_by
 
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except ValueError:
-        return ""
-    path = arguments.get("path") if isinstance(arguments, dict) else None
-    if not isinstance(path, list) or not path:
-        return ""
-    return f"asked by {'/'.join(str(p) for p in path)}: "
+    path = asked_by(call)
+    return f"asked by {'/'.join(path)}: " if path else ""
 
 
 def _ask(prompt: str) -> str | None:

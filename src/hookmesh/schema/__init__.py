@@ -49,8 +49,10 @@ from hookmesh.schema._events import (
     ToolResultDeltaEvent,
     ToolResultEndEvent,
     ToolResultStartEvent,
+    asked_by,
     is_nested,
     nest,
+    path_names,
 )
 from hookmesh.schema._helpers import (
     EDITED_CALLS_METADATA_KEY,
@@ -181,6 +183,7 @@ __all__ = [
     "flat_to_agentic",
     "is_assistant",
     "is_hint",
+    "asked_by",
     "is_nested",
     "is_system",
     "is_tool_result",
@@ -197,6 +200,7 @@ __all__ = [
     "message_violations",
     "messages_from_proto",
     "nest",
+    "path_names",
     "output_from_proto",
     "output_to_proto",
     "reasoning_of",

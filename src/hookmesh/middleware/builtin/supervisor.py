@@ -299,6 +299,26 @@ class SupervisorMiddleware(Middleware):
         )
 
 
+def asker_path(worker: str, asks: Sequence[dict[str, Any]]) -> list[str]:
+    """The agents from `worker` down to the one that asks: a worker whose one ask is itself
+    a nested confirmation (``confirm_<name>`` of its own supervisor, ``<name>__confirm`` of a
+    remote agent) names the rest in that call's ``path``."""
+    path = [worker]
+    if len(asks) == 1 and _nests(str(asks[0].get("tool", ""))):
+        try:
+            inner = json.loads(asks[0].get("arguments") or "{}")
+        except ValueError:
+            return path
+        if isinstance(inner, dict) and isinstance(inner.get("path"), list):
+            path += [str(p) for p in inner["path"]]
+    return path
+
+
+def _nests(tool_name: str) -> bool:
+    """Whether a call of `tool_name` stands for a sub-agent's own ask."""
+    return tool_name.startswith(CONFIRM_PREFIX) or tool_name.endswith("__confirm")
+
+
 def supervisor(
     model: ChatModel,
     workers: Sequence[Worker],
@@ -324,27 +344,8 @@ __all__ = [
     "ROUTING_PROMPT",
     "SupervisorMiddleware",
     "Worker",
+    "asker_path",
     "run_worker",
     "supervisor",
     "worker_names",
 ]
-
-
-def asker_path(worker: str, asks: Sequence[dict[str, Any]]) -> list[str]:
-    """The agents from `worker` down to the one that asks: a worker whose one ask is itself
-    a nested confirmation (``confirm_<name>`` of its own supervisor, ``<name>__confirm`` of a
-    remote agent) names the rest in that call's ``path``."""
-    path = [worker]
-    if len(asks) == 1 and _nests(str(asks[0].get("tool", ""))):
-        try:
-            inner = json.loads(asks[0].get("arguments") or "{}")
-        except ValueError:
-            return path
-        if isinstance(inner, dict) and isinstance(inner.get("path"), list):
-            path += [str(p) for p in inner["path"]]
-    return path
-
-
-def _nests(tool_name: str) -> bool:
-    """Whether a call of `tool_name` stands for a sub-agent's own ask."""
-    return tool_name.startswith(CONFIRM_PREFIX) or tool_name.endswith("__confirm")
