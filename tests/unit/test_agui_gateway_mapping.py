@@ -286,6 +286,7 @@ def test_a_sub_agents_events_are_nested_custom_events_and_its_ask_names_who_asks
         },
         {"path": ["ops", "janitor"], "type": "reply_end", "finishReason": "awaiting_confirmation"},
     ]
+    assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["hm"]
     assert [e["type"] for e in events].count("RUN_FINISHED") == 1
     (interrupt,) = events[-1]["outcome"]["interrupts"]
     assert interrupt["id"] == "k1"

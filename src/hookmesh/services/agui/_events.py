@@ -156,7 +156,7 @@ class RunEvents:
 
     def map(self, event: AgentEvent) -> Iterator[BaseEvent]:
         """The AG-UI events for one hookmesh event (often one, sometimes none)."""
-        if event.source_path:
+        if event.source_path and not event.type.startswith("text_block"):
             yield from _nested(event)
             return
         handler = _HANDLERS.get(event.type)
@@ -368,9 +368,10 @@ def _usage_json(u: Usage) -> dict[str, int]:
 
 
 def _nested(event: AgentEvent) -> Iterator[BaseEvent]:
-    """A sub-agent's progress as ``hookmesh.nested`` (never the run's own messages: a
-    sub-agent's end or pause neither ends nor pauses the run): its calls, results, asks and
-    end, each with the agents' path; its text and deltas are not sent."""
+    """A sub-agent's progress as ``hookmesh.nested`` (a sub-agent's end or pause neither
+    ends nor pauses the run, its steps are not the run's): its calls, results, asks and end,
+    each with the agents' path. Its text is sent as the run's text messages are (a handoff's
+    receiver speaks for the reply); its other events are not sent."""
     value: dict[str, Any] = {"path": path_names(event), "type": event.type}
     match event.type:
         case "tool_call_start":
