@@ -348,6 +348,7 @@ class Lines {
  * of agents down to the one that asks); empty for the reply's own call.
  */
 function asker(call) {
+  if (!call.name.startsWith('confirm_') && !call.name.endsWith('__confirm')) return '';
   let args;
   try {
     args = JSON.parse(call.arguments || '{}');

@@ -360,6 +360,8 @@ def asked_by(call: ToolCall) -> list[str]:
     their arguments carry this ``path``); empty for a call of the reply's own."""
     import json
 
+    if not (call.name.startswith("confirm_") or call.name.endswith("__confirm")):
+        return []
     try:
         arguments = json.loads(call.arguments or "{}")
     except ValueError:
