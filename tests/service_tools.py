@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from hookmesh.agent import tool
 from hookmesh.services.agent import load_config, start_agent_service
@@ -70,3 +71,52 @@ async def confirming_service(tmp_path: Path) -> AsyncIterator[str]:
 def long_report() -> str:
     """A report longer than the reduction tests' limit, so it is offloaded."""
     return "report line\n" * 40
+
+
+def cleaning_team() -> Any:
+    """A supervisor (for ``type: local``) whose worker ``ops`` supervises the worker
+    ``janitor``, whose `delete_file` needs the user's confirmation: an ask two levels down.
+    The workers' scripted models play one task each (a fresh team per service)."""
+    from hookmesh.middleware.builtin.supervisor import SupervisorMiddleware, Worker
+    from hookmesh.models import ScriptedChatModel, ScriptedTurn
+
+    janitor = Worker(
+        "janitor",
+        ScriptedChatModel(
+            [ScriptedTurn(tool_calls=[("delete_file", {"path": "tmp/a"})]), "Deleted tmp/a."]
+        ),
+        "Deletes files.",
+        tools=[delete_file],
+    )
+    ops_model = ScriptedChatModel(
+        [ScriptedTurn(tool_calls=[("ask_janitor", {"task": "Delete tmp/a."})]), "Ops: clean."]
+    )
+    ops = Worker(
+        "ops", ops_model, "Runs operations.", middlewares=[SupervisorMiddleware([janitor])]
+    )
+    return SupervisorMiddleware([ops])
+
+
+@asynccontextmanager
+async def team_service(tmp_path: Path) -> AsyncIterator[str]:
+    """A live agent service whose model gives ``ops`` a task (`cleaning_team`), then answers
+    "All clean."; yields its address."""
+    config = load_config(
+        None,
+        store=f"sqlite:///{tmp_path}/agent.db",
+        middlewares=[{"type": "local", "import": "tests.service_tools:cleaning_team"}],
+        models={
+            "default": {
+                "type": "scripted",
+                "turns": [
+                    {"tool_calls": [{"name": "ask_ops", "arguments": {"task": "Clean tmp."}}]},
+                    "All clean.",
+                ],
+            }
+        },
+    )
+    service = await start_agent_service(config, address="127.0.0.1:0")
+    try:
+        yield f"127.0.0.1:{service.port}"
+    finally:
+        await service.stop(None)

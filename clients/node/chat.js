@@ -282,11 +282,14 @@ class HumanPrinter {
       case 'hint_block':
         this.#line(`[hint ${event.hint?.source ?? ''}] ${oneLine(event.hint?.text ?? '')}`);
         break;
-      case 'require_user_confirm':
+      case 'require_user_confirm': {
+        const path = (event.source_path ?? []).map((s) => s.agent_name || s.tool_name);
+        const who = path.length ? `[${path.join('/')}] asks: ` : '';
         for (const call of event.tool_calls) {
-          this.#line(`? confirm ${call.name} ${oneLine(call.arguments)} (call ${call.id})`);
+          this.#line(`? ${who}confirm ${call.name} ${oneLine(call.arguments)} (call ${call.id})`);
         }
         break;
+      }
       case 'require_external_execution':
         for (const call of event.tool_calls) {
           this.#line(`? run ${call.name} ${oneLine(call.arguments)} (call ${call.id})`);
@@ -339,6 +342,23 @@ class Lines {
   }
 }
 
+/**
+ * `asked by a/b: ` when the call stands for a sub-agent's ask (a supervisor's
+ * `confirm_<worker>` or a remote agent's `<name>__confirm`, whose arguments carry the `path`
+ * of agents down to the one that asks); empty for the reply's own call.
+ */
+function asker(call) {
+  if (!call.name.startsWith('confirm_') && !call.name.endsWith('__confirm')) return '';
+  let args;
+  try {
+    args = JSON.parse(call.arguments || '{}');
+  } catch {
+    return '';
+  }
+  const path = args && typeof args === 'object' ? args.path : undefined;
+  return Array.isArray(path) && path.length ? `asked by ${path.join('/')}: ` : '';
+}
+
 /** Asks about each paused call; the confirmations, or null when input ends. */
 async function review(calls, lines) {
   const ask = async (prompt) => {
@@ -348,7 +368,8 @@ async function review(calls, lines) {
   };
   const confirmations = [];
   for (const call of calls) {
-    let choice = await ask(`${call.name} ${oneLine(call.arguments)}: [a]pprove, [e]dit or [r]eject? `);
+    const prompt = `${asker(call)}${call.name} ${oneLine(call.arguments)}`;
+    let choice = await ask(`${prompt}: [a]pprove, [e]dit or [r]eject? `);
     while (choice !== null && !['a', 'e', 'r'].includes(choice.toLowerCase())) {
       choice = await ask('type a, e or r: ');
     }

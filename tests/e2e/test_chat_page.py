@@ -295,3 +295,35 @@ async def test_a_failed_run_and_the_agent_or_the_gateway_down(
     host = stack.url.removeprefix("http://")
     assert error.text.endswith(f"The gateway at {host} does not answer: is hookmesh up running?")
     await _shot(browser, "agui-chat-gateway-down.png")
+
+
+async def test_a_nested_ask_shows_who_asks_and_its_approval_runs_it(tmp_path: Path) -> None:
+    """A grandchild's ask (``cleaning_team``): the page lists the sub-agents' steps under
+    their path, the confirmation says who asks, and approving it finishes the reply."""
+    from hookmesh.services.agui import load_agui_config, start_agui_gateway
+    from tests.service_tools import team_service
+
+    async with team_service(tmp_path) as address:
+        gateway = await start_agui_gateway(
+            load_agui_config(None, agent=address), address="127.0.0.1:0"
+        )
+        browser = await asyncio.to_thread(_browser)
+        try:
+            await asyncio.to_thread(browser.get, f"http://127.0.0.1:{gateway.port}/")
+            await _until(browser, lambda b: _state(b) == "idle")
+            await _ask(browser, "clean up")
+            await _ended(browser, "paused")
+            confirm = browser.find_element(By.CSS_SELECTOR, ".confirm")
+            assert confirm.find_element(By.CSS_SELECTOR, ".asker").text == "asked by ops/janitor"
+            assert "ops/janitor asks: Allow confirm_ops" in confirm.text
+            nested = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".event.nested")]
+            assert "[ops] → ask_janitor" in nested
+            assert any(t.startswith("[ops/janitor] asks to confirm delete_file") for t in nested)
+            await _click(confirm.find_element(By.CSS_SELECTOR, "button.approve"))
+            await _until(browser, _said("All clean."))
+            await _ended(browser, "done")
+            nested = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".event.nested")]
+            assert "[ops/janitor] ← success" in nested
+        finally:
+            await asyncio.to_thread(browser.quit)
+            await gateway.stop(0.5)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,8 +13,8 @@ import pytest
 
 from hookmesh.client import AgentClient
 from hookmesh.schema import tool_calls, tool_results
-from tests.e2e.commands import run
-from tests.service_tools import confirming_service
+from tests.e2e.commands import DEADLINE, run
+from tests.service_tools import confirming_service, team_service
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,3 +68,25 @@ async def test_chat_rejects_with_a_reason(target: str) -> None:
     )
     assert code == 0, err
     assert "← delete_file denied: The user denied this call: not that file" in out
+
+
+async def test_both_chats_say_who_asks_for_a_nested_confirmation(tmp_path: Path) -> None:
+    """A grandchild's ask pauses the top reply on ``confirm_ops``: each chat prints the
+    nested ask under the agents' path, prompts with who asks, and the approval runs it."""
+    from tests.node_process import NODE_DIR, node_binary
+
+    python_chat = [sys.executable, "-m", "hookmesh.cli", "chat"]
+    node_chat = [node_binary(), str(NODE_DIR / "chat.js")]
+    for i, chat in enumerate((python_chat, node_chat)):
+        async with team_service(tmp_path / str(i)) as address:
+            process = await asyncio.create_subprocess_exec(
+                *chat, "--target", address, "clean up",
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env={**os.environ, "COLUMNS": "200"},
+            )  # fmt: skip
+            async with asyncio.timeout(DEADLINE):
+                out, err = (s.decode() for s in await process.communicate(b"a\n"))
+            assert process.returncode == 0, (chat, err)
+            assert "asked by ops/janitor: confirm_ops " in err, chat
+            assert "ops/janitor] asks" in out and "delete_file" in out, chat
+            assert "All clean." in out, chat

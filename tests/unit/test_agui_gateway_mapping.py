@@ -17,6 +17,7 @@ from hookmesh.schema import (
     DataBlockDeltaEvent,
     DataBlockEndEvent,
     DataBlockStartEvent,
+    EventSource,
     HintBlockEvent,
     ImageBlock,
     InlineSource,
@@ -24,9 +25,11 @@ from hookmesh.schema import (
     ModelCallStartEvent,
     ReplyEndEvent,
     ReplyError,
+    RequireUserConfirmEvent,
     TextBlockDeltaEvent,
     TextBlockStartEvent,
     ToolCall,
+    ToolCallStartEvent,
     ToolResultDeltaEvent,
     ToolResultEndEvent,
     ToolResultStartEvent,
@@ -254,3 +257,39 @@ def test_forwarded_props_set_reply_options() -> None:
     with pytest.raises(SchemaError) as exc:
         _input(USER, forwardedProps={"hookmesh": {"maxIters": True}})
     assert exc.value.violations[0].field == "forwardedProps.hookmesh.maxIters"
+
+
+def test_a_sub_agents_events_are_nested_custom_events_and_its_ask_names_who_asks() -> None:
+    """A worker's pause and end neither pause nor end the run; the top confirmation's
+    interrupt says who asks (the path in its arguments)."""
+    step = EventSource(call_id="c1", tool_name="ask_ops", agent_name="ops", run_id="r2")
+    deep = EventSource(call_id="c2", tool_name="ask_janitor", agent_name="janitor", run_id="r3")
+    delete = ToolCall(id="d1", name="delete_file", arguments='{"path": "a"}')
+    top = ToolCall(id="k1", name="confirm_ops", arguments='{"path": ["ops", "janitor"]}')
+    events = _run(
+        [
+            ToolCallStartEvent(reply_id=R, call_id="c2", name="ask_janitor", source_path=[step]),
+            TextBlockDeltaEvent(reply_id=R, block_id="t", delta="hm", source_path=[step]),
+            RequireUserConfirmEvent(reply_id=R, tool_calls=[delete], source_path=[step, deep]),
+            _end("awaiting_confirmation", source_path=[step, deep]),
+            RequireUserConfirmEvent(reply_id=R, tool_calls=[top]),
+            _end("awaiting_confirmation"),
+        ]
+    )
+    nested = [e["value"] for e in events if e["type"] == "CUSTOM"]
+    assert nested == [
+        {"path": ["ops"], "type": "tool_call_start", "toolCallId": "c2", "toolName": "ask_janitor"},
+        {
+            "path": ["ops", "janitor"],
+            "type": "require_user_confirm",
+            "toolCalls": [{"id": "d1", "name": "delete_file", "arguments": '{"path": "a"}'}],
+        },
+        {"path": ["ops", "janitor"], "type": "reply_end", "finishReason": "awaiting_confirmation"},
+    ]
+    assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["hm"]
+    assert [e["type"] for e in events].count("RUN_FINISHED") == 1
+    (interrupt,) = events[-1]["outcome"]["interrupts"]
+    assert interrupt["id"] == "k1"
+    assert interrupt["metadata"]["hookmesh"]["askedBy"] == ["ops", "janitor"]
+    assert interrupt["message"].startswith("ops/janitor asks: Allow confirm_ops with ")
+    assert_valid_agui(events, max_warnings=0)

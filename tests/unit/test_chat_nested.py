@@ -71,3 +71,16 @@ class _Lines:
 
     def readline(self) -> str:
         return self.lines.pop(0) if self.lines else ""
+
+
+def test_who_asks_is_read_only_from_a_call_standing_for_a_nested_ask() -> None:
+    from hookmesh.schema import asked_by
+
+    path = '{"path": ["ops", "janitor"], "asks": []}'
+    assert asked_by(ToolCall(id="a", name="confirm_ops", arguments=path)) == ["ops", "janitor"]
+    assert asked_by(ToolCall(id="b", name="billing__confirm", arguments=path)) == [
+        "ops",
+        "janitor",
+    ]
+    assert asked_by(ToolCall(id="c", name="copy_files", arguments=path)) == []  # its own call
+    assert asked_by(ToolCall(id="d", name="confirm_ops", arguments="not json")) == []

@@ -268,7 +268,9 @@ async def _review(client: Any, session_id: str, calls: list[Any], show: Any, cal
     while calls:
         answers = []
         for call in calls:
-            choice = _ask(f"{call.name} {call.arguments}: [a]pprove, [e]dit or [r]eject? ")
+            choice = _ask(
+                f"{_asker(call)}{call.name} {call.arguments}: [a]pprove, [e]dit or [r]eject? "
+            )
             while choice not in (None, "a", "e", "r"):
                 choice = _ask("type a, e or r: ")
             if choice is None:
@@ -299,6 +301,15 @@ async def _review(client: Any, session_id: str, calls: list[Any], show: Any, cal
             continue
         calls = paused
     return end
+
+
+def _asker(call: Any) -> str:
+    """``asked by a/b: `` when `call` stands for a sub-agent's ask; empty for the reply's own
+    call."""
+    from hookmesh.schema import asked_by
+
+    path = asked_by(call)
+    return f"asked by {'/'.join(path)}: " if path else ""
 
 
 def _ask(prompt: str) -> str | None:

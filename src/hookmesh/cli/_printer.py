@@ -153,6 +153,10 @@ class EventPrinter:
                 self._line(f"[dim]    {who} {text}[/dim]")
             case ToolCallStartEvent(name=name):
                 self._line(f"[dim]    {who} → {escape(name)}[/dim]")
+            case RequireUserConfirmEvent(tool_calls=calls):
+                for call in calls:
+                    asked = escape(f"{call.name} {_short(call.arguments)}")
+                    self._line(f"[yellow]    {who} asks to confirm {asked}[/yellow]")
             case ReplyEndEvent(finish_reason=reason):
                 self._line(f"[dim]    {who} ended: {reason}[/dim]")
 

@@ -49,8 +49,10 @@ from hookmesh.schema._events import (
     ToolResultDeltaEvent,
     ToolResultEndEvent,
     ToolResultStartEvent,
+    asked_by,
     is_nested,
     nest,
+    path_names,
 )
 from hookmesh.schema._helpers import (
     EDITED_CALLS_METADATA_KEY,
@@ -170,6 +172,7 @@ __all__ = [
     "Usage",
     "VideoBlock",
     "agentic_to_flat",
+    "asked_by",
     "block_from_proto",
     "block_to_proto",
     "check_messages",
@@ -199,6 +202,7 @@ __all__ = [
     "nest",
     "output_from_proto",
     "output_to_proto",
+    "path_names",
     "reasoning_of",
     "struct_from_proto",
     "text_of",

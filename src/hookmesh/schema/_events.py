@@ -352,3 +352,26 @@ def nest(event: AgentEvent, step: EventSource, reply_id: str) -> AgentEvent:
     running that run) first on its source path."""
     path = [step, *event.source_path] if event.source_path else [step]
     return event.model_copy(update={"reply_id": reply_id, "source_path": path})
+
+
+def asked_by(call: ToolCall) -> list[str]:
+    """The agents from the sub-agent down to the one that asks, when `call` stands for a
+    nested ask (a supervisor's ``confirm_<worker>``, a remote agent's ``<name>__confirm``:
+    their arguments carry this ``path``); empty for a call of the reply's own."""
+    import json
+
+    if not (call.name.startswith("confirm_") or call.name.endswith("__confirm")):
+        return []
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return []
+    path = arguments.get("path") if isinstance(arguments, dict) else None
+    if not isinstance(path, list) or not all(isinstance(p, str) for p in path):
+        return []
+    return list(path)
+
+
+def path_names(event: AgentEvent) -> list[str]:
+    """Who a nested event comes from: each step's agent (or, unnamed, tool) name."""
+    return [s.agent_name or s.tool_name for s in event.source_path or ()]

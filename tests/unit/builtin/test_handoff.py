@@ -229,3 +229,54 @@ def test_handoff_names_must_be_distinct_and_present() -> None:
         HandoffMiddleware([Handoff("a", model, "d"), Handoff("a", model, "e")])
     with pytest.raises(ValueError, match="at least one"):
         HandoffMiddleware([])
+
+
+@tool(needs_confirmation=True)
+def refund(order: str) -> str:
+    """Refund an order (asks the user first).
+
+    Args:
+        order: The order number.
+    """
+    return f"order {order}: refunded"
+
+
+@pytest.mark.parametrize("hand_back", [False, True])
+async def test_a_receivers_ask_pauses_the_reply_and_its_answer_comes_after_approval(
+    kind: MessageKind, hand_back: bool
+) -> None:
+    from hookmesh.agent import AgentState
+    from hookmesh.schema import Confirmation, Resume
+
+    def front(parent: Recorded, worker: Recorded) -> Agent:
+        billing = Handoff("billing", worker.model, "Refunds.", tools=[refund], hand_back=hand_back)
+        return Agent(parent.model, kind=kind, middlewares=[HandoffMiddleware([billing])])
+
+    worker = Recorded([ScriptedTurn(tool_calls=[("refund", {"order": "7"})])])
+    agent = front(Recorded([TRANSFER]), worker)
+    events = await collect(agent.reply("Refund order 7, please."))
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    (asked,) = own([e for e in events if e.type == "require_user_confirm"])
+    (confirm,) = asked.tool_calls  # type: ignore[union-attr]
+    assert confirm.name == "confirm_billing"
+    assert '"path": ["billing"]' in confirm.arguments and "refund" in confirm.arguments
+    (deep,) = [e for e in events if e.type == "require_user_confirm" and e.source_path]
+    assert [s.agent_name for s in deep.source_path] == ["billing"]  # type: ignore[union-attr]
+
+    parent = Recorded(["The refund is done."])
+    again = front(parent, Recorded(["Refunded order 7."]))
+    again.state = AgentState.model_validate_json(agent.state.model_dump_json())
+    resumed = await collect(
+        again.resume(Resume(confirmations=[Confirmation(call_id=confirm.id, confirmed=True)]))
+    )
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    ran = [e for e in resumed if e.type == "tool_result_end" and e.source_path]
+    assert [e.state for e in ran] == ["success"]  # type: ignore[union-attr]
+    assert results(again)[confirm.id].text == "Refunded order 7."
+    final = again.final_message
+    assert final is not None
+    if hand_back:
+        assert text_of(final) == "The refund is done." and "confirm_billing" not in parent.tools[0]
+    else:
+        assert text_of(final) == "Refunded order 7." and parent.prompts == []
+        assert final.name == "billing"

@@ -136,3 +136,40 @@ async def test_a_grandchild_reserves_from_the_child_and_the_total_holds(kind: Me
     # 6: the parent's transfer 1, billing's transfer 1, the grandchild the 4 left
     assert _states(grandchild, 1) == ["success"] * 4 + ["denied"]
     assert _states(worker, 2)[-1] == "denied"  # nothing came back to billing
+
+
+@tool(needs_confirmation=True)
+def refund(order: str) -> str:
+    """Refund an order (asks the user first).
+
+    Args:
+        order: The order number.
+    """
+    return f"order {order}: refunded"
+
+
+async def test_a_resumed_reply_keeps_what_is_left_of_its_limits(kind: MessageKind) -> None:
+    """Four calls: two lookups and the refund it pauses on take three; after the resume (on
+    a new agent, from the saved state) one lookup is left, not four."""
+    from hookmesh.agent import AgentState
+    from hookmesh.schema import Confirmation, Resume
+
+    def agent(model: Recorded) -> Agent:
+        limit = PropagatedLimitMiddleware(4, tokens=10_000, deadline_seconds=600)
+        return Agent(model.model, kind=kind, tools=[lookup, refund], middlewares=[limit])
+
+    first = Recorded([_lookups(2), ScriptedTurn(tool_calls=[("refund", {"order": "7"})])])
+    paused = agent(first)
+    events = await collect(paused.reply("Refund order 7."))
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    (asked,) = [e for e in events if e.type == "require_user_confirm"]
+
+    rest = Recorded([_lookups(2), "Done."])
+    again = agent(rest)
+    again.state = AgentState.model_validate_json(paused.state.model_dump_json())
+    ok = Confirmation(call_id=asked.tool_calls[0].id, confirmed=True)  # type: ignore[union-attr]
+    resumed = await collect(again.resume(Resume(confirmations=[ok])))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert _states(rest, 1)[-2:] == ["success", "denied"]
+    (denied,) = [r for m in rest.prompts[1] for r in tool_results(m) if r.state == "denied"]
+    assert "the tool-call limit of the top reply is spent (4 calls in all" in denied.text

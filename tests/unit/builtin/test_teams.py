@@ -12,6 +12,7 @@ import pytest
 
 from hookmesh.agent import AgentState, tool
 from hookmesh.middleware.builtin.plan_execute import (
+    CONFIRM_TOOL,
     EXECUTE_TOOL,
     PLANNER_NAME,
     Plan,
@@ -256,6 +257,7 @@ async def test_an_ask_three_levels_down_pauses_the_top_and_resumes_elsewhere(
     (confirm,) = asked.tool_calls  # type: ignore[union-attr]
     assert confirm.name == "confirm_ops"
     assert json.loads(confirm.arguments)["worker"] == "ops"
+    assert json.loads(confirm.arguments)["path"] == ["ops", "janitor"]  # who asks
     (deep,) = [
         e for e in events if e.type == "require_user_confirm" and len(e.source_path or ()) == 2
     ]
@@ -294,6 +296,89 @@ async def test_rejecting_the_ask_denies_the_nested_calls(kind: MessageKind) -> N
     agent = _cleaning_team(boss, ops, janitor, deleted)
     agent.kind = kind
     events = await collect(agent.reply("Clean up, please."))
+    (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+    no = Confirmation(call_id=asked.tool_calls[0].id, confirmed=False, reason="not now")  # type: ignore[union-attr]
+    resumed = await collect(agent.resume(Resume(confirmations=[no])))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert deleted == []
+    assert results(agent)[no.call_id].state == "denied"
+
+
+def _cleaning_plan(
+    planner: Recorded, janitor: Recorded, writer: Recorded, model: Recorded, deleted: list[str]
+) -> Any:
+    """A plan-execute agent whose worker ``janitor`` has a `delete` that needs the user's
+    confirmation, and whose worker ``writer`` reports."""
+
+    @tool(needs_confirmation=True)
+    def delete(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: The file.
+        """
+        deleted.append(path)
+        return f"deleted {path}"
+
+    planner.model.native_output = True
+    workers = [
+        Worker("janitor", janitor.model, "Deletes files.", tools=[delete]),
+        Worker("writer", writer.model, "Writes reports."),
+    ]
+    return plan_execute(model.model, workers, planner_model=planner.model)
+
+
+async def test_a_plan_steps_ask_pauses_the_reply_and_the_plan_goes_on_elsewhere(
+    kind: MessageKind,
+) -> None:
+    plan = {
+        "steps": [
+            {"worker": "janitor", "task": "Delete tmp/a."},
+            {"worker": "writer", "task": "Report what was deleted."},
+        ]
+    }
+    deleted: list[str] = []
+    janitor = Recorded([ScriptedTurn(tool_calls=[("delete", {"path": "tmp/a"})])])
+    agent = _cleaning_plan(_planner(plan), janitor, Recorded([]), Recorded([]), deleted)
+    agent.kind = kind
+    events = await collect(agent.reply("Clean up and report."))
+
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+    (confirm,) = asked.tool_calls  # type: ignore[union-attr]
+    assert confirm.name == CONFIRM_TOOL
+    assert json.loads(confirm.arguments)["path"] == ["janitor"]
+    (deep,) = [e for e in events if e.type == "require_user_confirm" and e.source_path]
+    assert [s.agent_name for s in deep.source_path] == ["janitor"]  # type: ignore[union-attr]
+    assert deleted == []
+
+    saved = agent.state.model_dump_json()  # another process: a new agent on the saved state
+    writer, model = Recorded(["Report: tmp/a is gone."]), Recorded(["All done."])
+    again = _cleaning_plan(_planner(), Recorded(["Deleted tmp/a."]), writer, model, deleted)
+    again.kind = kind
+    again.state = AgentState.model_validate_json(saved)
+    resumed = await collect(
+        again.resume(Resume(confirmations=[Confirmation(call_id=confirm.id, confirmed=True)]))
+    )
+
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert deleted == ["tmp/a"]  # the step's tool ran exactly once
+    report = results(again)[confirm.id].text
+    assert report.startswith("The plan is done (2 steps, 0 re-plans).")
+    assert "Step 1 — janitor: Delete tmp/a.\nDeleted tmp/a." in report
+    assert "Deleted tmp/a." in text_of(writer.prompts[0][-1])  # the next step sees the result
+    assert CONFIRM_TOOL not in model.tools[0] and EXECUTE_TOOL not in model.tools[0]
+    assert text_of(again.final_message) == "All done."  # type: ignore[arg-type]
+
+
+async def test_rejecting_a_plan_steps_ask_drops_the_plan(kind: MessageKind) -> None:
+    plan = {"steps": [{"worker": "janitor", "task": "Delete tmp/a."}]}
+    deleted: list[str] = []
+    janitor = Recorded([ScriptedTurn(tool_calls=[("delete", {"path": "tmp/a"})])])
+    model = Recorded(["Left as is."])
+    agent = _cleaning_plan(_planner(plan), janitor, Recorded([]), model, deleted)
+    agent.kind = kind
+    events = await collect(agent.reply("Clean up."))
     (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
     no = Confirmation(call_id=asked.tool_calls[0].id, confirmed=False, reason="not now")  # type: ignore[union-attr]
     resumed = await collect(agent.resume(Resume(confirmations=[no])))

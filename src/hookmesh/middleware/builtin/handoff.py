@@ -3,13 +3,14 @@ the rest of the reply (or hands back), seeing only the history its input filter 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from hookmesh.agent import Agent
-from hookmesh.middleware import AgentView, ReplyArgs, ReplyNext
+from hookmesh.agent import Agent, AgentState, new_id
+from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext, ReplyArgs, ReplyNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import (
@@ -19,12 +20,16 @@ from hookmesh.middleware.builtin._support._nested import (
     run_nested,
 )
 from hookmesh.middleware.builtin.propagated_limits import inherited
-from hookmesh.models import ChatModel, answer_text
+from hookmesh.middleware.builtin.supervisor import CONFIRM_PREFIX, asker_path
+from hookmesh.models import ChatModel, ModelResponse, ModelResult, answer_text
 from hookmesh.schema import (
     AgentEvent,
+    Confirmation,
     Message,
+    Resume,
     ToolCall,
     is_assistant,
+    make_assistant,
     make_text,
     make_user_text,
     text_of,
@@ -120,10 +125,20 @@ class HandoffMiddleware(Middleware):
     and what the summary model wrote); ``none`` (only the message).
 
     A receiver that fails or does not complete answers the call with an error result, and
-    the parent model goes on. A receiver cannot pause the reply: a call of its that needs
-    confirmation is denied. Not supported: remote (A2A) receivers, a sidecar (the
-    receiving agents are Python objects in this process). A receiver is bound by the
-    parent's `PropagatedLimitMiddleware` limits (it reserves from the remainder).
+    the parent model goes on.
+
+    Nested approvals: a receiver's call that needs the user's confirmation pauses the
+    receiver (its ``require_user_confirm`` streams nested) and its state is kept in this
+    reply's middleware state; the transfer call answers that it waits (an error result
+    without `hand_back`, so the reply does not end with it) and the next model call is
+    replaced by a call of ``confirm_<name>`` (hidden from the model, ``{"agent", "path",
+    "asks"}``) that needs confirmation, so the reply pauses. Confirming it resumes the
+    receiver with its calls approved; its answer is that call's result, the reply's final
+    answer without `hand_back`. Rejecting it drops the receiver's run.
+
+    Not supported: remote (A2A) receivers, a sidecar (the receiving agents are Python
+    objects in this process). A receiver is bound by the parent's
+    `PropagatedLimitMiddleware` limits (it reserves from the remainder).
 
     Example:
         >>> billing = Handoff("billing", model, "Invoices, refunds and payment methods.")
@@ -147,6 +162,8 @@ class HandoffMiddleware(Middleware):
         self.handoffs = {h.tool_name: h for h in handoffs}
         self.failure_mode = check.failure(failure_mode)
         self._tools = [self._build_tool(h) for h in handoffs]
+        self._tools += [self._build_confirm(h) for h in handoffs]
+        self._hidden = frozenset(f"{CONFIRM_PREFIX}{h.name}" for h in handoffs)
 
     def middleware_key(self) -> str:
         return "handoff"
@@ -179,24 +196,111 @@ class HandoffMiddleware(Middleware):
             return_directly=not handoff.hand_back,
         )
 
+    def _build_confirm(self, handoff: Handoff) -> Tool:
+        async def confirm(
+            context: ToolContext[AgentView], **unused: Any
+        ) -> AsyncIterator[ToolPiece]:
+            """Continue a receiver with the calls the user confirmed."""
+            entry = self.state(context.agent).get("confirming", {}).pop(context.call.id, None)
+            if entry is None:
+                raise ToolError("Error: no receiver waits for this confirmation")
+            resume = Resume(
+                confirmations=[
+                    Confirmation(call_id=a["call_id"], confirmed=True) for a in entry["asks"]
+                ]
+            )
+            async for piece in self._transfer(context, handoff, "", (entry["state"], resume)):
+                yield piece
+
+        return Tool(
+            name=f"{CONFIRM_PREFIX}{handoff.name}",
+            description=f"The user confirms the calls {handoff.name} asks to make.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string"},
+                    "path": {"type": "array", "items": {"type": "string"}},
+                    "asks": {"type": "array"},
+                },
+            },
+            func=confirm,
+            needs_confirmation=True,
+            return_directly=not handoff.hand_back,
+        )
+
+    async def on_model_call(
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
+    ) -> ModelResult:
+        """While receivers wait for the user, replace the model call by ``confirm_<name>``
+        calls (this reply then pauses); otherwise call the model without those tools."""
+        state = self.state(agent)
+        waiting = state.pop("waiting", [])
+        if waiting:
+            calls = []
+            for entry in waiting:
+                arguments = {
+                    "agent": entry["agent"],
+                    "path": asker_path(entry["agent"], entry["asks"]),
+                    "asks": entry["asks"],
+                }
+                call = ToolCall(
+                    id=new_id(),
+                    name=f"{CONFIRM_PREFIX}{entry['agent']}",
+                    arguments=json.dumps(arguments),
+                )
+                state.setdefault("confirming", {})[call.id] = entry
+                calls.append(call)
+            return ModelResponse(message=make_assistant(agent.kind, "", calls))
+        return await next_handler(
+            tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
+        )
+
+    def _pausable(self, agent: AgentView, handoff: Handoff) -> bool:
+        toolkit = getattr(agent, "toolkit", None)
+        confirm = f"{CONFIRM_PREFIX}{handoff.name}"
+        return toolkit is not None and toolkit.get(confirm) is not None
+
     async def _transfer(
-        self, context: ToolContext[AgentView], handoff: Handoff, message: str
+        self,
+        context: ToolContext[AgentView],
+        handoff: Handoff,
+        message: str,
+        resumed: tuple[dict[str, Any], Resume] | None = None,
     ) -> AsyncIterator[ToolPiece]:
         agent = context.agent
-        inputs = await history(agent, context.call, handoff)
-        inputs.append(make_user_text(agent.kind, message))
+        inputs: list[Message] = []
+        if resumed is None:
+            inputs = await history(agent, context.call, handoff)
+            inputs.append(make_user_text(agent.kind, message))
+        guard = [] if self._pausable(agent, handoff) else [NoPause()]
         sub = Agent(
             handoff.model,
             name=handoff.name,
             system_prompt=handoff.system_prompt,
             tools=handoff.tools,
-            middlewares=[NoPause(), *inherited(agent, context.call.id), *handoff.middlewares],
+            middlewares=[*guard, *inherited(agent, context.call.id), *handoff.middlewares],
             kind=agent.kind,
             max_iters=handoff.max_iters,
+            state=AgentState.model_validate(resumed[0]) if resumed is not None else None,
         )
         outcome = ForkOutcome()
-        async for event in run_nested(agent, context.call, sub, inputs, outcome):
+        resume = resumed[1] if resumed is not None else None
+        async for event in run_nested(agent, context.call, sub, inputs, outcome, resume=resume):
             yield event
+        if outcome.paused:
+            asks = [
+                {"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in outcome.asks
+            ]
+            self.state(agent).setdefault("waiting", []).append(
+                {"agent": handoff.name, "state": outcome.saved, "asks": asks}
+            )
+            waits = f"{handoff.name} waits for the user to confirm: " + ", ".join(
+                f"{a['tool']}({a['arguments']})" for a in asks
+            )
+            if not handoff.hand_back:
+                raise ToolError(waits)  # a success would end the reply with it
+            yield waits
+            return
         if not outcome.ok:
             raise ToolError(outcome.text)
         if not handoff.hand_back:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,14 +17,32 @@ from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import ForkOutcome, NoPause, run_nested
 from hookmesh.middleware.builtin.propagated_limits import inherited
-from hookmesh.middleware.builtin.supervisor import Worker, run_worker, worker_names
+from hookmesh.middleware.builtin.supervisor import (
+    CONFIRM_PREFIX,
+    Worker,
+    asker_path,
+    run_worker,
+    worker_names,
+)
 from hookmesh.models import ChatModel, ModelResponse, ModelResult
-from hookmesh.schema import AgentEvent, ToolCall, is_user, make_assistant, make_user_text, text_of
+from hookmesh.schema import (
+    AgentEvent,
+    Confirmation,
+    Resume,
+    ToolCall,
+    is_user,
+    make_assistant,
+    make_user_text,
+    text_of,
+)
 from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
 
 EXECUTE_TOOL = "execute_plan"
 """The tool the reply's first step calls (hidden from the model): planning and the steps run
 inside it, their events nested under it."""
+CONFIRM_TOOL = f"{CONFIRM_PREFIX}step"
+"""The call (hidden from the model, needing confirmation) the reply pauses on while a step's
+worker waits for the user; confirming it continues the worker, then the plan."""
 PLANNER_NAME = "planner"
 """The planner's agent name on the events' path."""
 
@@ -77,7 +96,15 @@ class PlanExecuteMiddleware(Middleware):
     what failed and the model answers with what it has. The planner's and the workers'
     events stream nested under the call: ``source_path[0].agent_name`` is ``planner`` or
     the worker's name, ``run_id`` that run's. Workers and the planner are bound by the
-    reply's `PropagatedLimitMiddleware`; none can pause the reply.
+    reply's `PropagatedLimitMiddleware`.
+
+    Nested approvals: a step's worker whose call needs the user's confirmation pauses (as a
+    supervisor's worker does); the plan's progress and the worker's state are kept in this
+    reply's middleware state, `EXECUTE_TOOL` answers that the step waits, and the next model
+    call is replaced by a call of `CONFIRM_TOOL` (``{"worker", "path", "asks"}``) that needs
+    confirmation, so the reply pauses. Confirming it continues the worker with its calls
+    approved, then the rest of the plan (the result is the plan's report); rejecting it drops
+    the plan. The planner cannot pause (a call of its that needs confirmation is denied).
 
     Example:
         >>> steps = PlanExecuteMiddleware([Worker("research", model, "Finds facts.")])
@@ -108,12 +135,13 @@ class PlanExecuteMiddleware(Middleware):
         self.planner_prompt = planner_prompt
         self.failure_mode = check.failure(failure_mode)
         self._tool = self._build_tool()
+        self._confirm = self._build_confirm()
 
     def middleware_key(self) -> str:
         return "plan_execute"
 
     def list_tools(self) -> list[Tool]:
-        return [self._tool]
+        return [self._tool, self._confirm]
 
     async def on_model_call(
         self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
@@ -121,6 +149,16 @@ class PlanExecuteMiddleware(Middleware):
         """The reply's first model call becomes the plan's execution; later ones go to the
         model without `EXECUTE_TOOL`."""
         state = self.state(agent)
+        waiting = state.pop("waiting", None)
+        if waiting is not None:
+            arguments = {
+                "worker": waiting["worker"],
+                "path": asker_path(waiting["worker"], waiting["asks"]),
+                "asks": waiting["asks"],
+            }
+            call = ToolCall(id=new_id(), name=CONFIRM_TOOL, arguments=json.dumps(arguments))
+            state.setdefault("confirming", {})[call.id] = waiting
+            return ModelResponse(message=make_assistant(agent.kind, "", [call]))
         if not state.get("executed"):
             state["executed"] = True
             request = next((text_of(m) for m in reversed(kwargs["messages"]) if is_user(m)), "")
@@ -128,7 +166,8 @@ class PlanExecuteMiddleware(Middleware):
                 id=new_id(), name=EXECUTE_TOOL, arguments=json.dumps({"request": request})
             )
             return ModelResponse(message=make_assistant(agent.kind, "", [call]))
-        return await next_handler(tools=[t for t in kwargs["tools"] if t["name"] != EXECUTE_TOOL])
+        hidden = (EXECUTE_TOOL, CONFIRM_TOOL)
+        return await next_handler(tools=[t for t in kwargs["tools"] if t["name"] not in hidden])
 
     def _build_tool(self) -> Tool:
         async def execute(
@@ -148,36 +187,125 @@ class PlanExecuteMiddleware(Middleware):
             description="Plan the user's request and execute the plan with the workers.",
         )
 
+    def _build_confirm(self) -> Tool:
+        async def confirm(
+            context: ToolContext[AgentView], **unused: Any
+        ) -> AsyncIterator[ToolPiece]:
+            """Continue the waiting step's worker with the calls the user confirmed."""
+            entry = self.state(context.agent).get("confirming", {}).pop(context.call.id, None)
+            if entry is None:
+                raise ToolError("Error: no step waits for this confirmation")
+            resume = Resume(
+                confirmations=[
+                    Confirmation(call_id=a["call_id"], confirmed=True) for a in entry["asks"]
+                ]
+            )
+            async for piece in self._execute(
+                context,
+                entry["request"],
+                done=[_Done(**d) for d in entry["done"]],
+                steps=[PlanStep.model_validate(d) for d in entry["steps"]],
+                replans=entry["replans"],
+                resumed=(entry["state"], resume),
+            ):
+                yield piece
+
+        return Tool(
+            name=CONFIRM_TOOL,
+            description="The user confirms the calls a step's worker asks to make.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "worker": {"type": "string"},
+                    "path": {"type": "array", "items": {"type": "string"}},
+                    "asks": {"type": "array"},
+                },
+            },
+            func=confirm,
+            needs_confirmation=True,
+        )
+
+    def _pausable(self, agent: AgentView) -> bool:
+        toolkit = getattr(agent, "toolkit", None)
+        return toolkit is not None and toolkit.get(CONFIRM_TOOL) is not None
+
     async def _execute(
-        self, context: ToolContext[AgentView], request: str
+        self,
+        context: ToolContext[AgentView],
+        request: str,
+        *,
+        done: list[_Done] | None = None,
+        steps: list[PlanStep] | None = None,
+        replans: int = 0,
+        resumed: tuple[dict[str, Any], Resume] | None = None,
     ) -> AsyncIterator[ToolPiece]:
+        """Plan (unless `steps` are left of a plan), run the steps, plan again after a
+        failure; `resumed` continues the paused worker of the first of `steps`."""
         agent, call = context.agent, context.call
-        done: list[_Done] = []
+        done = done if done is not None else []
         failure = ""
-        for replans in range(self.max_replans + 1):
-            planned = ForkOutcome()
-            async for event in self._plan(agent, call, request, done, failure, planned):
-                yield event
-            if not planned.ok or not isinstance(planned.value, Plan):
-                raise ToolError(f"Error: the planner could not plan: {planned.text}")
-            failure = ""
-            for step in planned.value.steps:
+        while True:
+            if steps is None:
+                if replans > self.max_replans:
+                    yield _report(done, self.max_replans, failure)
+                    return
+                planned = ForkOutcome()
+                async for event in self._plan(agent, call, request, done, failure, planned):
+                    yield event
+                if not planned.ok or not isinstance(planned.value, Plan):
+                    raise ToolError(f"Error: the planner could not plan: {planned.text}")
+                steps, failure = list(planned.value.steps), ""
+            for index, step in enumerate(steps):
                 worker = self.workers.get(step.worker)
                 if worker is None:
                     failure = f"the plan named {step.worker!r}, who is not a worker"
                     break
                 outcome = ForkOutcome()
-                inputs = [make_user_text(agent.kind, _task_text(step.task, done))]
-                async for event in run_worker(agent, call, worker, inputs, outcome):
+                saved, resume = resumed if resumed is not None and index == 0 else (None, None)
+                inputs = (
+                    []
+                    if saved is not None
+                    else [make_user_text(agent.kind, _task_text(step.task, done))]
+                )
+                async for event in run_worker(
+                    agent,
+                    call,
+                    worker,
+                    inputs,
+                    outcome,
+                    pausable=self._pausable(agent),
+                    saved=saved,
+                    resume=resume,
+                ):
                     yield event
+                if outcome.paused:
+                    asks = [
+                        {"call_id": c.id, "tool": c.name, "arguments": c.arguments}
+                        for c in outcome.asks
+                    ]
+                    self.state(agent)["waiting"] = {
+                        "request": request,
+                        "done": [asdict(d) for d in done],
+                        "steps": [s.model_dump() for s in steps[index:]],
+                        "replans": replans,
+                        "worker": worker.name,
+                        "state": outcome.saved,
+                        "asks": asks,
+                    }
+                    yield (
+                        f"The step's worker {worker.name} waits for the user to confirm: "
+                        + ", ".join(f"{a['tool']}({a['arguments']})" for a in asks)
+                    )
+                    return
                 if not outcome.ok:
                     failure = f"step {step.worker!r} ({step.task}) failed: {outcome.text}"
                     break
                 done.append(_Done(step.worker, step.task, outcome.text))
+            resumed = None
             if not failure:
                 yield _report(done, replans, "")
                 return
-        yield _report(done, self.max_replans, failure)
+            steps, replans = None, replans + 1
 
     async def _plan(
         self,
@@ -253,6 +381,7 @@ def plan_execute(
 
 
 __all__ = [
+    "CONFIRM_TOOL",
     "EXECUTE_TOOL",
     "PLANNER_NAME",
     "PLANNER_PROMPT",

@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from hookmesh.a2a import Limits, Spent, limits_json, spent_json
 from hookmesh.errors import HookmeshError
@@ -230,8 +231,10 @@ class PropagatedLimitMiddleware(Middleware):
     Reservations are taken in one step of the event loop, with nothing awaited between
     reading the remainder and taking from it, so parallel children never exceed it. A
     second limit on the same reply (say one a caller sent and one configured) nests inside
-    the first. Not supported: a reply that pauses and resumes (its pool starts full again),
-    a sidecar (pools are in the agent's process).
+    the first. A reply that pauses and resumes goes on with what it had left (kept in its
+    middleware state, so also on another replica; only the outermost limit of the reply is
+    kept, an inner one starts full within it). Not supported: a sidecar (pools are in the
+    agent's process).
 
     Example:
         >>> agent = Agent(model, middlewares=[PropagatedLimitMiddleware(20), handoffs])
@@ -310,6 +313,9 @@ class PropagatedLimitMiddleware(Middleware):
         rid = agent.reply_id
         outer = _OPEN.get(rid)
         pool = self._open(outer)
+        kept = self.state(agent)
+        if outer is None and "left" in kept:
+            _restore(pool, kept)
         top = self._top(outer, pool)
         _OPEN[rid] = _Open(pool, self.per_child, top, self)
         try:
@@ -318,6 +324,10 @@ class PropagatedLimitMiddleware(Middleware):
                     if event.type == "model_call_end" and event.usage is not None:
                         pool.charge_usage(event.usage.input_tokens, event.usage.output_tokens)
                     elif event.type == "reply_end":
+                        if outer is None and event.finish_reason.startswith("awaiting"):
+                            _keep(pool, kept)
+                        elif outer is None:
+                            kept.pop("left", None)
                         if self.report:
                             yield CustomEvent(
                                 reply_id=rid, name=SPENT_EVENT, value=spent_json(pool.spent())
@@ -373,6 +383,32 @@ class PropagatedLimitMiddleware(Middleware):
         if pool is None or pool.deadline is None:
             return next_handler()
         return _cut_run(agent, pool, kwargs["tool_call"].id, next_handler())
+
+
+def _keep(pool: Pool, kept: dict[str, Any]) -> None:
+    """Save what a reply's own pool has left as it ends (its children have given back what
+    they did not use), so the same reply resumed after a pause goes on from there."""
+    seconds = None if pool.deadline is None else max(0.0, pool.deadline - time.time())
+    kept["left"] = {
+        "tool_calls": pool.left,
+        "tokens": pool.tokens,
+        "cost_usd": pool.cost,
+        "seconds": seconds,
+        "used": [pool.used_calls, pool.used_tokens, pool.used_cost],
+    }
+
+
+def _restore(pool: Pool, kept: dict[str, Any]) -> None:
+    """A resumed reply's pool: what it had left when it paused, not its full limits. The
+    deadline is the sooner of its own (a caller's is absolute) and the seconds it had left
+    (time waiting for the user does not count)."""
+    left = kept["left"]
+    pool.left = left["tool_calls"] if pool.left is not None else None
+    pool.tokens = left["tokens"] if pool.tokens is not None else None
+    pool.cost = left["cost_usd"] if pool.cost is not None else None
+    if pool.deadline is not None and left["seconds"] is not None:
+        pool.deadline = min(pool.deadline, time.time() + left["seconds"])
+    pool.used_calls, pool.used_tokens, pool.used_cost = left["used"]
 
 
 def _not_negative(name: str, value: float) -> float:

@@ -189,7 +189,13 @@ class SupervisorMiddleware(Middleware):
                 call = ToolCall(
                     id=new_id(),
                     name=f"{CONFIRM_PREFIX}{entry['worker']}",
-                    arguments=json.dumps({"worker": entry["worker"], "asks": entry["asks"]}),
+                    arguments=json.dumps(
+                        {
+                            "worker": entry["worker"],
+                            "path": asker_path(entry["worker"], entry["asks"]),
+                            "asks": entry["asks"],
+                        }
+                    ),
                 )
                 state.setdefault("confirming", {})[call.id] = entry
                 calls.append(call)
@@ -260,7 +266,11 @@ class SupervisorMiddleware(Middleware):
             description=f"The user confirms the calls the worker {worker.name} asks to make.",
             parameters={
                 "type": "object",
-                "properties": {"worker": {"type": "string"}, "asks": {"type": "array"}},
+                "properties": {
+                    "worker": {"type": "string"},
+                    "path": {"type": "array", "items": {"type": "string"}},
+                    "asks": {"type": "array"},
+                },
             },
             func=confirm,
             needs_confirmation=True,
@@ -289,6 +299,26 @@ class SupervisorMiddleware(Middleware):
         )
 
 
+def asker_path(worker: str, asks: Sequence[dict[str, Any]]) -> list[str]:
+    """The agents from `worker` down to the one that asks: a worker whose one ask is itself
+    a nested confirmation (``confirm_<name>`` of its own supervisor, ``<name>__confirm`` of a
+    remote agent) names the rest in that call's ``path``."""
+    path = [worker]
+    if len(asks) == 1 and _nests(str(asks[0].get("tool", ""))):
+        try:
+            inner = json.loads(asks[0].get("arguments") or "{}")
+        except ValueError:
+            return path
+        if isinstance(inner, dict) and isinstance(inner.get("path"), list):
+            path += [str(p) for p in inner["path"]]
+    return path
+
+
+def _nests(tool_name: str) -> bool:
+    """Whether a call of `tool_name` stands for a sub-agent's own ask."""
+    return tool_name.startswith(CONFIRM_PREFIX) or tool_name.endswith("__confirm")
+
+
 def supervisor(
     model: ChatModel,
     workers: Sequence[Worker],
@@ -314,6 +344,7 @@ __all__ = [
     "ROUTING_PROMPT",
     "SupervisorMiddleware",
     "Worker",
+    "asker_path",
     "run_worker",
     "supervisor",
     "worker_names",

@@ -44,7 +44,9 @@ from hookmesh.schema import (
     ToolCall,
     ToolOutputBlock,
     Usage,
+    asked_by,
     make_tool_result,
+    path_names,
 )
 from hookmesh.schema.agui import message_to_agui
 
@@ -66,6 +68,7 @@ HINT_EVENT = "hookmesh.hint"
 DATA_START_EVENT = "hookmesh.data_block_start"
 DATA_DELTA_EVENT = "hookmesh.data_block_delta"
 DATA_END_EVENT = "hookmesh.data_block_end"
+NESTED_EVENT = "hookmesh.nested"
 
 
 def _now() -> int:
@@ -91,13 +94,18 @@ def _token_usage(model: str, u: Usage) -> TokenUsage:
 
 def confirmation_interrupt(call: ToolCall) -> Interrupt:
     """The interrupt asking the user to approve one call (its id is the call's id)."""
+    path = asked_by(call)
+    who = f"{'/'.join(path)} asks: " if path else ""
+    metadata: dict[str, Any] = {"toolName": call.name, "arguments": call.arguments}
+    if path:
+        metadata["askedBy"] = path
     return Interrupt(
         id=call.id,
         reason="tool_call",
-        message=f"Allow {call.name} with {call.arguments or '{}'}?",
+        message=f"{who}Allow {call.name} with {call.arguments or '{}'}?",
         tool_call_id=call.id,
         response_schema=APPROVAL_SCHEMA,
-        metadata={"hookmesh": {"toolName": call.name, "arguments": call.arguments}},
+        metadata={"hookmesh": metadata},
     )
 
 
@@ -148,6 +156,9 @@ class RunEvents:
 
     def map(self, event: AgentEvent) -> Iterator[BaseEvent]:
         """The AG-UI events for one hookmesh event (often one, sometimes none)."""
+        if event.source_path and not event.type.startswith("text_block"):
+            yield from _nested(event)
+            return
         handler = _HANDLERS.get(event.type)
         if handler is not None:
             yield from handler(self, event)
@@ -354,6 +365,29 @@ class RunEvents:
 
 def _usage_json(u: Usage) -> dict[str, int]:
     return {"inputTokens": u.input_tokens, "outputTokens": u.output_tokens}
+
+
+def _nested(event: AgentEvent) -> Iterator[BaseEvent]:
+    """A sub-agent's progress as ``hookmesh.nested`` (a sub-agent's end or pause neither
+    ends nor pauses the run, its steps are not the run's): its calls, results, asks and end,
+    each with the agents' path. Its text is sent as the run's text messages are (a handoff's
+    receiver speaks for the reply); its other events are not sent."""
+    value: dict[str, Any] = {"path": path_names(event), "type": event.type}
+    match event.type:
+        case "tool_call_start":
+            value |= {"toolCallId": event.call_id, "toolName": event.name}
+        case "tool_result_end":
+            value |= {"toolCallId": event.call_id, "state": event.state}
+        case "require_user_confirm":
+            calls = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in event.tool_calls
+            ]
+            value["toolCalls"] = calls
+        case "reply_end":
+            value["finishReason"] = event.finish_reason
+        case _:
+            return
+    yield CustomEvent(name=NESTED_EVENT, value=value, timestamp=_now())
 
 
 _HANDLERS: dict[str, Callable[[RunEvents, Any], Iterator[BaseEvent]]] = {
