@@ -16,6 +16,8 @@ from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import (
     ForkOutcome,
     NoPause,
+    approved,
+    confirm_parameters,
     parent_context,
     run_nested,
 )
@@ -24,7 +26,6 @@ from hookmesh.middleware.builtin.supervisor import CONFIRM_PREFIX, asker_path
 from hookmesh.models import ChatModel, ModelResponse, ModelResult, answer_text
 from hookmesh.schema import (
     AgentEvent,
-    Confirmation,
     Message,
     Resume,
     ToolCall,
@@ -204,25 +205,14 @@ class HandoffMiddleware(Middleware):
             entry = self.state(context.agent).get("confirming", {}).pop(context.call.id, None)
             if entry is None:
                 raise ToolError("Error: no receiver waits for this confirmation")
-            resume = Resume(
-                confirmations=[
-                    Confirmation(call_id=a["call_id"], confirmed=True) for a in entry["asks"]
-                ]
-            )
+            resume = approved(entry["asks"])
             async for piece in self._transfer(context, handoff, "", (entry["state"], resume)):
                 yield piece
 
         return Tool(
             name=f"{CONFIRM_PREFIX}{handoff.name}",
             description=f"The user confirms the calls {handoff.name} asks to make.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "agent": {"type": "string"},
-                    "path": {"type": "array", "items": {"type": "string"}},
-                    "asks": {"type": "array"},
-                },
-            },
+            parameters=confirm_parameters("agent"),
             func=confirm,
             needs_confirmation=True,
             return_directly=not handoff.hand_back,

@@ -15,7 +15,13 @@ from hookmesh.agent import Agent, new_id
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
-from hookmesh.middleware.builtin._support._nested import ForkOutcome, NoPause, run_nested
+from hookmesh.middleware.builtin._support._nested import (
+    ForkOutcome,
+    NoPause,
+    approved,
+    confirm_parameters,
+    run_nested,
+)
 from hookmesh.middleware.builtin.propagated_limits import inherited
 from hookmesh.middleware.builtin.supervisor import (
     CONFIRM_PREFIX,
@@ -27,7 +33,6 @@ from hookmesh.middleware.builtin.supervisor import (
 from hookmesh.models import ChatModel, ModelResponse, ModelResult
 from hookmesh.schema import (
     AgentEvent,
-    Confirmation,
     Resume,
     ToolCall,
     is_user,
@@ -195,11 +200,7 @@ class PlanExecuteMiddleware(Middleware):
             entry = self.state(context.agent).get("confirming", {}).pop(context.call.id, None)
             if entry is None:
                 raise ToolError("Error: no step waits for this confirmation")
-            resume = Resume(
-                confirmations=[
-                    Confirmation(call_id=a["call_id"], confirmed=True) for a in entry["asks"]
-                ]
-            )
+            resume = approved(entry["asks"])
             async for piece in self._execute(
                 context,
                 entry["request"],
@@ -213,14 +214,7 @@ class PlanExecuteMiddleware(Middleware):
         return Tool(
             name=CONFIRM_TOOL,
             description="The user confirms the calls a step's worker asks to make.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "worker": {"type": "string"},
-                    "path": {"type": "array", "items": {"type": "string"}},
-                    "asks": {"type": "array"},
-                },
-            },
+            parameters=confirm_parameters("worker"),
             func=confirm,
             needs_confirmation=True,
         )

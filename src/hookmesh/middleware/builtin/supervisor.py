@@ -14,12 +14,17 @@ from hookmesh.agent import Agent, AgentState, new_id
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
-from hookmesh.middleware.builtin._support._nested import ForkOutcome, NoPause, run_nested
+from hookmesh.middleware.builtin._support._nested import (
+    ForkOutcome,
+    NoPause,
+    approved,
+    confirm_parameters,
+    run_nested,
+)
 from hookmesh.middleware.builtin.propagated_limits import inherited
 from hookmesh.models import ChatModel, ModelResponse, ModelResult
 from hookmesh.schema import (
     AgentEvent,
-    Confirmation,
     Message,
     Resume,
     ToolCall,
@@ -253,25 +258,14 @@ class SupervisorMiddleware(Middleware):
             entry = self.state(context.agent).get("confirming", {}).pop(context.call.id, None)
             if entry is None:
                 raise ToolError("Error: no worker waits for this confirmation")
-            resume = Resume(
-                confirmations=[
-                    Confirmation(call_id=a["call_id"], confirmed=True) for a in entry["asks"]
-                ]
-            )
+            resume = approved(entry["asks"])
             async for piece in self._run(context, worker, [], entry["state"], resume):
                 yield piece
 
         return Tool(
             name=f"{CONFIRM_PREFIX}{worker.name}",
             description=f"The user confirms the calls the worker {worker.name} asks to make.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "worker": {"type": "string"},
-                    "path": {"type": "array", "items": {"type": "string"}},
-                    "asks": {"type": "array"},
-                },
-            },
+            parameters=confirm_parameters("worker"),
             func=confirm,
             needs_confirmation=True,
         )

@@ -1,5 +1,6 @@
 """A nested run: one reply of a fresh `Agent` inside a tool call of its parent, its events
-nested under the call; shared by skill forks and handoffs."""
+nested under the call, and the pause it may leave for the user; shared by skill forks,
+handoffs, the supervisor and plan-execute."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hookmesh.middleware import AgentView, PermissionArgs, PermissionNext
 from hookmesh.middleware._base import Middleware, PermissionDecision
 from hookmesh.schema import (
     AgentEvent,
+    Confirmation,
     EventSource,
     Message,
     ReplyEndEvent,
@@ -112,3 +114,22 @@ async def run_nested(
     reason = end.finish_reason if end is not None else "interrupted"
     detail = f": {end.error.message}" if end is not None and end.error is not None else ""
     outcome.text = f"Error: the sub-agent {sub.name} ended with {reason}{detail}"
+
+
+def approved(asks: Sequence[dict[str, Any]]) -> Resume:
+    """The resume of a paused nested run whose asked calls (``call_id`` each) the user
+    confirmed."""
+    return Resume(confirmations=[Confirmation(call_id=a["call_id"], confirmed=True) for a in asks])
+
+
+def confirm_parameters(asker: str) -> dict[str, Any]:
+    """The arguments of a hidden ``confirm_<name>`` call: who asks (under `asker`), the path
+    of agents down to the one that asks, and its asked calls."""
+    return {
+        "type": "object",
+        "properties": {
+            asker: {"type": "string"},
+            "path": {"type": "array", "items": {"type": "string"}},
+            "asks": {"type": "array"},
+        },
+    }
