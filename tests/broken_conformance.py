@@ -17,6 +17,7 @@ from hookmesh.conformance import ConformanceMiddleware
 from hookmesh.conformance._middleware import ConformanceError, marker
 from hookmesh.middleware import HookMode, Middleware, PermissionDecision
 from hookmesh.models import ModelResponse
+from hookmesh.remote import pass_rest
 from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.schema import CustomEvent, MessageKind, make_assistant
 from hookmesh.v1 import content_pb2
@@ -568,6 +569,26 @@ class IgnoresRetry(_OnReasoning):
 
     def broken(self, agent: Any, next_handler: Any) -> Any:
         return _events(next_handler)
+
+
+class IgnoresFinalVerdict(_OnReasoning):
+    """Answers the first item with a plain verdict despite the `final-verdict` marker."""
+
+    word = "final-verdict"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+
+class EmitsAfterPassRest(_OnReasoning):
+    """Not broken: yields its own event after the rest passed; the host must not send it."""
+
+    word = "final-verdict"
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        async for event in pass_rest(next_handler()):
+            yield event
+        yield _custom(agent, "conformance.too_late")
 
 
 class IgnoresStop(_OnReasoning):

@@ -95,6 +95,7 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.FailsWithoutTheHook, "on_reasoning.error", "metadata {'errorType'"),
     (broken.IgnoresErrorAfter, "on_reasoning.error_after", "done carries no error"),
     (broken.IgnoresRetry, "on_reasoning.retry", "answered the failed outcome with done, no retry"),
+    (broken.IgnoresFinalVerdict, "on_reasoning.final_verdict", "verdict.final not set"),
     (broken.IgnoresStop, "on_reasoning.stop", "answered the first item with a verdict, not done"),
     (broken.StopsSilently, "on_reasoning.stop", "before done: emitted []"),
     (broken.StreamsOnDespiteStop, "on_model_call.stop", "expected done"),
@@ -181,6 +182,12 @@ async def test_either_reading_of_count_plus_one_but_the_spec_s_fails(target: obj
     t = await target(broken.CountsFromZero())  # type: ignore[operator]
     with pytest.raises(RuleFailure, match=r"expected \{'count': 1, 'kept': 'yes'\}"):
         await KIND_RULES["on_reasoning.state"](t, "flat")
+
+
+async def test_a_hook_yielding_after_pass_rest_sends_nothing_more(target: object) -> None:
+    """The final verdict ended the invocation: what the hook yields later is not sent."""
+    t = await target(broken.EmitsAfterPassRest())  # type: ignore[operator]
+    await KIND_RULES["on_reasoning.final_verdict"](t, "flat")
 
 
 async def _servicer_failures(servicer: object, *, generic: bool = False) -> dict[str, str]:

@@ -223,6 +223,25 @@ async def final(t: Target, kind: MessageKind, h: EventHook) -> None:
         session.cancel()
 
 
+async def final_verdict(t: Target, kind: MessageKind, h: EventHook) -> None:
+    """`verdict {final: true}` at the first item: kept, and the invocation ends there (the
+    agent sends no more items and no outcome and expects no `done`)."""
+    session = await _open(t, kind, h.hook, "final-verdict", **h.args)
+    try:
+        got = await session.expect("1", "call_next", "done")
+        check(_arm(got[-1]) == "call_next", "answered the invocation with done, not call_next")
+        check(not got[-1].call_next.final, "call_next.final set (the final goes on the verdict)")
+        await session.send(_req("1", item=_item(h.items[0]())))
+        got = await session.expect("1", "verdict", "done")
+        check(_arm(got[-1]) == "verdict", "answered the first item with done, not a verdict")
+        verdict = got[-1].verdict
+        check(verdict.final, "verdict.final not set")
+        check(not verdict.drop, "the final verdict dropped the item")
+        await session.silence(SHORT_SILENCE, "after a final verdict")
+    finally:
+        session.cancel()
+
+
 async def stop(t: Target, kind: MessageKind, h: EventHook) -> None:
     """A done at the first item (in place of its verdict; unasked for a read-only one) ends
     the invocation: what the agent sent before it saw the done gets no answer."""
@@ -493,6 +512,7 @@ KIND_RULES: dict[str, Rule] = {
             ("drop", drop),
             ("state", state),
             ("final", final),
+            ("final_verdict", final_verdict),
             ("error", error),
             ("error_after", error_after),
             ("downstream_error", downstream_error),
