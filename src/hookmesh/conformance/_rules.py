@@ -496,6 +496,54 @@ async def context_forget(t: Target, kind: MessageKind) -> None:
         session.cancel()
 
 
+MODEL = EventHook("on_model_call", pb.HOOK_ON_MODEL_CALL, _model_args(), ())
+PERMISSION = EventHook("on_check_permission", pb.HOOK_ON_CHECK_PERMISSION, _permission_args(), ())
+COMPRESS = EventHook(
+    "on_compress_context",
+    pb.HOOK_ON_COMPRESS_CONTEXT,
+    {"compress_context": pb.CompressContextArgs()},
+    (),
+)
+"""The awaitable hooks, for the marker rules they share with the event hooks (`state`,
+`error`); they have no verdict items."""
+
+
+def _result(hook: str, kind: MessageKind) -> pb.DownstreamOutcome:
+    """The downstream's result of an awaitable hook: a full response, or allow."""
+    if hook == "on_model_call":
+        return pb.DownstreamOutcome(model_response=pb.ModelResponse(message=assistant(kind, "a")))
+    return pb.DownstreamOutcome(
+        permission=pb.PermissionDecision(behavior=pb.PERMISSION_BEHAVIOR_ALLOW)
+    )
+
+
+async def awaitable_error_after(t: Target, kind: MessageKind, h: EventHook) -> None:
+    """`call_next`, then the marker's error in answer to the downstream's result."""
+    session = await _open(t, kind, h.hook, "error-after", **h.args)
+    try:
+        await session.expect("1", "call_next")
+        await session.send(_req("1", outcome=_result(h.name, kind)))
+        _check_error((await session.expect("1", "done"))[-1].done, h.name)
+    finally:
+        session.cancel()
+
+
+async def model_emit(t: Target, kind: MessageKind) -> None:
+    """`conformance.pre` before call_next, `conformance.post` before the done answering a
+    full response (which keeps it)."""
+    session = await _open(t, kind, pb.HOOK_ON_MODEL_CALL, "emit", **_model_args())
+    try:
+        got = await session.expect("1", "call_next")
+        check(customs(got) == ["conformance.pre"], f"before call_next: emitted {customs(got)}")
+        await session.send(_req("1", outcome=_result("on_model_call", kind)))
+        got = await session.expect("1", "done")
+        check(customs(got) == ["conformance.post"], f"before done: emitted {customs(got)}")
+        result = got[-1].done.WhichOneof("result")
+        check(result in (None, "model_response"), f"done carries {result}")
+    finally:
+        session.cancel()
+
+
 def _on(h: EventHook, rule: Callable[[Target, MessageKind, EventHook], Awaitable[None]]) -> Rule:
     return lambda t, kind: rule(t, kind, h)
 
@@ -523,8 +571,21 @@ KIND_RULES: dict[str, Rule] = {
     "on_reply.read_only": reply_read_only,
     **{
         f"on_reply.{name}": _on(REPLY, rule)
-        for name, rule in (("short_circuit", short_circuit), ("error", error), ("stop", stop))
+        for name, rule in (
+            ("short_circuit", short_circuit),
+            ("state", state),
+            ("error", error),
+            ("error_after", error_after),
+            ("stop", stop),
+        )
     },
+    **{
+        f"{h.name}.{name}": _on(h, rule)
+        for h in (MODEL, PERMISSION, COMPRESS)
+        for name, rule in (("state", state), ("error", error))
+    },
+    **{f"{h.name}.error_after": _on(h, awaitable_error_after) for h in (MODEL, PERMISSION)},
+    "on_model_call.emit": model_emit,
     "on_model_call.full": model_full,
     "on_model_call.stream": model_stream,
     "on_model_call.stop": model_stop,
