@@ -17,6 +17,7 @@ from hookmesh.conformance import ConformanceMiddleware
 from hookmesh.conformance._middleware import ConformanceError, marker
 from hookmesh.middleware import HookMode, Middleware, PermissionDecision
 from hookmesh.models import ModelResponse
+from hookmesh.remote import pass_rest
 from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.schema import CustomEvent, MessageKind, make_assistant
 from hookmesh.v1 import content_pb2
@@ -226,6 +227,95 @@ class OverridesActingWrongly(ConformanceMiddleware):
         if marker(agent) == "override":
             return _events(next_handler, arguments={"text": "other"})
         return super().on_acting(agent, kwargs, next_handler)
+
+
+class IgnoresActingFinal(ConformanceMiddleware):
+    """Runs the tool call as without a marker despite the `final` marker."""
+
+    def on_acting(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "final":
+            return _events(next_handler)
+        return super().on_acting(agent, kwargs, next_handler)
+
+
+class ForgetsReplyState(ConformanceMiddleware):
+    """Sends no state for on_reply's `state` marker."""
+
+    def on_reply(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "state":
+            return _events(next_handler)
+        return super().on_reply(agent, kwargs, next_handler)
+
+
+class IgnoresModelToolChoice(ConformanceMiddleware):
+    """Calls the model unchanged despite the `override` marker."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "override":
+            return await next_handler()
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class ModelEmitsOnlyBefore(ConformanceMiddleware):
+    """Emits `conformance.pre` but not `conformance.post` around a model call."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "emit":
+            agent.emit(_custom(agent, "conformance.pre"))
+            return await next_handler()
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class ModelIgnoresErrorAfter(ConformanceMiddleware):
+    """Returns the model's response despite the `error-after` marker."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "error-after":
+            return await next_handler()
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class PermissionFailsWithAnotherReason(ConformanceMiddleware):
+    """Fails the permission check's `error` marker with reason OTHER."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "error":
+            raise _Other("other", metadata={"hook": "on_check_permission"})
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class PermissionIgnoresErrorAfter(ConformanceMiddleware):
+    """Returns the downstream's decision despite the `error-after` marker."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "error-after":
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class CompressLosesState(ConformanceMiddleware):
+    """Compresses without the `state` marker's mutation."""
+
+    async def on_compress_context(self, agent: Any, kwargs: Any, next_handler: Any) -> None:
+        if marker(agent) == "state":
+            await next_handler()
+            return
+        await super().on_compress_context(agent, kwargs, next_handler)
+
+
+class CompressIgnoresError(ConformanceMiddleware):
+    """Compresses despite the `error` marker."""
+
+    async def on_compress_context(self, agent: Any, kwargs: Any, next_handler: Any) -> None:
+        if marker(agent) == "error":
+            await next_handler()
+            return
+        await super().on_compress_context(agent, kwargs, next_handler)
 
 
 class ChangesTheModelResponse(ConformanceMiddleware):
@@ -568,6 +658,26 @@ class IgnoresRetry(_OnReasoning):
 
     def broken(self, agent: Any, next_handler: Any) -> Any:
         return _events(next_handler)
+
+
+class IgnoresFinalVerdict(_OnReasoning):
+    """Answers the first item with a plain verdict despite the `final-verdict` marker."""
+
+    word = "final-verdict"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        return _events(next_handler)
+
+
+class EmitsAfterPassRest(_OnReasoning):
+    """Not broken: yields its own event after the rest passed; the host must not send it."""
+
+    word = "final-verdict"
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        async for event in pass_rest(next_handler()):
+            yield event
+        yield _custom(agent, "conformance.too_late")
 
 
 class IgnoresStop(_OnReasoning):

@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
-from hookmesh.middleware import HookMode, Middleware
+from hookmesh.middleware import HookMode, Middleware, ReasoningArgs
+from hookmesh.remote import pass_rest
 from hookmesh.schema import AgentEvent, CustomEvent, make_user_text, text_of
 from tests.middlewares import Reporting
 
@@ -155,6 +156,25 @@ class PassThroughFunction(Middleware):
 
     def on_reasoning(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
         return next_handler()
+
+
+class PassesRestAtFirstDelta(Middleware):
+    """Holds each reasoning event until the first text delta, then lets the rest pass
+    (`pass_rest`: that delta's verdict is final)."""
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: ReasoningArgs, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        stream = next_handler()
+        async for event in stream:
+            if event.type == "text_block_delta":
+                rest = pass_rest(stream)
+                yield event
+                async for later in rest:
+                    yield later
+                yield CustomEvent(reply_id=agent.reply_id, name="never.sent")
+                return
+            yield event
 
 
 class PrefersFailOpen(Middleware):

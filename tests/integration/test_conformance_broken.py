@@ -95,11 +95,25 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.FailsWithoutTheHook, "on_reasoning.error", "metadata {'errorType'"),
     (broken.IgnoresErrorAfter, "on_reasoning.error_after", "done carries no error"),
     (broken.IgnoresRetry, "on_reasoning.retry", "answered the failed outcome with done, no retry"),
+    (broken.IgnoresFinalVerdict, "on_reasoning.final_verdict", "verdict.final not set"),
     (broken.IgnoresStop, "on_reasoning.stop", "answered the first item with a verdict, not done"),
     (broken.StopsSilently, "on_reasoning.stop", "before done: emitted []"),
     (broken.StreamsOnDespiteStop, "on_model_call.stop", "expected done"),
     (broken.IgnoresReplyEmit, "on_reply.read_only", "emitted []"),
     (broken.OverridesActingWrongly, "on_acting.override", "arguments {'text': 'other'}"),
+    (broken.IgnoresActingFinal, "on_acting.final", "call_next.final not set"),
+    (broken.ForgetsReplyState, "on_reply.state", "no mutate with the state"),
+    (broken.IgnoresModelToolChoice, "on_model_call.override", "no model_call overrides"),
+    (broken.ModelEmitsOnlyBefore, "on_model_call.emit", "before done: emitted []"),
+    (broken.ModelIgnoresErrorAfter, "on_model_call.error_after", "done carries no error"),
+    (broken.PermissionFailsWithAnotherReason, "on_check_permission.error", "reason 'OTHER'"),
+    (
+        broken.PermissionIgnoresErrorAfter,
+        "on_check_permission.error_after",
+        "done carries no error",
+    ),
+    (broken.CompressLosesState, "on_compress_context.state", "no mutate with the state"),
+    (broken.CompressIgnoresError, "on_compress_context.error", "got call_next, expected done"),
     (broken.ChangesTheModelResponse, "on_model_call.full", "done changed the model_response"),
     (broken.ShortCircuitsWithTheWrongKind, "on_model_call.short_circuit", "response is "),
     (broken.PicksAnotherModel, "on_model_call.model", "model 'slow'"),
@@ -181,6 +195,12 @@ async def test_either_reading_of_count_plus_one_but_the_spec_s_fails(target: obj
     t = await target(broken.CountsFromZero())  # type: ignore[operator]
     with pytest.raises(RuleFailure, match=r"expected \{'count': 1, 'kept': 'yes'\}"):
         await KIND_RULES["on_reasoning.state"](t, "flat")
+
+
+async def test_a_hook_yielding_after_pass_rest_sends_nothing_more(target: object) -> None:
+    """The final verdict ended the invocation: what the hook yields later is not sent."""
+    t = await target(broken.EmitsAfterPassRest())  # type: ignore[operator]
+    await KIND_RULES["on_reasoning.final_verdict"](t, "flat")
 
 
 async def _servicer_failures(servicer: object, *, generic: bool = False) -> dict[str, str]:
@@ -282,14 +302,19 @@ async def test_a_final_verdict_where_the_outcome_is_needed_fails_pass_through() 
 
 
 async def test_a_done_after_a_final_call_next_fails_the_final_rules() -> None:
+    """The final call_next and the final verdict alike."""
     failed = await _servicer_failures(broken.DoneAfterFinal())
     assert sorted(failed) == [
-        f"on_{hook}.final[{kind}]"
+        f"on_{hook}.{rule}[{kind}]"
         for hook in ("acting", "reasoning")
+        for rule in ("final", "final_verdict")
         for kind in ("agentic", "flat")
     ]
     assert failed["on_acting.final[flat]"].startswith(
         "sent done for invocation '1' after its final call_next (stream.nothing_after_done"
+    )
+    assert failed["on_acting.final_verdict[flat]"].startswith(
+        "sent done for invocation '1' after its final verdict (stream.nothing_after_done"
     )
 
 

@@ -120,6 +120,26 @@ async def test_an_emit_after_a_verdict_waits_for_the_next_answer(
     assert received(running) == {"invocation": 1, "item": 1, "outcome": 1}
 
 
+async def test_a_final_verdict_lets_the_rest_pass_with_no_message(
+    kind: MessageKind, serve: Serve
+) -> None:
+    """pass_rest at the first text delta: that delta is kept with `verdict {final}`, the
+    rest of the step reaches the client as with no middleware, nothing more goes to the
+    sidecar (no item, no outcome) and nothing the hook yields afterwards is sent."""
+    plain = await collect(streaming_agent(kind, []).reply("go"))
+    running, remote = await serve(rmws.PassesRestAtFirstDelta())
+    events = await collect(streaming_agent(kind, [remote]).reply("go"))
+    assert types(events) == types(plain)
+    assert [e.delta for e in events if e.type == "text_block_delta"] == [  # type: ignore[union-attr]
+        e.delta
+        for e in plain
+        if e.type == "text_block_delta"  # type: ignore[union-attr]
+    ]
+    kinds = types(events)
+    items_before_delta = kinds[kinds.index("reply_start") + 1 : kinds.index("text_block_delta")]
+    assert received(running) == {"invocation": 1, "item": len(items_before_delta) + 1}
+
+
 async def test_pre_only_costs_one_message_and_still_overrides(
     kind: MessageKind, serve: Serve
 ) -> None:

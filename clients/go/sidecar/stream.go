@@ -34,6 +34,7 @@ type Invocation struct {
 	heard    time.Time
 	state    *structpb.Struct
 	finished bool // the agent expects nothing more (done, final or pre_only)
+	passing  bool // PassRest ran: the next verdict is final
 }
 
 // Ctx is cancelled when the agent cancels the invocation or the stream ends.
@@ -123,6 +124,17 @@ func (i *Invocation) End(result *pb.HookDone) {
 	i.box.put(nil) // wakes a next blocked on the agent's next message
 }
 
+// PassRest says the event hook needs nothing more from its downstream; call it in onItem.
+// That item's verdict (or, called elsewhere, the next verdict) goes as verdict {final: true}
+// (dropped if onItem returns true), next returns nil and the agent passes the rest of the
+// downstream without a round trip; nothing more is sent for the invocation (no done, no
+// emit). A no-op in observe mode and once the invocation ended.
+func (i *Invocation) PassRest() {
+	i.mu.Lock()
+	i.passing = true
+	i.mu.Unlock()
+}
+
 var errCancelled = errors.New("the invocation was cancelled")
 
 // recv waits for the agent's next message for this invocation.
@@ -198,6 +210,13 @@ func (i *Invocation) downstream(onItem func(*pb.DownstreamItem) *pb.ItemVerdict)
 		switch m := r.Message.(type) {
 		case *pb.InterceptRequest_Item:
 			if v := onItem(m.Item); v != nil {
+				i.mu.Lock()
+				v.Final = i.passing
+				i.mu.Unlock()
+				if v.Final {
+					i.finish(&pb.InterceptResponse{Message: &pb.InterceptResponse_Verdict{Verdict: v}})
+					return nil, nil // the agent sends nothing more for this invocation
+				}
 				_ = i.answer(&pb.InterceptResponse{Message: &pb.InterceptResponse_Verdict{Verdict: v}})
 			}
 		case *pb.InterceptRequest_Outcome:

@@ -35,6 +35,12 @@ export interface Invocation {
    * on_model_call: `{model_response}` or `{error}`; once a stream started `{error}` or `{}`.
    */
   end(done?: Message): void;
+  /**
+   * In an event hook's `onEvent`: nothing more is needed from the downstream. This event's
+   * verdict goes as `verdict {final: true}`, `next` resolves and the agent passes the rest
+   * without a round trip; nothing more is sent for the invocation (no done, no emit).
+   */
+  passRest(): void;
 }
 
 /** Runs an event hook's downstream: `onEvent` sees each subscribed event; true drops it. */

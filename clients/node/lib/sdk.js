@@ -77,7 +77,7 @@ export function describe(mw) {
 /** One invocation: what the agent sent (`invocation`), and the ways to answer. */
 class Invocation {
   constructor(session, id, invocation, spec) {
-    Object.assign(this, { session, id, invocation, spec, queue: [], waiter: null, ended: false, finished: false });
+    Object.assign(this, { session, id, invocation, spec, queue: [], waiter: null, ended: false, finished: false, passing: false });
     this.state = fromStruct(invocation.state);
     this.controller = new AbortController();
     this.heard = Date.now();
@@ -136,6 +136,17 @@ class Invocation {
     this.waiter?.();
   }
 
+  /**
+   * Says the event hook needs nothing more from its downstream: call it in `onEvent`. The
+   * event's verdict (or, called elsewhere, the next verdict) is sent as `verdict {final:
+   * true}` (dropped if `onEvent` returns true), `next` resolves and the agent passes the
+   * rest of the downstream without a round trip; nothing more is sent for the invocation
+   * (no done, no emit). A no-op in observe mode and once the invocation ended.
+   */
+  passRest() {
+    this.passing = true;
+  }
+
   put(request) {
     this.queue.push(request);
     this.waiter?.();
@@ -178,6 +189,10 @@ class Invocation {
       const request = await this.recv();
       if (request.message === 'item') {
         const verdict = await onItem(request.item);
+        if (verdict && this.passing) {
+          this.finish({ verdict: { ...verdict, final: true } });
+          return null; // the agent sends nothing more for this invocation
+        }
         if (verdict) this.answer({ verdict });
       } else if (request.message === 'outcome') {
         if (request.outcome.result === 'error') throw new DownstreamError(request.outcome.error);

@@ -27,6 +27,7 @@ from hookmesh.middleware import (
     ReplyNext,
 )
 from hookmesh.models import ModelResponse
+from hookmesh.remote import pass_rest
 from hookmesh.schema import AgentEvent, CustomEvent, Message, make_assistant, text_of
 from hookmesh.tools import Tool
 
@@ -133,6 +134,10 @@ class ConformanceMiddleware(Middleware):
             async for _ in next_handler():
                 break  # ends the invocation at its first item: the downstream stops
             yield self._event(agent, "conformance.stopped")
+            return
+        if word == "final-verdict":
+            async for event in pass_rest(next_handler()):
+                yield event  # served, the first verdict item is answered verdict {final}
             return
         if word == "retry":
             try:

@@ -223,6 +223,25 @@ async def final(t: Target, kind: MessageKind, h: EventHook) -> None:
         session.cancel()
 
 
+async def final_verdict(t: Target, kind: MessageKind, h: EventHook) -> None:
+    """`verdict {final: true}` at the first item: kept, and the invocation ends there (the
+    agent sends no more items and no outcome and expects no `done`)."""
+    session = await _open(t, kind, h.hook, "final-verdict", **h.args)
+    try:
+        got = await session.expect("1", "call_next", "done")
+        check(_arm(got[-1]) == "call_next", "answered the invocation with done, not call_next")
+        check(not got[-1].call_next.final, "call_next.final set (the final goes on the verdict)")
+        await session.send(_req("1", item=_item(h.items[0]())))
+        got = await session.expect("1", "verdict", "done")
+        check(_arm(got[-1]) == "verdict", "answered the first item with done, not a verdict")
+        verdict = got[-1].verdict
+        check(verdict.final, "verdict.final not set")
+        check(not verdict.drop, "the final verdict dropped the item")
+        await session.silence(SHORT_SILENCE, "after a final verdict")
+    finally:
+        session.cancel()
+
+
 async def stop(t: Target, kind: MessageKind, h: EventHook) -> None:
     """A done at the first item (in place of its verdict; unasked for a read-only one) ends
     the invocation: what the agent sent before it saw the done gets no answer."""
@@ -477,6 +496,54 @@ async def context_forget(t: Target, kind: MessageKind) -> None:
         session.cancel()
 
 
+MODEL = EventHook("on_model_call", pb.HOOK_ON_MODEL_CALL, _model_args(), ())
+PERMISSION = EventHook("on_check_permission", pb.HOOK_ON_CHECK_PERMISSION, _permission_args(), ())
+COMPRESS = EventHook(
+    "on_compress_context",
+    pb.HOOK_ON_COMPRESS_CONTEXT,
+    {"compress_context": pb.CompressContextArgs()},
+    (),
+)
+"""The awaitable hooks, for the marker rules they share with the event hooks (`state`,
+`error`); they have no verdict items."""
+
+
+def _result(hook: str, kind: MessageKind) -> pb.DownstreamOutcome:
+    """The downstream's result of an awaitable hook: a full response, or allow."""
+    if hook == "on_model_call":
+        return pb.DownstreamOutcome(model_response=pb.ModelResponse(message=assistant(kind, "a")))
+    return pb.DownstreamOutcome(
+        permission=pb.PermissionDecision(behavior=pb.PERMISSION_BEHAVIOR_ALLOW)
+    )
+
+
+async def awaitable_error_after(t: Target, kind: MessageKind, h: EventHook) -> None:
+    """`call_next`, then the marker's error in answer to the downstream's result."""
+    session = await _open(t, kind, h.hook, "error-after", **h.args)
+    try:
+        await session.expect("1", "call_next")
+        await session.send(_req("1", outcome=_result(h.name, kind)))
+        _check_error((await session.expect("1", "done"))[-1].done, h.name)
+    finally:
+        session.cancel()
+
+
+async def model_emit(t: Target, kind: MessageKind) -> None:
+    """`conformance.pre` before call_next, `conformance.post` before the done answering a
+    full response (which keeps it)."""
+    session = await _open(t, kind, pb.HOOK_ON_MODEL_CALL, "emit", **_model_args())
+    try:
+        got = await session.expect("1", "call_next")
+        check(customs(got) == ["conformance.pre"], f"before call_next: emitted {customs(got)}")
+        await session.send(_req("1", outcome=_result("on_model_call", kind)))
+        got = await session.expect("1", "done")
+        check(customs(got) == ["conformance.post"], f"before done: emitted {customs(got)}")
+        result = got[-1].done.WhichOneof("result")
+        check(result in (None, "model_response"), f"done carries {result}")
+    finally:
+        session.cancel()
+
+
 def _on(h: EventHook, rule: Callable[[Target, MessageKind, EventHook], Awaitable[None]]) -> Rule:
     return lambda t, kind: rule(t, kind, h)
 
@@ -493,6 +560,7 @@ KIND_RULES: dict[str, Rule] = {
             ("drop", drop),
             ("state", state),
             ("final", final),
+            ("final_verdict", final_verdict),
             ("error", error),
             ("error_after", error_after),
             ("downstream_error", downstream_error),
@@ -503,8 +571,21 @@ KIND_RULES: dict[str, Rule] = {
     "on_reply.read_only": reply_read_only,
     **{
         f"on_reply.{name}": _on(REPLY, rule)
-        for name, rule in (("short_circuit", short_circuit), ("error", error), ("stop", stop))
+        for name, rule in (
+            ("short_circuit", short_circuit),
+            ("state", state),
+            ("error", error),
+            ("error_after", error_after),
+            ("stop", stop),
+        )
     },
+    **{
+        f"{h.name}.{name}": _on(h, rule)
+        for h in (MODEL, PERMISSION, COMPRESS)
+        for name, rule in (("state", state), ("error", error))
+    },
+    **{f"{h.name}.error_after": _on(h, awaitable_error_after) for h in (MODEL, PERMISSION)},
+    "on_model_call.emit": model_emit,
     "on_model_call.full": model_full,
     "on_model_call.stream": model_stream,
     "on_model_call.stop": model_stop,

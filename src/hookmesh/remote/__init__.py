@@ -7,6 +7,7 @@ from hookmesh.remote._errors import RemoteHookError, SidecarError
 from hookmesh.remote._host import MiddlewareServicer
 from hookmesh.remote._proxy import DEFAULT_TIMEOUT, RemoteMiddleware
 from hookmesh.remote._rollout import Disagreement, Rollout, RolloutSettings, session_bucket
+from hookmesh.remote._runners import pass_rest
 from hookmesh.remote._serve import SERVICE_NAME, load_middleware, serve_middleware
 from hookmesh.remote._shadow import ShadowMiddleware
 from hookmesh.remote._sidecar_agent import SidecarAgent
@@ -28,6 +29,7 @@ __all__ = [
     "SidecarError",
     "cost_lines",
     "load_middleware",
+    "pass_rest",
     "serve_middleware",
     "session_bucket",
 ]

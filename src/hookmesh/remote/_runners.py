@@ -118,6 +118,41 @@ async def _nothing() -> AsyncIterator[AgentEvent]:
     yield
 
 
+class _Downstream:
+    """An event hook's downstream as its sidecar hook sees it; `pass_rest` marks it."""
+
+    def __init__(self) -> None:
+        self.items: AsyncIterator[AgentEvent] = _nothing()
+        self.passing = False
+        """The hook asked for the rest to pass: the next verdict is final."""
+        self.ended = False
+        """A final verdict went: nothing more is sent for the invocation."""
+
+    def __aiter__(self) -> _Downstream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        return await self.items.__anext__()
+
+    async def aclose(self) -> None:
+        aclose = getattr(self.items, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def pass_rest(stream: AsyncIterator[AgentEvent]) -> AsyncIterator[AgentEvent]:
+    """Say that an event hook needs nothing more from its downstream: the rest passes
+    unchanged. Iterate the stream on as before (``async for event in pass_rest(stream):
+    yield event``); in process nothing changes, but served as a sidecar the item it holds
+    (or the next one awaiting a verdict) is answered with ``verdict {final: true}`` (kept
+    when re-yielded, dropped when not) and the invocation ends there: the agent passes the
+    rest without a round trip and expects no ``done``, so the hook's later emits are not
+    sent (docs/remote-protocol.md § Overrides (`call_next`))."""
+    if isinstance(stream, _Downstream):
+        stream.passing = True
+    return stream
+
+
 async def _event_hook(
     call: HostCall,
     mw: Middleware,
@@ -131,15 +166,23 @@ async def _event_hook(
     """The item awaiting a verdict: dropped unless the hook re-yields it before pulling on."""
     passed: list[AgentEvent] = []
     """The last read-only item: re-yielding it sends nothing."""
-    handed: list[tuple[AsyncIterator[AgentEvent], dict[str, Any]]] = []
+    handed: list[tuple[_Downstream, dict[str, Any]]] = []
 
-    async def downstream(overrides: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+    def final_verdict(box: _Downstream, drop: bool) -> None:
+        call.control(verdict=_mw_pb2.ItemVerdict(drop=drop, final=True))
+        box.ended = True
+        call.muted = True  # the invocation ended: later emits are not sent
+
+    async def downstream(box: _Downstream, overrides: dict[str, Any]) -> AsyncIterator[AgentEvent]:
         # NOTE(hookmesh): call_next goes when the hook first pulls, so a plain function that
         # hands the stream back untouched can say "final" instead (one round trip).
         call.control(call_next=_call_next(hook, overrides))
-        while True:
+        while not box.ended:
             if pending:
                 pending.clear()
+                if box.passing:
+                    final_verdict(box, drop=True)
+                    return
                 call.control(verdict=_mw_pb2.ItemVerdict(drop=True))
             passed.clear()
             request = await call.receive()
@@ -149,6 +192,10 @@ async def _event_hook(
                 event = event_from_proto(request.item.event)
                 if routes.route(event.type) != READ_ONLY:
                     call.sync.take(request.item.state)
+                    if box.passing:
+                        final_verdict(box, drop=False)
+                        yield event
+                        return
                     pending.append(event)
                     yield event
                     continue
@@ -169,9 +216,10 @@ async def _event_hook(
             # The agent ends a pre_only invocation at call_next: nothing more will arrive.
             call.muted = True
             return _nothing()
-        stream = downstream(overrides)
-        handed.append((stream, overrides))
-        return stream
+        box = _Downstream()
+        box.items = downstream(box, overrides)
+        handed.append((box, overrides))
+        return box
 
     result = getattr(mw, hook)(agent, _kwargs(hook, inv, call.tools), next_handler)
     if handed and result is handed[-1][0]:
@@ -180,10 +228,14 @@ async def _event_hook(
     async for out in result:
         if pending and out is pending[0]:
             pending.clear()
-            call.control(verdict=_mw_pb2.ItemVerdict(drop=False))
+            if handed and handed[-1][0].passing:
+                final_verdict(handed[-1][0], drop=False)
+            else:
+                call.control(verdict=_mw_pb2.ItemVerdict(drop=False))
         elif not (passed and out is passed[0]):
             call.emit(out)
-    call.control(done=_mw_pb2.HookDone())
+    if not (handed and handed[-1][0].ended):
+        call.control(done=_mw_pb2.HookDone())
 
 
 async def _run_downstream(

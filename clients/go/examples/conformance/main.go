@@ -102,6 +102,11 @@ func events(inv *sidecar.Invocation, hook string, override *pb.CallNext, next si
 			inv.End(nil) // next returns ErrEnded: the rest of the downstream is dropped
 			return false
 		})
+	case "final-verdict":
+		return next(nil, func(*pb.AgentEvent) bool {
+			inv.PassRest() // this item's verdict is final: the rest passes unseen
+			return false
+		})
 	case "override":
 		over = override
 	case "final":
