@@ -22,6 +22,8 @@ class CutProxy:
         self.address = ""
         self.connections = 0
         """Connections accepted so far."""
+        self.accepted = asyncio.Event()
+        """Set once a first connection came in."""
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -29,6 +31,7 @@ class CutProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.accepted.set()
         up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         self._open.update((writer, up_writer))
         pumps = [
