@@ -56,6 +56,9 @@ class RetrievalServiceStub:
     DeleteUserDocuments act on the caller's user's documents in every base,
     whatever the base's grants or owner: a user may always see and erase what
     they wrote, and nothing of others (shared bases keep others' documents).
+    A service that checks no credentials cannot tell users apart: every caller
+    is `anonymous` and what they ingest belongs to no one, so for such a caller
+    ListUserDocuments lists nothing and DeleteUserDocuments deletes nothing.
     The agent service's `hookmesh admin forget` and `export` call them as a
     trusted gateway naming the user.
     """
@@ -144,6 +147,9 @@ class RetrievalServiceServicer:
     DeleteUserDocuments act on the caller's user's documents in every base,
     whatever the base's grants or owner: a user may always see and erase what
     they wrote, and nothing of others (shared bases keep others' documents).
+    A service that checks no credentials cannot tell users apart: every caller
+    is `anonymous` and what they ingest belongs to no one, so for such a caller
+    ListUserDocuments lists nothing and DeleteUserDocuments deletes nothing.
     The agent service's `hookmesh admin forget` and `export` call them as a
     trusted gateway naming the user.
     """
@@ -300,6 +306,9 @@ class RetrievalService:
     DeleteUserDocuments act on the caller's user's documents in every base,
     whatever the base's grants or owner: a user may always see and erase what
     they wrote, and nothing of others (shared bases keep others' documents).
+    A service that checks no credentials cannot tell users apart: every caller
+    is `anonymous` and what they ingest belongs to no one, so for such a caller
+    ListUserDocuments lists nothing and DeleteUserDocuments deletes nothing.
     The agent service's `hookmesh admin forget` and `export` call them as a
     trusted gateway naming the user.
     """

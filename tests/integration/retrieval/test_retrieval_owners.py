@@ -5,13 +5,20 @@ were recorded opens with its documents readable and unowned. SQLite and PostgreS
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
+import grpc
 import pytest
 
-from hookmesh.retrieval import Document, KnowledgeStore
+from hookmesh.client import RetrievalClient
+from hookmesh.retrieval import Document, Embedder, KnowledgeStore
+from hookmesh.services.retrieval import load_retrieval_config, start_retrieval_service
+from hookmesh.v1 import retrieval_pb2, retrieval_pb2_grpc
 from tests.integration.retrieval.conftest import Backend
 
 pytestmark = pytest.mark.timeout(120)
+
+SHORT = 20.0
 
 
 async def _all_pages(store: KnowledgeStore, owner: str, size: int) -> list[tuple[str, str]]:
@@ -70,3 +77,34 @@ async def test_a_store_from_before_owners_opens_with_its_documents(backend: Back
     assert await _all_pages(store, "alice", 10) == []
     await store.ingest("old", [Document("d", "written after")], owner="alice")
     assert await _all_pages(store, "alice", 10) == [("old", "d")]
+
+
+async def test_a_service_that_checks_no_credentials_lists_and_erases_no_ones_documents(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Without credentials every caller is ``anonymous``: what they ingest is no one's, so
+    forgetting a user (the agent names them in ``x-hookmesh-user``) erases nothing rather
+    than every document."""
+    config = load_retrieval_config(None, store=f"sqlite:///{tmp_path}/kb.db")
+    service = await start_retrieval_service(config, address="127.0.0.1:0", embedder=embedder)
+    address = f"127.0.0.1:{service.port}"
+    try:
+        async with RetrievalClient(address, timeout=SHORT) as kb:
+            await kb.create_knowledge_base("notes")
+            await kb.ingest("notes", [Document("d1", "alice plants tulips"), Document("d2", "bob")])
+            async with grpc.aio.insecure_channel(address) as channel:
+                stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+                as_alice = (("x-hookmesh-user", "alice"),)
+                listed = await stub.ListUserDocuments(
+                    retrieval_pb2.ListUserDocumentsRequest(), metadata=as_alice, timeout=SHORT
+                )
+                deleted = await stub.DeleteUserDocuments(
+                    retrieval_pb2.DeleteUserDocumentsRequest(), metadata=as_alice, timeout=SHORT
+                )
+            assert (list(listed.documents), deleted.deleted_count) == ([], 0)
+            assert await kb.list_user_documents() == ([], "")
+            assert await kb.delete_user_documents() == 0
+            kept = [(await kb.get_document("notes", i)).text for i in ("d1", "d2")]
+        assert kept == ["alice plants tulips", "bob"]
+    finally:
+        await service.stop(None)

@@ -19,7 +19,7 @@ from hookmesh.retrieval.codec import (
     stored_document_to_pb,
     struct_to_dict,
 )
-from hookmesh.server import current_user, store_rpc
+from hookmesh.server import ANONYMOUS, current_user, store_rpc
 from hookmesh.services.retrieval._access import AccessPolicy
 from hookmesh.services.retrieval._config import RetrievalServiceConfig
 from hookmesh.services.retrieval._ingest import Ingestion, rename_fields
@@ -166,7 +166,10 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         if not 1 <= size <= MAX_PAGE_SIZE:
             raise SchemaError.single("page_size", f"must be 0-{MAX_PAGE_SIZE}")
         after = _cursor(request.page_token) if request.page_token else None
-        docs, following = await self.store.owned_page(current_user(), size, after)
+        user = current_user()
+        if user == ANONYMOUS:  # no credentials checked: nothing is anyone's (see the proto)
+            return _pb.ListUserDocumentsResponse()
+        docs, following = await self.store.owned_page(user, size, after)
         return _pb.ListUserDocumentsResponse(
             documents=[
                 _pb.UserDocument(knowledge_base=d.knowledge_base, stored=stored_document_to_pb(d))
@@ -180,6 +183,8 @@ class RetrievalServicer(_grpc.RetrievalServiceServicer):
         self, request: _pb.DeleteUserDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> _pb.DeleteUserDocumentsResponse:
         user = current_user()
+        if user == ANONYMOUS:  # no credentials checked: nothing is anyone's (see the proto)
+            return _pb.DeleteUserDocumentsResponse()
         deleted = await self.store.forget_owner(user)
         log.info("deleted %d documents of one user", deleted)
         return _pb.DeleteUserDocumentsResponse(deleted_count=deleted)
