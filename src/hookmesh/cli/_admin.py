@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hookmesh.cli._app import TlsCaOption, TokenEnvOption, app, call_with
+from hookmesh.cli._app import TlsCaOption, TokenEnvOption, app, call_with, die
 
 admin_app = typer.Typer(help="Operate a running agent service (admin principals only).")
 app.add_typer(admin_app, name="admin", no_args_is_help=True)
@@ -81,10 +81,20 @@ def export(
     from hookmesh._files import private_file
     from hookmesh.client import AdminClient
 
+    if not output.parent.is_dir():
+        die(f"--output: folder {output.parent} does not exist")
+    if output.is_dir():
+        die(f"--output: {output} is a folder")
     partial = output.with_name(output.name + ".partial")
     err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     async def work(admin: Any) -> int:
+        try:
+            return await write(admin)
+        except OSError as exc:  # the file, not the service: a full disk, no permission
+            die(f"--output: {exc.strerror or exc} ({exc.filename or output})", 1)
+
+    async def write(admin: Any) -> int:
         counts: dict[str, int] = {}
         private_file(partial)
         # NOTE(cli): a bar on a terminal only. The server sends no total (a store's size is
