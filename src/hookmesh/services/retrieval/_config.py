@@ -48,8 +48,9 @@ class RetrievalServiceConfig(ServiceSettings):
     with a grant in `access` (any caller may create bases of its own). `hookmesh up` turns
     it on with tokens (docs/security.md)."""
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
-    """How long documents are kept after their last ingest (unset `ttl_seconds`: forever);
-    swept at start and every `sweep_interval_seconds`."""
+    """How long documents are kept after their text or metadata last changed (an unchanged
+    re-ingest does not renew them; unset `ttl_seconds`: forever); swept at start and every
+    `sweep_interval_seconds`."""
 
     @model_validator(mode="after")
     def _batch_holds_a_document(self) -> RetrievalServiceConfig:
