@@ -34,14 +34,15 @@ class _ShadowState:
 
 
 class _ShadowView:
-    """The agent as the candidate sees it: a copy of its own state slice and of the context
-    (even one without needs_context may append hints); events it emits are collected, never
-    added to the reply."""
+    """The agent as the candidate sees it: a copy of the live middleware's state slice (as
+    its own, under its key) and of the context (even one without needs_context may append
+    hints); events it emits are collected, never added to the reply."""
 
-    def __init__(self, agent: AgentView, candidate: Middleware) -> None:
+    def __init__(self, agent: AgentView, live_key: str, key: str) -> None:
         self._agent = agent
-        key = candidate.middleware_key()
-        slice_ = agent.state.middle_context.get(key, {}).get(agent.reply_id, {})
+        # NOTE(hookmesh): seeded from the live slice: the candidate's writes go to copies,
+        # so one under another key would otherwise start empty at every invocation.
+        slice_ = agent.state.middle_context.get(live_key, {}).get(agent.reply_id, {})
         context = _copies(agent.state.context)
         self.state = _ShadowState(context, {key: {agent.reply_id: copy.deepcopy(slice_)}})
         self.emitted: list[AgentEvent] = []
@@ -116,6 +117,9 @@ class ShadowMiddleware(Middleware):
 
     def list_tools(self) -> list[Tool]:
         return self.live.list_tools()
+
+    def _view(self, agent: AgentView) -> _ShadowView:
+        return _ShadowView(agent, self.live.middleware_key(), self.candidate.middleware_key())
 
     def _shadows(self, hook: str) -> bool:
         return self.candidate.implements(hook)
@@ -195,7 +199,7 @@ class ShadowMiddleware(Middleware):
             trace.handed = dump_context(agent.state.context)
             try:
                 async for event in next_handler(**overrides):
-                    feed.put_nowait(event)
+                    feed.put_nowait(copy.deepcopy(event))
                     yield event
             finally:
                 view.left_by_downstream(trace.handed, agent.state.context)
@@ -209,11 +213,12 @@ class ShadowMiddleware(Middleware):
             feed.put_nowait(_END)  # a second call gets nothing either
             view.caught_up()
 
-        view = _ShadowView(agent, self.candidate)
+        view = self._view(agent)
         mine = Trace()
+        own_kwargs = copy.deepcopy(kwargs)
 
         async def run() -> list[str]:
-            events = getattr(self.candidate, hook)(view, kwargs, replay_next)
+            events = getattr(self.candidate, hook)(view, own_kwargs, replay_next)
             return [dump(e) async for e in events]
 
         done = self._compare(hook, agent, (trace, mine), run, view)
@@ -260,10 +265,11 @@ class ShadowMiddleware(Middleware):
             await asyncio.shield(downstream)
             view.caught_up()
 
-        view = _ShadowView(agent, self.candidate)
+        view = self._view(agent)
+        own_kwargs = copy.deepcopy(kwargs)
 
         async def run() -> list[str]:
-            await self.candidate.on_compress_context(view, kwargs, replay_next)  # type: ignore[arg-type]
+            await self.candidate.on_compress_context(view, own_kwargs, replay_next)  # type: ignore[arg-type]
             return []
 
         done = self._compare("on_compress_context", agent, (trace, side), run, view)
@@ -304,11 +310,13 @@ class ShadowMiddleware(Middleware):
             view.caught_up()
             return result
 
-        view = _ShadowView(agent, self.candidate)
+        view = self._view(agent)
         side = Trace()
+        own_kwargs = copy.deepcopy(kwargs)
 
         async def run() -> list[str]:
-            return await _outputs(await getattr(self.candidate, hook)(view, kwargs, replay_next))
+            result = await getattr(self.candidate, hook)(view, own_kwargs, replay_next)
+            return await _outputs(result)
 
         done = self._compare(hook, agent, (trace, side), run, view)
         try:
@@ -328,7 +336,7 @@ class ShadowMiddleware(Middleware):
     async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         if not self._shadows("on_system_prompt"):
             return await self.live.on_system_prompt(agent, prompt)
-        view = _ShadowView(agent, self.candidate)  # before the live side edits the originals
+        view = self._view(agent)  # before the live side edits the originals
         result = await self.live.on_system_prompt(agent, prompt)
 
         async def run() -> list[str]:
@@ -345,7 +353,8 @@ class ShadowMiddleware(Middleware):
     async def after_agent(self, agent: AgentView, final: Message) -> None:
         if not self._shadows("after_agent"):
             return await self.live.after_agent(agent, final)
-        view = _ShadowView(agent, self.candidate)  # before the live side edits the originals
+        view = self._view(agent)  # before the live side edits the originals
+        own_final = final.model_copy(deep=True)
         trace = Trace()
         try:
             await self.live.after_agent(agent, final)
@@ -355,7 +364,7 @@ class ShadowMiddleware(Middleware):
         finally:
 
             async def run() -> list[str]:
-                await self.candidate.after_agent(view, final)  # type: ignore[arg-type]
+                await self.candidate.after_agent(view, own_final)  # type: ignore[arg-type]
                 return []
 
             trace.state = self._live_state(agent)
@@ -427,5 +436,5 @@ async def _outputs(result: Any) -> list[str]:
     if hasattr(result, "__aiter__"):
         return [dump(chunk) async for chunk in result]
     if isinstance(result, ModelResponse):
-        return [dump(result.message)]
+        return dump_context([result.message])
     return [dump(result)]
