@@ -244,3 +244,21 @@ def test_a_rollout_line_names_a_mode_or_state_it_does_not_know_by_number() -> No
         state=_admin_pb2.ROLLOUT_STATE_ROLLED_BACK,
     )
     assert _line(known)[0] == "g: shadow of g (0% of sessions), rolled_back"
+
+
+class Renamed(V1):
+    """A live middleware whose key is learnt late (a sidecar that described itself after
+    the chain was built)."""
+
+    key = ""
+
+    def middleware_key(self) -> str:
+        return self.key
+
+
+def test_a_rollouts_key_is_the_live_middlewares_key_now() -> None:
+    live = Renamed()
+    rollout = Rollout(0, live, V2(), RolloutSettings("canary", 0.1))
+    live.key = "guard"
+    assert rollout.key == "guard"
+    assert find_rollout([rollout, _rollout()], "guard") is rollout

@@ -5,6 +5,7 @@ kind of disagreement is told."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import uuid4
@@ -374,3 +375,55 @@ async def test_a_candidate_under_another_key_keeps_its_state_between_invocations
     await shadow.settled()
     assert _customs(events, "step") == [1, 2]
     assert _kinds(seen) == ["agree", "agree"]
+
+
+class _Clock:
+    """A perf_counter that moves only when told: the downstream's time, made explicit."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class SlowModel(Middleware):
+    """Inside the shadow: once the candidate waits for the downstream, the model call
+    takes 100 s of the fake clock."""
+
+    def __init__(self, clock: _Clock, waiting: asyncio.Event) -> None:
+        self.clock, self.waiting = clock, waiting
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        await self.waiting.wait()
+        self.clock.now += 100.0
+        return await next_handler()
+
+
+class Waiting(Tagger):
+    """Tagger telling when it is about to call next (and so to wait for the downstream)."""
+
+    def __init__(self, waiting: asyncio.Event) -> None:
+        super().__init__("x")
+        self.waiting = waiting
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        self.waiting.set()
+        async for event in super().on_reasoning(agent, kwargs, next_handler):
+            yield event
+
+
+async def test_the_candidates_latency_leaves_out_the_downstreams(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock, waiting = _Clock(), asyncio.Event()
+    monkeypatch.setattr("hookmesh.remote._shadow.time", clock)
+    took: list[float] = []
+    shadow = ShadowMiddleware(Tagger("x"), Waiting(waiting), lambda s, d, e: took.append(s))
+    agent = Agent(ScriptedChatModel(["ok"]), middlewares=[shadow, SlowModel(clock, waiting)])
+    await collect(agent.reply("hi"))
+    await shadow.settled()
+    assert clock.now == 100.0 and len(took) == 2  # on_reasoning and on_model_call
+    assert all(0.0 <= s < 100.0 for s in took)

@@ -46,6 +46,8 @@ class _ShadowView:
         context = _copies(agent.state.context)
         self.state = _ShadowState(context, {key: {agent.reply_id: copy.deepcopy(slice_)}})
         self.emitted: list[AgentEvent] = []
+        self.waited = 0.0
+        """Seconds the candidate spent waiting for the live downstream (not its latency)."""
         self.downstream: tuple[int, list[Message]] | None = None
         """What the live downstream did to the context: how many leading messages it kept,
         and copies of the ones after them once it ended."""
@@ -57,6 +59,14 @@ class _ShadowView:
         if self.downstream is None:
             kept = shared_prefix(handed, dump_context(context))
             self.downstream = (kept, _copies(context[kept:]))
+
+    async def wait(self, downstream: Awaitable[Any]) -> Any:
+        """`downstream`'s result, its wait counted in `waited`."""
+        asked = time.perf_counter()
+        try:
+            return await downstream
+        finally:
+            self.waited += time.perf_counter() - asked
 
     def caught_up(self) -> None:
         """Make the candidate's copy what the live downstream left in the context, so the
@@ -134,17 +144,17 @@ class ShadowMiddleware(Middleware):
     ) -> asyncio.Future[None]:
         """Run the candidate's side in the background and record it once the live side's
         `done` future (returned) is set too."""
-        started = time.perf_counter()
         live, mine = traces
         took = 0.0
 
         async def shadow() -> None:
             nonlocal took
+            started = time.perf_counter()
             try:
                 mine.output = await run()
             except Exception as exc:
                 mine.error = f"{type(exc).__name__}: {exc}"
-            took = time.perf_counter() - started
+            took = time.perf_counter() - started - view.waited
             mine.output.extend(dump(e) for e in view.emitted)
             slice_ = view.state.middle_context[self.candidate.middleware_key()][agent.reply_id]
             mine.state = dump(slice_)
@@ -208,7 +218,7 @@ class ShadowMiddleware(Middleware):
         async def replay_next(**overrides: Any) -> AsyncIterator[AgentEvent]:
             mine.called_next, mine.overrides = True, dump(overrides)
             mine.handed = dump_context(view.state.context)
-            while (event := await feed.get()) is not _END:
+            while (event := await view.wait(feed.get())) is not _END:
                 yield event
             feed.put_nowait(_END)  # a second call gets nothing either
             view.caught_up()
@@ -262,7 +272,7 @@ class ShadowMiddleware(Middleware):
         async def replay_next() -> None:
             side.called_next = True
             side.handed = dump_context(view.state.context)
-            await asyncio.shield(downstream)
+            await view.wait(asyncio.shield(downstream))
             view.caught_up()
 
         view = self._view(agent)
@@ -298,7 +308,7 @@ class ShadowMiddleware(Middleware):
             view.left_by_downstream(trace.handed, agent.state.context)
             if hasattr(result, "__aiter__"):
                 result = _tee(result, chunks)
-                downstream.set_result(_replay(chunks))
+                downstream.set_result(_replay(chunks, view))
             else:
                 downstream.set_result(copy.deepcopy(result))
             return result
@@ -306,7 +316,7 @@ class ShadowMiddleware(Middleware):
         async def replay_next(**overrides: Any) -> Any:
             side.called_next, side.overrides = True, dump(overrides)
             side.handed = dump_context(view.state.context)
-            result = await asyncio.shield(downstream)
+            result = await view.wait(asyncio.shield(downstream))
             view.caught_up()
             return result
 
@@ -415,8 +425,8 @@ async def _tee(stream: Any, chunks: asyncio.Queue[Any]) -> AsyncIterator[Any]:
         chunks.put_nowait(_END)
 
 
-async def _replay(chunks: asyncio.Queue[Any]) -> AsyncIterator[Any]:
-    while (chunk := await chunks.get()) is not _END:
+async def _replay(chunks: asyncio.Queue[Any], view: _ShadowView) -> AsyncIterator[Any]:
+    while (chunk := await view.wait(chunks.get())) is not _END:
         yield chunk
 
 
