@@ -378,3 +378,23 @@ async def test_a_local_rollout_names_a_candidate_that_loads(tmp_path: Path) -> N
     with pytest.raises(ValueError, match="Nothing"):
         async with _service(tmp_path, bad):
             pass
+
+
+async def test_a_promoted_shadow_serves_with_the_entrys_failure_mode_and_breaker(
+    tmp_path: Path,
+) -> None:
+    entry = _entry("", mode="shadow", share=1.0)
+    async with _sidecars("V1", "Broken") as (live, candidate):
+        entry["target"], entry["rollout"]["target"] = live, candidate
+        entry["failure_mode"] = "fail_closed"
+        entry["breaker"] = {"misses": 7, "backoff_seconds": 2.0, "max_backoff_seconds": 9.0}
+        async with (
+            _service(tmp_path, entry) as service,
+            AgentClient(f"127.0.0.1:{service.port}", timeout=SHORT_TIMEOUT) as client,
+        ):
+            assert _finish(await _reply(client)) == "completed"  # the shadow's error is counted
+            [rollout] = service.servicer.chain.rollouts
+            settings = rollout.candidate.link.breaker._settings  # type: ignore[attr-defined]
+            assert (settings.misses, settings.backoff, settings.max_backoff) == (7, 2.0, 9.0)
+            rollout.promote("ops")
+            assert _finish(await _reply(client)) == "error"  # fail_closed, as the entry says

@@ -10,6 +10,8 @@ from typing import Any
 import grpc
 import pytest
 
+from hookmesh.cli._rollout import _line
+from hookmesh.cli._sidecar_status import all_serving, sidecar_line
 from hookmesh.errors import RequestError, SchemaError
 from hookmesh.remote import (
     Disagreement,
@@ -20,6 +22,7 @@ from hookmesh.remote import (
 )
 from hookmesh.services.agent._config import RolloutConfig
 from hookmesh.services.agent._rollouts import find_rollout, rollout_to_pb
+from hookmesh.v1 import admin_pb2 as _admin_pb2
 from tests.rollout_middlewares import V1, V2
 
 
@@ -217,3 +220,45 @@ def test_a_canary_status_carries_canary_figures_and_a_shadow_shadow_ones() -> No
     assert rollout_to_pb(canary, 3).WhichOneof("figures") == "canary"
     status = rollout_to_pb(shadow, 3)
     assert (status.WhichOneof("figures"), status.generation) == ("shadow", 3)
+
+
+def test_status_judges_only_live_sidecars_and_names_roles_it_does_not_know() -> None:
+    live = _admin_pb2.SIDECAR_ROLE_LIVE
+    candidate = _admin_pb2.SIDECAR_ROLE_CANDIDATE
+    status = _admin_pb2.SidecarStatus
+    down_candidate = status(middleware_key="g", target="t", role=candidate, serving=False)
+    assert all_serving([status(role=live, serving=True), down_candidate])
+    assert not all_serving([status(role=live, serving=False), down_candidate])
+    assert " candidate " in sidecar_line(down_candidate)
+    assert " live " in sidecar_line(status(role=live, serving=True))
+    assert " 9 " in sidecar_line(status(role=9))  # a newer agent's role: its number
+
+
+def test_a_rollout_line_names_a_mode_or_state_it_does_not_know_by_number() -> None:
+    out = _admin_pb2.RolloutStatus(middleware_key="g", candidate_key="g", mode=7, state=8)
+    assert _line(out)[0].startswith("g: 7 of g (0% of sessions), 8")
+    known = _admin_pb2.RolloutStatus(
+        middleware_key="g",
+        candidate_key="g",
+        mode=_admin_pb2.ROLLOUT_MODE_SHADOW,
+        state=_admin_pb2.ROLLOUT_STATE_ROLLED_BACK,
+    )
+    assert _line(known)[0] == "g: shadow of g (0% of sessions), rolled_back"
+
+
+class Renamed(V1):
+    """A live middleware whose key is learnt late (a sidecar that described itself after
+    the chain was built)."""
+
+    key = ""
+
+    def middleware_key(self) -> str:
+        return self.key
+
+
+def test_a_rollouts_key_is_the_live_middlewares_key_now() -> None:
+    live = Renamed()
+    rollout = Rollout(0, live, V2(), RolloutSettings("canary", 0.1))
+    live.key = "guard"
+    assert rollout.key == "guard"
+    assert find_rollout([rollout, _rollout()], "guard") is rollout

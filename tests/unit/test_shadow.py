@@ -5,8 +5,10 @@ kind of disagreement is told."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
@@ -14,7 +16,15 @@ from hookmesh.agent import Agent
 from hookmesh.middleware import Middleware
 from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.remote import Disagreement, ShadowMiddleware
-from hookmesh.schema import AgentEvent, CustomEvent, ReplyEndEvent, make_hint, text_of
+from hookmesh.schema import (
+    AgentEvent,
+    CustomEvent,
+    MessageKind,
+    ReplyEndEvent,
+    TextBlockDeltaEvent,
+    make_hint,
+    text_of,
+)
 from tests.agent_helpers import collect, echo
 from tests.middlewares import Denier, Exploder, Tagger
 from tests.rollout_middlewares import V1, V2, Versioned
@@ -238,3 +248,182 @@ class PromptCounter(Middleware):
 async def test_the_candidates_state_starts_from_before_the_live_system_prompt() -> None:
     _, seen = await _run(PromptCounter(), PromptCounter(), ScriptedChatModel(["ok"]))
     assert _kinds(seen) == ["agree"]  # the candidate counted 1 too, not 2
+
+
+class Scribbler(Middleware):
+    """Rewrites in place every event and the kwargs it is handed: as a shadow candidate,
+    what it scribbles on must be its own copies."""
+
+    def middleware_key(self) -> str:
+        return "scribbler"
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        kwargs["tool_choice"] = "scribbled"
+        async for event in next_handler():
+            if isinstance(event, TextBlockDeltaEvent):
+                event.delta = "scribbled"
+            yield event
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        kwargs["messages"].clear()
+        return await next_handler()
+
+
+class KwargsKeeper(Tagger):
+    """Tagger keeping the kwargs each hook was handed, to look at once the reply ended."""
+
+    def __init__(self) -> None:
+        super().__init__("x")
+        self.kept: dict[str, Any] = {}
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        self.kept["on_reasoning"] = kwargs
+        async for event in super().on_reasoning(agent, kwargs, next_handler):
+            yield event
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        self.kept["on_model_call"] = kwargs
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+async def test_a_candidate_editing_events_and_kwargs_in_place_changes_nothing_live() -> None:
+    model = ScriptedChatModel(["a streamed answer"], stream=True, chunk_size=3)
+    live = KwargsKeeper()
+    events, seen = await _run(live, Scribbler(), model)
+    assert seen  # the candidate ran
+    deltas = [e.delta for e in events if isinstance(e, TextBlockDeltaEvent)]
+    assert deltas and "scribbled" not in deltas
+    assert "".join(deltas).startswith("a streamed answer")
+    assert live.kept["on_reasoning"]["tool_choice"] != "scribbled"
+    assert live.kept["on_model_call"]["messages"]
+
+
+class RandomHinter(Hinter):
+    """Hinter whose hint takes a fresh random id each time (as make_hint callers may)."""
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        agent.state.context.append(make_hint(agent.kind, self.before, "hinter", id=uuid4().hex))
+        async for event in next_handler():
+            yield event
+
+
+class RandomAnswerIds(Middleware):
+    """Gives the model's answer, and each of its blocks, a fresh random id."""
+
+    def middleware_key(self) -> str:
+        return "answer-ids"
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        result = await next_handler()
+        result.message.id = uuid4().hex
+        for block in getattr(result.message, "blocks", []):
+            block.id = uuid4().hex
+        return result
+
+
+async def test_the_same_version_agrees_on_messages_with_random_ids(kind: MessageKind) -> None:
+    seen: Seen = []
+    shadow = ShadowMiddleware(
+        RandomHinter("x"), RandomHinter("x"), lambda s, d, e: seen.append((d, e))
+    )
+    tagged = ShadowMiddleware(Tagger("x"), Tagger("x"), lambda s, d, e: seen.append((d, e)))
+    answer = ShadowMiddleware(
+        RandomAnswerIds(), RandomAnswerIds(), lambda s, d, e: seen.append((d, e))
+    )
+    agent = Agent(ScriptedChatModel(["ok"]), middlewares=[shadow, tagged, answer], kind=kind)
+    await collect(agent.reply("hi"))
+    for each in (shadow, tagged, answer):
+        await each.settled()
+    assert _kinds(seen) == ["agree"] * 4
+
+
+class StepCounter(Middleware):
+    """Counts the reasoning steps of a reply in its state slice and tells each count."""
+
+    def middleware_key(self) -> str:
+        return "steps"
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        state = self.state(agent)
+        state["n"] = state.get("n", 0) + 1
+        yield CustomEvent(reply_id=agent.reply_id, name="step", value=state["n"])
+        async for event in next_handler():
+            yield event
+
+
+class RenamedStepCounter(StepCounter):
+    def middleware_key(self) -> str:
+        return "steps-v2"
+
+
+async def test_a_candidate_under_another_key_keeps_its_state_between_invocations() -> None:
+    model = ScriptedChatModel([ScriptedTurn(tool_calls=[("echo", {"text": "hey"})]), "done"])
+    seen: Seen = []
+    shadow = ShadowMiddleware(
+        StepCounter(), RenamedStepCounter(), lambda s, d, e: seen.append((d, e))
+    )
+    agent = Agent(model, tools=[echo], middlewares=[shadow])
+    events = await collect(agent.reply("go"))
+    await shadow.settled()
+    assert _customs(events, "step") == [1, 2]
+    assert _kinds(seen) == ["agree", "agree"]
+
+
+class _Clock:
+    """A perf_counter that moves only when told: the downstream's time, made explicit."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class SlowModel(Middleware):
+    """Inside the shadow: once the candidate waits for the downstream, the model call
+    takes 100 s of the fake clock."""
+
+    def __init__(self, clock: _Clock, waiting: asyncio.Event) -> None:
+        self.clock, self.waiting = clock, waiting
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        await self.waiting.wait()
+        self.clock.now += 100.0
+        return await next_handler()
+
+
+class Waiting(Tagger):
+    """Tagger telling when it is about to call next (and so to wait for the downstream)."""
+
+    def __init__(self, waiting: asyncio.Event) -> None:
+        super().__init__("x")
+        self.waiting = waiting
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        self.waiting.set()
+        async for event in super().on_reasoning(agent, kwargs, next_handler):
+            yield event
+
+
+async def test_the_candidates_latency_leaves_out_the_downstreams(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock, waiting = _Clock(), asyncio.Event()
+    monkeypatch.setattr("hookmesh.remote._shadow.time", clock)
+    took: list[float] = []
+    shadow = ShadowMiddleware(Tagger("x"), Waiting(waiting), lambda s, d, e: took.append(s))
+    agent = Agent(ScriptedChatModel(["ok"]), middlewares=[shadow, SlowModel(clock, waiting)])
+    await collect(agent.reply("hi"))
+    await shadow.settled()
+    assert clock.now == 100.0 and len(took) == 2  # on_reasoning and on_model_call
+    assert all(0.0 <= s < 100.0 for s in took)

@@ -23,10 +23,11 @@ TimeoutOption = Annotated[float, typer.Option(help="Seconds the call may take.")
 
 def _line(status: Any) -> list[str]:
     """The lines one rollout prints."""
+    from hookmesh.cli._sidecar_status import enum_word
     from hookmesh.v1 import admin_pb2 as _admin_pb2
 
-    mode = _admin_pb2.RolloutMode.Name(status.mode).removeprefix("ROLLOUT_MODE_").lower()
-    state = _admin_pb2.RolloutState.Name(status.state).removeprefix("ROLLOUT_STATE_").lower()
+    mode = enum_word(_admin_pb2.RolloutMode, status.mode, "ROLLOUT_MODE_")
+    state = enum_word(_admin_pb2.RolloutState, status.state, "ROLLOUT_STATE_")
     head = f"{status.middleware_key}: {mode} of {status.candidate_key} ({status.share:.0%} of "
     head += f"sessions), {state}"
     lines = [head + (f" ({status.state_reason})" if status.state_reason else "")]

@@ -34,12 +34,15 @@ def dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
 
 
+_RANDOM_IDS: dict[str, Any] = {"id": True, "create_time": True, "blocks": {"__all__": {"id"}}}
+"""What a message a middleware adds may take at random: its id, creation time and (agentic)
+its blocks' ids (make_hint sets one)."""
+
+
 def dump_context(context: list[Any]) -> list[str]:
-    """Each message as compact JSON, without its id and creation time: a message a
-    middleware adds may take both at random, so the same version would not agree."""
-    return [
-        str(m.model_dump_json(exclude={"id", "create_time"}, exclude_none=True)) for m in context
-    ]
+    """Each message as compact JSON, without what it may take at random (`_RANDOM_IDS`), so
+    the same version agrees."""
+    return [str(m.model_dump_json(exclude=_RANDOM_IDS, exclude_none=True)) for m in context]
 
 
 def disagreement(hook: str, reply_id: str, live: Trace, mine: Trace) -> Disagreement | None:

@@ -170,16 +170,20 @@ class RemoteMiddleware(Middleware):
         tls: ClientTLS | None = None,
         token: str | None = None,
         breaker: BreakerSettings | None = None,
+        wait: bool | None = None,
     ) -> RemoteMiddleware:
         """Connect to the sidecar at `target` and learn its hooks.
 
-        A ``fail_open`` middleware whose sidecar does not answer is returned anyway, with a
-        warning: it implements no hook until a background Describe succeeds.
+        Unless `wait` (default: unless ``fail_open``), a middleware whose sidecar does not
+        answer is returned anyway, with a warning: it implements no hook until a background
+        Describe succeeds.
 
         Raises:
             SidecarError: The sidecar did not answer Describe in time (unless ``fail_open``),
                 or its description is invalid (unknown protocol version or subscription).
         """
+        if wait is None:
+            wait = failure_mode != "fail_open"
         channel = open_channel(target, tls, _CHANNEL_OPTIONS)
         mw = cls(
             target,
@@ -193,10 +197,10 @@ class RemoteMiddleware(Middleware):
         try:
             # NOTE(hookmesh): fail_open does not wait for a sidecar that is down: the agent
             # starts without it and a background Describe picks it up.
-            mw._adopt(await mw._describe(wait=failure_mode != "fail_open"))
+            mw._adopt(await mw._describe(wait=wait))
             mw._fresh = True
         except grpc.aio.AioRpcError as exc:
-            if failure_mode != "fail_open":
+            if wait:
                 await channel.close()
                 raise SidecarError(
                     f"sidecar {target} did not describe itself: {exc.code().name}",
@@ -204,7 +208,7 @@ class RemoteMiddleware(Middleware):
                     metadata={"grpcCode": exc.code().name},
                 ) from None
             log.warning(
-                "sidecar %s did not describe itself (%s): skipped until it does (fail_open)",
+                "sidecar %s did not describe itself (%s): skipped until it does",
                 target,
                 exc.code().name,
             )

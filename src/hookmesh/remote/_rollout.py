@@ -116,13 +116,18 @@ class Rollout:
         """The live middleware with the candidate as its shadow (shadow mode; set by the
         chain's builder)."""
         self.stats = ShadowStats(settings.sample_size) if settings.mode == "shadow" else None
-        self.key = live.middleware_key()
         self.state: RolloutState = "active"
         self.reason = ""
         """Why the state last changed (who promoted, or the automatic rollback's figures)."""
         self.canary_replies = 0
         self.canary_failed = 0
         self._cutoff = round(settings.share * _BUCKETS)
+
+    @property
+    def key(self) -> str:
+        """The live middleware's key, as it is now (a sidecar's is known once it described
+        itself, maybe after the chain was built)."""
+        return self.live.middleware_key()
 
     def in_share(self, session_id: str) -> bool:
         """Whether the session is one the candidate shadows or serves while active."""

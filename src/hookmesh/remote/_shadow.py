@@ -34,17 +34,20 @@ class _ShadowState:
 
 
 class _ShadowView:
-    """The agent as the candidate sees it: a copy of its own state slice and of the context
-    (even one without needs_context may append hints); events it emits are collected, never
-    added to the reply."""
+    """The agent as the candidate sees it: a copy of the live middleware's state slice (as
+    its own, under its key) and of the context (even one without needs_context may append
+    hints); events it emits are collected, never added to the reply."""
 
-    def __init__(self, agent: AgentView, candidate: Middleware) -> None:
+    def __init__(self, agent: AgentView, live_key: str, key: str) -> None:
         self._agent = agent
-        key = candidate.middleware_key()
-        slice_ = agent.state.middle_context.get(key, {}).get(agent.reply_id, {})
+        # NOTE(hookmesh): seeded from the live slice: the candidate's writes go to copies,
+        # so one under another key would otherwise start empty at every invocation.
+        slice_ = agent.state.middle_context.get(live_key, {}).get(agent.reply_id, {})
         context = _copies(agent.state.context)
         self.state = _ShadowState(context, {key: {agent.reply_id: copy.deepcopy(slice_)}})
         self.emitted: list[AgentEvent] = []
+        self.waited = 0.0
+        """Seconds the candidate spent waiting for the live downstream (not its latency)."""
         self.downstream: tuple[int, list[Message]] | None = None
         """What the live downstream did to the context: how many leading messages it kept,
         and copies of the ones after them once it ended."""
@@ -56,6 +59,14 @@ class _ShadowView:
         if self.downstream is None:
             kept = shared_prefix(handed, dump_context(context))
             self.downstream = (kept, _copies(context[kept:]))
+
+    async def wait(self, downstream: Awaitable[Any]) -> Any:
+        """`downstream`'s result, its wait counted in `waited`."""
+        asked = time.perf_counter()
+        try:
+            return await downstream
+        finally:
+            self.waited += time.perf_counter() - asked
 
     def caught_up(self) -> None:
         """Make the candidate's copy what the live downstream left in the context, so the
@@ -117,6 +128,9 @@ class ShadowMiddleware(Middleware):
     def list_tools(self) -> list[Tool]:
         return self.live.list_tools()
 
+    def _view(self, agent: AgentView) -> _ShadowView:
+        return _ShadowView(agent, self.live.middleware_key(), self.candidate.middleware_key())
+
     def _shadows(self, hook: str) -> bool:
         return self.candidate.implements(hook)
 
@@ -130,17 +144,17 @@ class ShadowMiddleware(Middleware):
     ) -> asyncio.Future[None]:
         """Run the candidate's side in the background and record it once the live side's
         `done` future (returned) is set too."""
-        started = time.perf_counter()
         live, mine = traces
         took = 0.0
 
         async def shadow() -> None:
             nonlocal took
+            started = time.perf_counter()
             try:
                 mine.output = await run()
             except Exception as exc:
                 mine.error = f"{type(exc).__name__}: {exc}"
-            took = time.perf_counter() - started
+            took = time.perf_counter() - started - view.waited
             mine.output.extend(dump(e) for e in view.emitted)
             slice_ = view.state.middle_context[self.candidate.middleware_key()][agent.reply_id]
             mine.state = dump(slice_)
@@ -195,7 +209,7 @@ class ShadowMiddleware(Middleware):
             trace.handed = dump_context(agent.state.context)
             try:
                 async for event in next_handler(**overrides):
-                    feed.put_nowait(event)
+                    feed.put_nowait(copy.deepcopy(event))
                     yield event
             finally:
                 view.left_by_downstream(trace.handed, agent.state.context)
@@ -204,16 +218,17 @@ class ShadowMiddleware(Middleware):
         async def replay_next(**overrides: Any) -> AsyncIterator[AgentEvent]:
             mine.called_next, mine.overrides = True, dump(overrides)
             mine.handed = dump_context(view.state.context)
-            while (event := await feed.get()) is not _END:
+            while (event := await view.wait(feed.get())) is not _END:
                 yield event
             feed.put_nowait(_END)  # a second call gets nothing either
             view.caught_up()
 
-        view = _ShadowView(agent, self.candidate)
+        view = self._view(agent)
         mine = Trace()
+        own_kwargs = copy.deepcopy(kwargs)
 
         async def run() -> list[str]:
-            events = getattr(self.candidate, hook)(view, kwargs, replay_next)
+            events = getattr(self.candidate, hook)(view, own_kwargs, replay_next)
             return [dump(e) async for e in events]
 
         done = self._compare(hook, agent, (trace, mine), run, view)
@@ -257,13 +272,14 @@ class ShadowMiddleware(Middleware):
         async def replay_next() -> None:
             side.called_next = True
             side.handed = dump_context(view.state.context)
-            await asyncio.shield(downstream)
+            await view.wait(asyncio.shield(downstream))
             view.caught_up()
 
-        view = _ShadowView(agent, self.candidate)
+        view = self._view(agent)
+        own_kwargs = copy.deepcopy(kwargs)
 
         async def run() -> list[str]:
-            await self.candidate.on_compress_context(view, kwargs, replay_next)  # type: ignore[arg-type]
+            await self.candidate.on_compress_context(view, own_kwargs, replay_next)  # type: ignore[arg-type]
             return []
 
         done = self._compare("on_compress_context", agent, (trace, side), run, view)
@@ -292,7 +308,7 @@ class ShadowMiddleware(Middleware):
             view.left_by_downstream(trace.handed, agent.state.context)
             if hasattr(result, "__aiter__"):
                 result = _tee(result, chunks)
-                downstream.set_result(_replay(chunks))
+                downstream.set_result(_replay(chunks, view))
             else:
                 downstream.set_result(copy.deepcopy(result))
             return result
@@ -300,15 +316,17 @@ class ShadowMiddleware(Middleware):
         async def replay_next(**overrides: Any) -> Any:
             side.called_next, side.overrides = True, dump(overrides)
             side.handed = dump_context(view.state.context)
-            result = await asyncio.shield(downstream)
+            result = await view.wait(asyncio.shield(downstream))
             view.caught_up()
             return result
 
-        view = _ShadowView(agent, self.candidate)
+        view = self._view(agent)
         side = Trace()
+        own_kwargs = copy.deepcopy(kwargs)
 
         async def run() -> list[str]:
-            return await _outputs(await getattr(self.candidate, hook)(view, kwargs, replay_next))
+            result = await getattr(self.candidate, hook)(view, own_kwargs, replay_next)
+            return await _outputs(result)
 
         done = self._compare(hook, agent, (trace, side), run, view)
         try:
@@ -328,7 +346,7 @@ class ShadowMiddleware(Middleware):
     async def on_system_prompt(self, agent: AgentView, prompt: str) -> str:
         if not self._shadows("on_system_prompt"):
             return await self.live.on_system_prompt(agent, prompt)
-        view = _ShadowView(agent, self.candidate)  # before the live side edits the originals
+        view = self._view(agent)  # before the live side edits the originals
         result = await self.live.on_system_prompt(agent, prompt)
 
         async def run() -> list[str]:
@@ -345,7 +363,8 @@ class ShadowMiddleware(Middleware):
     async def after_agent(self, agent: AgentView, final: Message) -> None:
         if not self._shadows("after_agent"):
             return await self.live.after_agent(agent, final)
-        view = _ShadowView(agent, self.candidate)  # before the live side edits the originals
+        view = self._view(agent)  # before the live side edits the originals
+        own_final = final.model_copy(deep=True)
         trace = Trace()
         try:
             await self.live.after_agent(agent, final)
@@ -355,7 +374,7 @@ class ShadowMiddleware(Middleware):
         finally:
 
             async def run() -> list[str]:
-                await self.candidate.after_agent(view, final)  # type: ignore[arg-type]
+                await self.candidate.after_agent(view, own_final)  # type: ignore[arg-type]
                 return []
 
             trace.state = self._live_state(agent)
@@ -406,8 +425,8 @@ async def _tee(stream: Any, chunks: asyncio.Queue[Any]) -> AsyncIterator[Any]:
         chunks.put_nowait(_END)
 
 
-async def _replay(chunks: asyncio.Queue[Any]) -> AsyncIterator[Any]:
-    while (chunk := await chunks.get()) is not _END:
+async def _replay(chunks: asyncio.Queue[Any], view: _ShadowView) -> AsyncIterator[Any]:
+    while (chunk := await view.wait(chunks.get())) is not _END:
         yield chunk
 
 
@@ -427,5 +446,5 @@ async def _outputs(result: Any) -> list[str]:
     if hasattr(result, "__aiter__"):
         return [dump(chunk) async for chunk in result]
     if isinstance(result, ModelResponse):
-        return [dump(result.message)]
+        return dump_context([result.message])
     return [dump(result)]

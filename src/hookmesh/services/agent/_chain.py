@@ -7,15 +7,14 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from hookmesh.middleware import Middleware, declared_order
-from hookmesh.remote import ClientTLS, RemoteMiddleware, Rollout, load_middleware
+from hookmesh.remote import ClientTLS, Rollout, load_middleware
 from hookmesh.services.agent._config import (
     AgentServiceConfig,
     LocalMiddlewareConfig,
     LocalRolloutConfig,
     RolloutConfig,
-    secret,
 )
-from hookmesh.services.agent._rollouts import connect_candidate, make_rollout
+from hookmesh.services.agent._rollouts import connect_candidate, connect_remote, make_rollout
 
 
 class MiddlewareChain:
@@ -131,15 +130,7 @@ async def build_chain(
                     entry.tls.client_key,
                     entry.tls.server_name,
                 )
-            remote = await RemoteMiddleware.connect(
-                target,
-                failure_mode=entry.failure_mode,
-                timeout=entry.timeout,
-                tls=tls,
-                token=secret(entry.token_env),
-                breaker=entry.breaker.settings(),
-            )
-            stack.push_async_callback(remote.aclose)
+            remote = await connect_remote(entry, target, tls, stack)
             out.append(remote)
             if entry.rollout is not None:
                 trials.append((remote, entry.rollout, await connect_candidate(entry, tls, stack)))

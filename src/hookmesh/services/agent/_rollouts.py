@@ -27,26 +27,42 @@ _STATES = {
 }
 
 
-async def connect_candidate(
-    entry: RemoteMiddlewareConfig, tls: ClientTLS | None, stack: AsyncExitStack
+async def connect_remote(
+    entry: RemoteMiddlewareConfig,
+    target: str,
+    tls: ClientTLS | None,
+    stack: AsyncExitStack,
+    *,
+    shadow: bool = False,
 ) -> RemoteMiddleware:
-    """Connect the sidecar of the entry's candidate (a shadow is always ``fail_open``: a
-    shadow that is down never stops the agent, its invocations are counted as errors).
+    """Connect the sidecar at `target` with the entry's failure mode, deadline, credentials
+    and breaker: the live middleware and its candidate alike (a promoted shadow serves as
+    the entry says). A shadow's start does not wait for its sidecar: one that is down never
+    stops the agent, and ShadowMiddleware counts its failures as candidate errors.
 
     Raises:
-        SidecarError: A canary whose sidecar did not describe itself (unless fail_open).
+        SidecarError: A sidecar that did not describe itself (unless fail_open or shadow).
     """
-    assert isinstance(entry.rollout, RolloutConfig)
-    shadow = entry.rollout.mode == "shadow"
-    candidate = await RemoteMiddleware.connect(
-        entry.rollout.target,
-        failure_mode="fail_open" if shadow else entry.failure_mode,
+    remote = await RemoteMiddleware.connect(
+        target,
+        failure_mode=entry.failure_mode,
         timeout=entry.timeout,
         tls=tls,
         token=secret(entry.token_env),
+        breaker=entry.breaker.settings(),
+        wait=False if shadow else None,
     )
-    stack.push_async_callback(candidate.aclose)
-    return candidate
+    stack.push_async_callback(remote.aclose)
+    return remote
+
+
+async def connect_candidate(
+    entry: RemoteMiddlewareConfig, tls: ClientTLS | None, stack: AsyncExitStack
+) -> RemoteMiddleware:
+    """Connect the sidecar of the entry's candidate (`connect_remote`)."""
+    assert isinstance(entry.rollout, RolloutConfig)
+    shadow = entry.rollout.mode == "shadow"
+    return await connect_remote(entry, entry.rollout.target, tls, stack, shadow=shadow)
 
 
 def make_rollout(
