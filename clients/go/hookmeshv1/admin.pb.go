@@ -966,9 +966,10 @@ type ShadowStatus struct {
 	// slice after the invocation), `context` (the context handed to call_next,
 	// then the one after the invocation; a different compression counts here).
 	Disagreements []*DisagreementCount `protobuf:"bytes,4,rep,name=disagreements,proto3" json:"disagreements,omitempty"`
-	// Median time from an invocation's start to the candidate's end (for an
-	// onion hook the downstream's time included, as on the live side), over
-	// its last 1000 invocations.
+	// Median time the candidate took in an invocation, from its start to its
+	// end less the time it waited for the live downstream (the model call, the
+	// tools, the inner middlewares: not its own), over its last 1000
+	// invocations.
 	LatencyP50 *durationpb.Duration `protobuf:"bytes,5,opt,name=latency_p50,json=latencyP50,proto3" json:"latency_p50,omitempty"`
 	// 99th percentile of the same.
 	LatencyP99 *durationpb.Duration `protobuf:"bytes,6,opt,name=latency_p99,json=latencyP99,proto3" json:"latency_p99,omitempty"`
