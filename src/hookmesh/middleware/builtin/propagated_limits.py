@@ -156,9 +156,11 @@ class Pool:
 
     def settle(self, spent: Spent | None) -> None:
         """Close a remote child's pool with what the remote agent reported it spent; with no
-        report, all its reserved tool calls count as used (tokens and cost are unknown)."""
+        report (a third-party agent, a transport error) one tool call counts as used, the
+        call to it: counting the whole reservation would let one such call spend the rest
+        of the reply's calls (tokens and cost are unknown)."""
         if spent is None:
-            used = self.reserved or 0
+            used = 1 if self.reserved is None else min(1, self.reserved)
         else:
             used = (
                 spent.tool_calls if self.reserved is None else min(spent.tool_calls, self.reserved)
@@ -322,7 +324,10 @@ class PropagatedLimitMiddleware(Middleware):
             async for event in next_handler():
                 if not event.source_path:
                     if event.type == "model_call_end" and event.usage is not None:
-                        pool.charge_usage(event.usage.input_tokens, event.usage.output_tokens)
+                        # Only the innermost limit of the reply charges: its charge goes up
+                        # through every enclosing pool already.
+                        if _OPEN[rid].pool is pool:
+                            pool.charge_usage(event.usage.input_tokens, event.usage.output_tokens)
                     elif event.type == "reply_end":
                         if outer is None and event.finish_reason.startswith("awaiting"):
                             _keep(pool, kept)
