@@ -104,6 +104,8 @@ async def test_a_reply_without_limits_reports_nothing(stack: A2AStack) -> None:
         ({"toolCalls": -1}, "toolCalls"),
         ({"deadline": "tomorrow"}, "deadline"),
         ({"tokens": 10, "budget": 3}, "budget"),
+        ({"toolCalls": 3e9}, "toolCalls"),  # passes JSON, not the agent service's int32
+        ({"tokens": 2.0**64}, "tokens"),
     ],
 )
 async def test_bad_limits_fail_the_task_with_their_field(

@@ -55,11 +55,21 @@ class Spent:
     cost_usd: float = 0.0
 
 
-def _whole(field: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+MAX_TOOL_CALLS = 2**31 - 1
+"""The most tool calls a limit may name (the agent service's int32)."""
+MAX_TOKENS = 2**63 - 1
+"""The most tokens a limit may name (the agent service's int64)."""
+
+
+def _whole(field: str, value: Any, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise LimitsError(field, "must be a whole number")
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
         raise LimitsError(field, "must be a whole number")
     if value < 0:
         raise LimitsError(field, "must not be negative")
+    if value > maximum:
+        raise LimitsError(field, f"must be at most {maximum}")
     return int(value)
 
 
@@ -101,8 +111,8 @@ def limits_of(raw: Any, where: str = f"metadata.{LIMITS_METADATA_KEY}") -> Limit
         raw.get(k) for k in ("toolCalls", "tokens", "costUsd", "deadline")
     )
     return Limits(
-        tool_calls=None if calls is None else _whole(f"{where}.toolCalls", calls),
-        tokens=None if tokens is None else _whole(f"{where}.tokens", tokens),
+        tool_calls=None if calls is None else _whole(f"{where}.toolCalls", calls, MAX_TOOL_CALLS),
+        tokens=None if tokens is None else _whole(f"{where}.tokens", tokens, MAX_TOKENS),
         cost_usd=None if cost is None else _amount(f"{where}.costUsd", cost),
         deadline=None if deadline is None else _instant(f"{where}.deadline", deadline),
     )
@@ -130,13 +140,13 @@ def spent_json(spent: Spent) -> dict[str, Any]:
 
 def spent_of(raw: Any) -> Spent | None:
     """The report a final status update's metadata holds; None when it holds none or a bad
-    one (the caller then charges what it reserved)."""
+    one (the caller then charges one tool call)."""
     if not isinstance(raw, dict):
         return None
     try:
         return Spent(
-            tool_calls=_whole("toolCalls", raw.get("toolCalls", 0)),
-            tokens=_whole("tokens", raw.get("tokens", 0)),
+            tool_calls=_whole("toolCalls", raw.get("toolCalls", 0), MAX_TOOL_CALLS),
+            tokens=_whole("tokens", raw.get("tokens", 0), MAX_TOKENS),
             cost_usd=_amount("costUsd", raw.get("costUsd", 0.0)),
         )
     except LimitsError:

@@ -125,8 +125,8 @@ def test_a_remote_childs_report_settles_its_reservation() -> None:
     child.settle(Spent(tool_calls=3, tokens=400, cost_usd=0.0))
     assert (top.left, top.tokens, top.spent().tool_calls) == (7, 600, 3)
     silent = top.reserve(5)
-    silent.settle(None)  # no report: everything reserved counts as used
-    assert top.left == 2
+    silent.settle(None)  # no report: one call counts as used, the rest comes back
+    assert top.left == 6
 
 
 def test_the_extension_object_round_trips_and_bad_members_are_named() -> None:
@@ -153,3 +153,86 @@ def test_the_extension_object_round_trips_and_bad_members_are_named() -> None:
         assert caught.value.field == f"metadata.hookmeshLimits.{field}"
     assert spent_of({"toolCalls": 2, "tokens": 10, "costUsd": 0.5}) == Spent(2, 10, 0.5)
     assert spent_of({"toolCalls": -2}) is None and spent_of("x") is None
+
+
+async def test_two_limits_on_one_reply_charge_its_tokens_once(kind: MessageKind) -> None:
+    """A caller's limit in front of a configured one: each model call's 100 tokens count once
+    at both levels, not once per layer."""
+    rec = Recorded(
+        [ScriptedTurn(tool_calls=[("note", {"n": 1})], usage=USAGE), "done"], usage=USAGE
+    )
+    sent = RequestLimitMiddleware(Limits(tokens=1000), prices=(1000.0, 0.0))
+    limits = [sent, PropagatedLimitMiddleware(tokens=10_000, input_usd_per_mtok=1000)]
+    agent = Agent(rec.model, kind=kind, tools=[note], middlewares=limits)
+    events = await collect(agent.reply("Go."))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    (report,) = [e for e in events if e.type == "custom" and e.name == SPENT_EVENT]
+    assert report.value["tokens"] == 200  # type: ignore[union-attr]
+    assert report.value["costUsd"] == pytest.approx(0.12)  # type: ignore[union-attr]
+
+
+def test_no_report_from_a_remote_agent_charges_one_call() -> None:
+    top = Pool(10, 10)
+    silent = top.reserve(5)
+    assert top.left == 5
+    silent.settle(None)  # a third-party agent: its one call counts, the rest comes back
+    assert (top.left, top.spent().tool_calls) == (9, 1)
+    empty = top.reserve(0)
+    empty.settle(None)  # nothing reserved: nothing to charge
+    assert (top.left, top.spent().tool_calls) == (9, 1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"toolCalls": float("nan")}, "toolCalls"),
+        ({"toolCalls": float("inf")}, "toolCalls"),
+        ({"tokens": float("-inf")}, "tokens"),
+        ({"toolCalls": 3e9}, "toolCalls"),
+        ({"toolCalls": 2**31}, "toolCalls"),
+        ({"tokens": 2**63}, "tokens"),
+        ({"costUsd": float("nan")}, "costUsd"),
+    ],
+)
+def test_limits_out_of_range_or_not_finite_are_refused_with_their_field(
+    raw: dict[str, float], field: str
+) -> None:
+    with pytest.raises(LimitsError) as caught:
+        limits_of(raw)
+    assert caught.value.field == f"metadata.hookmeshLimits.{field}"
+
+
+def test_the_largest_limits_pass_and_a_malformed_report_is_no_report() -> None:
+    assert limits_of({"toolCalls": 2**31 - 1, "tokens": 2**63 - 1}) == Limits(2**31 - 1, 2**63 - 1)
+    for bad in (
+        {"toolCalls": float("inf")},
+        {"tokens": float("nan")},
+        {"costUsd": float("inf")},
+        {"toolCalls": 3e9},
+        {"tokens": 2**63},
+    ):
+        assert spent_of(bad) is None
+
+
+def test_a_final_task_carries_its_report_to_the_caller() -> None:
+    """The remote agent's last word may be the whole task (not a status update): the report
+    in the task's metadata is read all the same."""
+    from a2a.types import a2a_pb2
+
+    from hookmesh.a2a import SPENT_METADATA_KEY
+    from hookmesh.middleware.builtin.remote_agent._a2a import (
+        RemoteAgent,
+        RemoteAgentConfig,
+        TaskOutcome,
+    )
+
+    task = a2a_pb2.Task(
+        id="t1",
+        context_id="c1",
+        status=a2a_pb2.TaskStatus(state=a2a_pb2.TaskState.TASK_STATE_COMPLETED),
+    )
+    task.metadata.update({SPENT_METADATA_KEY: {"toolCalls": 2, "tokens": 30, "costUsd": 0.5}})
+    remote = RemoteAgent(RemoteAgentConfig(name="far", url="http://127.0.0.1:9"))
+    outcome = TaskOutcome()
+    remote._take(a2a_pb2.StreamResponse(task=task), outcome, {})
+    assert outcome.state == "completed" and outcome.spent == Spent(2, 30, 0.5)

@@ -173,3 +173,72 @@ async def test_a_resumed_reply_keeps_what_is_left_of_its_limits(kind: MessageKin
     assert _states(rest, 1)[-2:] == ["success", "denied"]
     (denied,) = [r for m in rest.prompts[1] for r in tool_results(m) if r.state == "denied"]
     assert "the tool-call limit of the top reply is spent (4 calls in all" in denied.text
+
+
+@pytest.mark.parametrize(("again_limit", "allowed"), [(7, 2), (1, 1)])
+async def test_a_resumed_child_counts_its_earlier_calls_once(
+    kind: MessageKind, again_limit: int, allowed: int
+) -> None:
+    """Billing makes two lookups and pauses on a refund: with the transfer and the parent's
+    confirm_billing call five of seven are spent. Resumed, billing gets what the parent has
+    left (two; one when the limit was lowered to one meanwhile), not the three it had saved,
+    and the report counts billing's earlier calls once."""
+    from hookmesh.agent import AgentState
+    from hookmesh.middleware.builtin.propagated_limits import SPENT_EVENT
+    from hookmesh.schema import Confirmation, Resume
+
+    def front(parent: Recorded, worker: Recorded, limit: int) -> Agent:
+        billing = Handoff(
+            "billing", worker.model, "Orders.", tools=[lookup, refund], hand_back=True
+        )
+        mw = PropagatedLimitMiddleware(limit, report=True)
+        return Agent(parent.model, kind=kind, middlewares=[mw, HandoffMiddleware([billing])])
+
+    first = Recorded([_lookups(2), ScriptedTurn(tool_calls=[("refund", {"order": "7"})])])
+    paused = front(Recorded([TRANSFER]), first, 7)
+    events = await collect(paused.reply("Refund order 7."))
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+    (confirm,) = asked.tool_calls  # type: ignore[union-attr]
+
+    worker = Recorded([_lookups(4), "Refunded."])
+    again = front(Recorded(["Done."]), worker, again_limit)
+    again.state = AgentState.model_validate_json(paused.state.model_dump_json())
+    ok = Confirmation(call_id=confirm.id, confirmed=True)
+    resumed = await collect(again.resume(Resume(confirmations=[ok])))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    # The last four lookups are the resumed step's (the first two came before the pause).
+    assert _states(worker, 1)[2:] == ["success"] * allowed + ["denied"] * (4 - allowed)
+    (report,) = [e for e in resumed if e.type == "custom" and e.name == SPENT_EVENT]
+    assert report.value["toolCalls"] == 5 + allowed  # type: ignore[union-attr]
+
+
+async def test_a_resumed_reply_under_a_callers_limits_reports_only_its_own_step(
+    kind: MessageKind,
+) -> None:
+    """The caller was sent the paused step's report (three calls) and counted it: the resumed
+    step goes on with the one call left and reports that one, not four."""
+    from hookmesh.a2a import Limits
+    from hookmesh.agent import AgentState
+    from hookmesh.middleware.builtin.propagated_limits import SPENT_EVENT, RequestLimitMiddleware
+    from hookmesh.schema import Confirmation, Resume
+
+    def agent(model: Recorded) -> Agent:
+        limit = RequestLimitMiddleware(Limits(tool_calls=4))
+        return Agent(model.model, kind=kind, tools=[lookup, refund], middlewares=[limit])
+
+    first = Recorded([_lookups(2), ScriptedTurn(tool_calls=[("refund", {"order": "7"})])])
+    paused = agent(first)
+    events = await collect(paused.reply("Refund order 7."))
+    (report,) = [e for e in events if e.type == "custom" and e.name == SPENT_EVENT]
+    assert report.value["toolCalls"] == 3  # type: ignore[union-attr]
+    (asked,) = [e for e in events if e.type == "require_user_confirm"]
+
+    rest = Recorded([_lookups(2), "Done."])
+    again = agent(rest)
+    again.state = AgentState.model_validate_json(paused.state.model_dump_json())
+    ok = Confirmation(call_id=asked.tool_calls[0].id, confirmed=True)  # type: ignore[union-attr]
+    resumed = await collect(again.resume(Resume(confirmations=[ok])))
+    assert _states(rest, 1)[-2:] == ["success", "denied"]
+    (report,) = [e for e in resumed if e.type == "custom" and e.name == SPENT_EVENT]
+    assert report.value["toolCalls"] == 1  # type: ignore[union-attr]

@@ -8,7 +8,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from hookmesh.a2a import Limits, Spent, limits_json, spent_json
 from hookmesh.errors import HookmeshError
@@ -31,6 +31,7 @@ from hookmesh.schema import AgentEvent, CustomEvent
 SPENT_EVENT = "hookmesh.limits.spent"
 """Custom event a reply under request limits emits just before its reply_end: ``{toolCalls,
 tokens, costUsd}`` it and everything below it spent (the A2A server reports it)."""
+_N = TypeVar("_N", int, float)
 DELEGATION_GRACE = 5.0
 """Seconds past the deadline a caller waits for a remote agent it sent the deadline to, so
 the callee's own report of it (with its reason) arrives before the caller gives up."""
@@ -156,9 +157,11 @@ class Pool:
 
     def settle(self, spent: Spent | None) -> None:
         """Close a remote child's pool with what the remote agent reported it spent; with no
-        report, all its reserved tool calls count as used (tokens and cost are unknown)."""
+        report (a third-party agent, a transport error) one tool call counts as used, the
+        call to it: counting the whole reservation would let one such call spend the rest
+        of the reply's calls (tokens and cost are unknown)."""
         if spent is None:
-            used = self.reserved or 0
+            used = 1 if self.reserved is None else min(1, self.reserved)
         else:
             used = (
                 spent.tool_calls if self.reserved is None else min(spent.tool_calls, self.reserved)
@@ -301,6 +304,12 @@ class PropagatedLimitMiddleware(Middleware):
     def _top(self, outer: _Open | None, pool: Pool) -> int | None:
         return outer.top if outer is not None else pool.reserved
 
+    def _resume(self, pool: Pool, kept: dict[str, Any]) -> None:
+        """Go on from what this reply had left at its pause, and count what it had spent
+        (nobody above it counted that)."""
+        _restore(pool, kept["left"])
+        pool.used_calls, pool.used_tokens, pool.used_cost = kept["left"]["used"]
+
     def _mine(self, agent: AgentView) -> Pool | None:
         found = _OPEN.get(agent.reply_id)
         return found.pool if found is not None and found.owner is self else None
@@ -315,14 +324,17 @@ class PropagatedLimitMiddleware(Middleware):
         pool = self._open(outer)
         kept = self.state(agent)
         if outer is None and "left" in kept:
-            _restore(pool, kept)
+            self._resume(pool, kept)
         top = self._top(outer, pool)
         _OPEN[rid] = _Open(pool, self.per_child, top, self)
         try:
             async for event in next_handler():
                 if not event.source_path:
                     if event.type == "model_call_end" and event.usage is not None:
-                        pool.charge_usage(event.usage.input_tokens, event.usage.output_tokens)
+                        # Only the innermost limit of the reply charges: its charge goes up
+                        # through every enclosing pool already.
+                        if _OPEN[rid].pool is pool:
+                            pool.charge_usage(event.usage.input_tokens, event.usage.output_tokens)
                     elif event.type == "reply_end":
                         if outer is None and event.finish_reason.startswith("awaiting"):
                             _keep(pool, kept)
@@ -398,17 +410,27 @@ def _keep(pool: Pool, kept: dict[str, Any]) -> None:
     }
 
 
-def _restore(pool: Pool, kept: dict[str, Any]) -> None:
-    """A resumed reply's pool: what it had left when it paused, not its full limits. The
+def _restore(pool: Pool, left: dict[str, Any]) -> None:
+    """A resumed reply's pool: what it had left when it paused, not its full limits, and
+    never more than its limits now allow (they may have been lowered meanwhile). The
     deadline is the sooner of its own (a caller's is absolute) and the seconds it had left
     (time waiting for the user does not count)."""
-    left = kept["left"]
-    pool.left = left["tool_calls"] if pool.left is not None else None
-    pool.tokens = left["tokens"] if pool.tokens is not None else None
-    pool.cost = left["cost_usd"] if pool.cost is not None else None
+    pool.left = _least(pool.left, left["tool_calls"])
+    pool.tokens = _least(pool.tokens, left["tokens"])
+    pool.cost = _least(pool.cost, left["cost_usd"])
+    _restore_deadline(pool, left)
+
+
+def _restore_deadline(pool: Pool, left: dict[str, Any]) -> None:
     if pool.deadline is not None and left["seconds"] is not None:
         pool.deadline = min(pool.deadline, time.time() + left["seconds"])
-    pool.used_calls, pool.used_tokens, pool.used_cost = left["used"]
+
+
+def _least(now: _N | None, saved: _N | None) -> _N | None:
+    """The limit on resume: none when there is none now, else the smaller of now and then."""
+    if now is None:
+        return None
+    return now if saved is None else min(now, saved)
 
 
 def _not_negative(name: str, value: float) -> float:
@@ -495,6 +517,12 @@ class _Reserved(PropagatedLimitMiddleware):
     def _top(self, outer: _Open | None, pool: Pool) -> int | None:
         return self.top
 
+    def _resume(self, pool: Pool, kept: dict[str, Any]) -> None:
+        """Only the deadline: the fresh reservation is what the parent has left now (the
+        parent restored its own remainder), and what the child spent before its pause is
+        counted in the parent's restored totals already."""
+        _restore_deadline(pool, kept["left"])
+
 
 class RequestLimitMiddleware(PropagatedLimitMiddleware):
     """The limits a caller sent with the reply (`ReplyOptions.limits`, an A2A message's
@@ -513,6 +541,11 @@ class RequestLimitMiddleware(PropagatedLimitMiddleware):
 
     def _limits(self) -> Limits:
         return self.limits
+
+    def _resume(self, pool: Pool, kept: dict[str, Any]) -> None:
+        """What is left, not what was spent: the caller was sent the report of the step
+        before the pause and counted it, so this step's report holds only its own."""
+        _restore(pool, kept["left"])
 
 
 def inherited(agent: AgentView, call_id: str = "") -> list[Middleware]:

@@ -226,7 +226,11 @@ class RemoteAgent:
             outcome.task_id, outcome.context_id = response.task.id, response.task.context_id
             for artifact in response.task.artifacts:
                 artifacts[artifact.artifact_id] = list(artifact.parts)
-            return self._status(response.task.status, None, outcome)
+            # A final task carries the report in its metadata; an unfinished one's metadata
+            # holds the last status update's (merged by the server), not a new event.
+            task = response.task
+            final = task.status.state in _ENDS
+            return self._status(task.status, task.metadata if final else None, outcome)
         if arm == "artifact_update":
             update = response.artifact_update
             kept = artifacts.setdefault(update.artifact.artifact_id, []) if update.append else []
