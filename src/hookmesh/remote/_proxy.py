@@ -208,9 +208,10 @@ class RemoteMiddleware(Middleware):
                     metadata={"grpcCode": exc.code().name},
                 ) from None
             log.warning(
-                "sidecar %s did not describe itself (%s): skipped until it does",
+                "sidecar %s did not describe itself (%s): skipped until it does (%s)",
                 target,
                 exc.code().name,
+                "fail_open" if failure_mode == "fail_open" else "not waited for",
             )
             mw._stale()
         except SidecarError:
