@@ -599,3 +599,77 @@ async def test_an_unreachable_store_ends_the_export_unavailable_after_what_was_r
     assert "memory.memories" in failed.value.message
     assert received[0] == "agent.sessions" and "memory.memories" not in received
     assert unerased.value.reason == "ERASURE_STORE_UNAVAILABLE"
+
+
+async def test_a_folder_planted_outside_the_offload_root_is_refused_not_internal(
+    files_agent: tuple[Stack, Path, Path], tmp_path: Path
+) -> None:
+    from hookmesh.middleware import user_folder
+
+    stack, _, offload_root = files_agent
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the store's")
+    offload_root.mkdir(exist_ok=True)
+    (offload_root / user_folder("mallory")).symlink_to(outside, target_is_directory=True)
+    async with AdminClient(stack.target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+        with pytest.raises(AgentClientError) as unerased:
+            await ops.forget_user("mallory")
+        with pytest.raises(AgentClientError) as unexported:
+            async for _ in ops.export_user("mallory"):
+                pass
+        assert await ops.forget_user("bob")  # the server still serves
+    assert (unerased.value.code, unerased.value.reason) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "ERASURE_STORE_REFUSED",
+    )
+    assert (unexported.value.code, unexported.value.reason) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "EXPORT_STORE_REFUSED",
+    )
+    assert "offload.files" in unerased.value.message
+    assert (outside / "keep.txt").read_text() == "not the store's"
+
+
+async def test_a_service_refusing_the_agent_is_a_precondition_not_a_call_again(
+    session_backend: SessionBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tokens").write_text(TOKENS)
+    (tmp_path / "memory-tokens").write_text("ops:ops-token\n")  # the agent's token is unknown
+    memory = await start_memory_service(
+        load_memory_config(
+            None,
+            store=f"sqlite:///{tmp_path}/memory.db",
+            auth={"token_file": str(tmp_path / "memory-tokens")},
+        ),
+        address="127.0.0.1:0",
+    )
+    monkeypatch.setenv("TEST_MEMORY_TOKEN", "agent-token")
+    config = session_backend.config(
+        auth={"token_file": str(tmp_path / "tokens")},
+        admin_principals=["ops"],
+        erasure={"memory": f"127.0.0.1:{memory.port}", "memory_token_env": "TEST_MEMORY_TOKEN"},
+    )
+    agent = await start_agent_service(load_config(None, **config), address="127.0.0.1:0")
+    try:
+        target = f"127.0.0.1:{agent.port}"
+        async with AdminClient(target, timeout=SHORT_TIMEOUT, token="ops-token") as ops:
+            with pytest.raises(AgentClientError) as unerased:
+                await ops.forget_user("alice")
+            with pytest.raises(AgentClientError) as unexported:
+                async for _ in ops.export_user("alice"):
+                    pass
+    finally:
+        await agent.stop(None)
+        await memory.stop(None)
+    assert (unerased.value.code, unerased.value.reason) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "ERASURE_STORE_REFUSED",
+    )
+    assert "memory.memories" in unerased.value.message
+    assert "UNAUTHENTICATED" in unerased.value.message
+    assert "agent-token" not in unerased.value.message
+    assert (unexported.value.code, unexported.value.reason) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "EXPORT_STORE_REFUSED",
+    )

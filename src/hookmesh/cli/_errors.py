@@ -26,6 +26,9 @@ _WAYS_OUT = {
     "CREDENTIALS_REQUIRED": "pass a token with --token-env NAME",
     "INVALID_TOKEN": "pass a token the service accepts with --token-env NAME",
     "STORE_UNAVAILABLE": "the service's database is down; try again once it is back",
+    "ERASURE_STORE_UNAVAILABLE": "what was erased stays; run the same command again",
+    "ERASURE_STORE_REFUSED": "fix the agent's erasure config or its grant there, then run again",
+    "EXPORT_STORE_REFUSED": "fix the agent's erasure config or its grant there, then run again",
     "INVALID_CONFIG": "fix the file and reload again (the running middlewares stay)",
 }
 """What to do next, by the error's stable reason."""

@@ -79,7 +79,8 @@ class AdminClient(ServiceClient):
         Raises:
             AgentClientError: PERMISSION_DENIED ``ADMIN_ONLY``, INVALID_ARGUMENT
                 ``INVALID_USER_ID``, FAILED_PRECONDITION ``USER_REPLY_RUNNING`` (nothing
-                erased) or UNAVAILABLE ``ERASURE_STORE_UNAVAILABLE`` (call again).
+                erased), UNAVAILABLE ``ERASURE_STORE_UNAVAILABLE`` (call again) or
+                FAILED_PRECONDITION ``ERASURE_STORE_REFUSED`` (fix the configuration first).
         """
         request = _admin_pb2.ForgetUserRequest(user_id=user_id)
         response = await self._unary(self._stub.ForgetUser, request, timeout)
@@ -94,8 +95,9 @@ class AdminClient(ServiceClient):
 
         Raises:
             AgentClientError: PERMISSION_DENIED ``ADMIN_ONLY``, INVALID_ARGUMENT
-                ``INVALID_USER_ID`` or UNAVAILABLE ``EXPORT_STORE_UNAVAILABLE`` (what came
-                before is not the whole export).
+                ``INVALID_USER_ID``, UNAVAILABLE ``EXPORT_STORE_UNAVAILABLE`` or
+                FAILED_PRECONDITION ``EXPORT_STORE_REFUSED`` (what came before is not the
+                whole export).
         """
         request = _admin_pb2.ExportUserRequest(user_id=user_id)
         call = self._stub.ExportUser(

@@ -72,9 +72,17 @@ class AdminServiceStub:
     memories in the memory service named by `erasure.memory`.
     Stores shared by replicas (PostgreSQL) are erased once for all of them.
     3. It logs one audit line (the caller, the user, the counts; no content)
-    and answers the counts per store. A store that cannot be reached ends
-    the call with UNAVAILABLE before the audit line; what was erased stays
-    erased and a second call finishes the rest.
+    and answers the counts per store. A store that cannot be reached (down,
+    slow, restarting) ends the call with UNAVAILABLE, reason
+    ERASURE_STORE_UNAVAILABLE, before the audit line: what was erased stays
+    erased and a second call finishes the rest. A service that refuses the
+    agent service (its credentials, its gateway trust or grants) ends it
+    with FAILED_PRECONDITION, reason ERASURE_STORE_REFUSED: calling again
+    fails the same way until the configuration is fixed. Both name the
+    store in ErrorInfo metadata `store`.
+    File stores of middlewares (file memories, offloaded tool results) are
+    erased on the replica that answers: replicas must share those folders (one
+    volume) for the erasure to reach every file.
     Erasure is idempotent: a second call for the same user answers zero counts.
 
     Protocol of ExportUser (data export on request, docs/security.md "Export
@@ -100,8 +108,10 @@ class AdminServiceStub:
     5. After the last record the server logs one audit line (the caller, the
     user, the counts per store; no content) and ends the stream OK. A store
     that cannot be reached ends it with UNAVAILABLE, reason
-    EXPORT_STORE_UNAVAILABLE, naming the store in ErrorInfo metadata
-    `store`: the records received so far are not the whole export.
+    EXPORT_STORE_UNAVAILABLE (call again); a service that refuses the agent
+    service ends it with FAILED_PRECONDITION, reason EXPORT_STORE_REFUSED
+    (fix its configuration first). Both name the store in ErrorInfo
+    metadata `store`: the records received so far are not the whole export.
     Only admin principals may call it, as for the other methods.
 
     Protocol of rollouts (DescribeRollouts, PromoteRollout, RollbackRollout;
@@ -243,9 +253,17 @@ class AdminServiceServicer:
     memories in the memory service named by `erasure.memory`.
     Stores shared by replicas (PostgreSQL) are erased once for all of them.
     3. It logs one audit line (the caller, the user, the counts; no content)
-    and answers the counts per store. A store that cannot be reached ends
-    the call with UNAVAILABLE before the audit line; what was erased stays
-    erased and a second call finishes the rest.
+    and answers the counts per store. A store that cannot be reached (down,
+    slow, restarting) ends the call with UNAVAILABLE, reason
+    ERASURE_STORE_UNAVAILABLE, before the audit line: what was erased stays
+    erased and a second call finishes the rest. A service that refuses the
+    agent service (its credentials, its gateway trust or grants) ends it
+    with FAILED_PRECONDITION, reason ERASURE_STORE_REFUSED: calling again
+    fails the same way until the configuration is fixed. Both name the
+    store in ErrorInfo metadata `store`.
+    File stores of middlewares (file memories, offloaded tool results) are
+    erased on the replica that answers: replicas must share those folders (one
+    volume) for the erasure to reach every file.
     Erasure is idempotent: a second call for the same user answers zero counts.
 
     Protocol of ExportUser (data export on request, docs/security.md "Export
@@ -271,8 +289,10 @@ class AdminServiceServicer:
     5. After the last record the server logs one audit line (the caller, the
     user, the counts per store; no content) and ends the stream OK. A store
     that cannot be reached ends it with UNAVAILABLE, reason
-    EXPORT_STORE_UNAVAILABLE, naming the store in ErrorInfo metadata
-    `store`: the records received so far are not the whole export.
+    EXPORT_STORE_UNAVAILABLE (call again); a service that refuses the agent
+    service ends it with FAILED_PRECONDITION, reason EXPORT_STORE_REFUSED
+    (fix its configuration first). Both name the store in ErrorInfo
+    metadata `store`: the records received so far are not the whole export.
     Only admin principals may call it, as for the other methods.
 
     Protocol of rollouts (DescribeRollouts, PromoteRollout, RollbackRollout;
@@ -471,9 +491,17 @@ class AdminService:
     memories in the memory service named by `erasure.memory`.
     Stores shared by replicas (PostgreSQL) are erased once for all of them.
     3. It logs one audit line (the caller, the user, the counts; no content)
-    and answers the counts per store. A store that cannot be reached ends
-    the call with UNAVAILABLE before the audit line; what was erased stays
-    erased and a second call finishes the rest.
+    and answers the counts per store. A store that cannot be reached (down,
+    slow, restarting) ends the call with UNAVAILABLE, reason
+    ERASURE_STORE_UNAVAILABLE, before the audit line: what was erased stays
+    erased and a second call finishes the rest. A service that refuses the
+    agent service (its credentials, its gateway trust or grants) ends it
+    with FAILED_PRECONDITION, reason ERASURE_STORE_REFUSED: calling again
+    fails the same way until the configuration is fixed. Both name the
+    store in ErrorInfo metadata `store`.
+    File stores of middlewares (file memories, offloaded tool results) are
+    erased on the replica that answers: replicas must share those folders (one
+    volume) for the erasure to reach every file.
     Erasure is idempotent: a second call for the same user answers zero counts.
 
     Protocol of ExportUser (data export on request, docs/security.md "Export
@@ -499,8 +527,10 @@ class AdminService:
     5. After the last record the server logs one audit line (the caller, the
     user, the counts per store; no content) and ends the stream OK. A store
     that cannot be reached ends it with UNAVAILABLE, reason
-    EXPORT_STORE_UNAVAILABLE, naming the store in ErrorInfo metadata
-    `store`: the records received so far are not the whole export.
+    EXPORT_STORE_UNAVAILABLE (call again); a service that refuses the agent
+    service ends it with FAILED_PRECONDITION, reason EXPORT_STORE_REFUSED
+    (fix its configuration first). Both name the store in ErrorInfo
+    metadata `store`: the records received so far are not the whole export.
     Only admin principals may call it, as for the other methods.
 
     Protocol of rollouts (DescribeRollouts, PromoteRollout, RollbackRollout;

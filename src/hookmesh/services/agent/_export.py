@@ -9,17 +9,16 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
-import grpc
 from google.protobuf.json_format import MessageToDict
 
 from hookmesh.client import AgentClientError, MemoryClient, RetrievalClient
-from hookmesh.errors import RequestError
 from hookmesh.memory import Memory, MemoryScope
 from hookmesh.retrieval import StoredDocument
 from hookmesh.services.a2a import export_tasks
 from hookmesh.services.agent._config import ErasureConfig, secret
 from hookmesh.services.agent._forget import Middlewares, check_user, user_data_holders
 from hookmesh.services.agent._store import EXPORT_TABLES, SessionStore
+from hookmesh.services.agent._store_reach import failed_call, failed_files, unreachable
 from hookmesh.v1 import agent_pb2 as _agent_pb2
 from hookmesh.v1 import event_pb2 as _event_pb2
 
@@ -35,6 +34,7 @@ _ROW_PAGE = 500
 _MEMORY_PAGE = 100
 _DOCUMENT_PAGE = 100
 _MEMORY_TIMEOUT = 60.0
+_LEFT = "the export is incomplete"
 
 Record = tuple[str, str]
 """(store, the record as one line of JSON)."""
@@ -178,13 +178,14 @@ class UserExporter:
                     for task in tasks:
                         yield "a2a.tasks", task
             except OSError as exc:
-                raise _unreachable("a2a.tasks", str(exc)) from None
+                raise unreachable("EXPORT", "a2a.tasks", str(exc), _LEFT) from None
         for holder in user_data_holders(self.middlewares):
             try:
                 async for record in holder.export_user(user):
                     yield record
-            except OSError as exc:
-                raise _unreachable(", ".join(holder.user_stores()), str(exc)) from None
+            except (OSError, ValueError) as exc:
+                stores = ", ".join(holder.user_stores())
+                raise failed_files("EXPORT", stores, exc, _LEFT) from None
         if self.config.retrieval is not None:
             async for document in self._documents(user):
                 yield "retrieval.documents", _document_record(document)
@@ -209,8 +210,7 @@ class UserExporter:
                     if not page_token:
                         return
         except AgentClientError as exc:
-            why = f"{exc.code.name}: {exc.message}"
-            raise _unreachable("retrieval.documents", why) from None
+            raise failed_call("EXPORT", "retrieval.documents", exc, _LEFT) from None
 
     async def _memories(self, user: str) -> AsyncIterator[Memory]:
         assert self.config.memory is not None
@@ -227,13 +227,4 @@ class UserExporter:
                     if not page_token:
                         return
         except AgentClientError as exc:
-            raise _unreachable("memory.memories", f"{exc.code.name}: {exc.message}") from None
-
-
-def _unreachable(store: str, why: str) -> RequestError:
-    return RequestError(
-        grpc.StatusCode.UNAVAILABLE,
-        "EXPORT_STORE_UNAVAILABLE",
-        f"the store {store} could not be read ({why}); the export is incomplete: call again",
-        metadata={"store": store},
-    )
+            raise failed_call("EXPORT", "memory.memories", exc, _LEFT) from None

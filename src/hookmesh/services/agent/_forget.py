@@ -15,6 +15,7 @@ from hookmesh.middleware import HoldsUserData, Middleware
 from hookmesh.services.a2a import forget_tasks
 from hookmesh.services.agent._config import ErasureConfig, secret
 from hookmesh.services.agent._store import SessionStore
+from hookmesh.services.agent._store_reach import failed_call, failed_files, unreachable
 
 log = logging.getLogger("hookmesh.agent_service")
 audit = logging.getLogger("hookmesh.audit")
@@ -22,6 +23,7 @@ audit = logging.getLogger("hookmesh.audit")
 
 _USER = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 _MEMORY_TIMEOUT = 60.0
+_LEFT = "what was erased stays"
 
 Receipt = list[tuple[str, int]]
 """(store, rows or files deleted), in the order they were erased."""
@@ -91,13 +93,14 @@ class UserEraser:
                     ("a2a.tasks", await forget_tasks(self.config.a2a_task_store, sessions))
                 )
             except OSError as exc:
-                raise _unreachable("a2a.tasks", str(exc)) from None
+                raise unreachable("ERASURE", "a2a.tasks", str(exc), _LEFT) from None
         receipt += await self.store.forget(user)
         for holder in user_data_holders(self.middlewares):
             try:
                 receipt += await holder.forget_user(user)
-            except OSError as exc:
-                raise _unreachable(", ".join(holder.user_stores()), str(exc)) from None
+            except (OSError, ValueError) as exc:
+                stores = ", ".join(holder.user_stores())
+                raise failed_files("ERASURE", stores, exc, _LEFT) from None
         if self.config.retrieval is not None:
             receipt.append(("retrieval.documents", await self._forget_documents(user)))
         if self.config.memory is not None:
@@ -119,8 +122,7 @@ class UserEraser:
             ) as retrieval:
                 return await retrieval.delete_user_documents()
         except AgentClientError as exc:
-            why = f"{exc.code.name}: {exc.message}"
-            raise _unreachable("retrieval.documents", why) from None
+            raise failed_call("ERASURE", "retrieval.documents", exc, _LEFT) from None
 
     async def _forget_memories(self, user: str) -> int:
         assert self.config.memory is not None
@@ -129,13 +131,4 @@ class UserEraser:
             async with MemoryClient(self.config.memory, timeout=_MEMORY_TIMEOUT, token=token) as m:
                 return await m.delete_all(MemoryScope(user_id=user))
         except AgentClientError as exc:
-            raise _unreachable("memory.memories", f"{exc.code.name}: {exc.message}") from None
-
-
-def _unreachable(store: str, why: str) -> RequestError:
-    return RequestError(
-        grpc.StatusCode.UNAVAILABLE,
-        "ERASURE_STORE_UNAVAILABLE",
-        f"the store {store} could not be erased ({why}); what was erased stays: call again",
-        metadata={"store": store},
-    )
+            raise failed_call("ERASURE", "memory.memories", exc, _LEFT) from None
