@@ -3,34 +3,37 @@ the rest of the reply (or hands back), seeing only the history its input filter 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hookmesh.agent import Agent, AgentState, new_id
+from hookmesh.agent import Agent, AgentState
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext, ReplyArgs, ReplyNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import (
+    CONFIRM_PREFIX,
     ForkOutcome,
     NoPause,
     approved,
+    asks_of,
+    can_pause,
+    confirm_call,
     confirm_parameters,
     parent_context,
+    pause_step,
     run_nested,
+    waits_text,
 )
 from hookmesh.middleware.builtin.propagated_limits import inherited
-from hookmesh.middleware.builtin.supervisor import CONFIRM_PREFIX, asker_path
-from hookmesh.models import ChatModel, ModelResponse, ModelResult, answer_text
+from hookmesh.models import ChatModel, ModelResult, answer_text
 from hookmesh.schema import (
     AgentEvent,
     Message,
     Resume,
     ToolCall,
     is_assistant,
-    make_assistant,
     make_text,
     make_user_text,
     text_of,
@@ -228,27 +231,14 @@ class HandoffMiddleware(Middleware):
         if waiting:
             calls = []
             for entry in waiting:
-                arguments = {
-                    "agent": entry["agent"],
-                    "path": asker_path(entry["agent"], entry["asks"]),
-                    "asks": entry["asks"],
-                }
-                call = ToolCall(
-                    id=new_id(),
-                    name=f"{CONFIRM_PREFIX}{entry['agent']}",
-                    arguments=json.dumps(arguments),
-                )
+                name = entry["agent"]
+                call = confirm_call(f"{CONFIRM_PREFIX}{name}", "agent", name, entry["asks"])
                 state.setdefault("confirming", {})[call.id] = entry
                 calls.append(call)
-            return ModelResponse(message=make_assistant(agent.kind, "", calls))
+            return pause_step(agent, calls)
         return await next_handler(
             tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
         )
-
-    def _pausable(self, agent: AgentView, handoff: Handoff) -> bool:
-        toolkit = getattr(agent, "toolkit", None)
-        confirm = f"{CONFIRM_PREFIX}{handoff.name}"
-        return toolkit is not None and toolkit.get(confirm) is not None
 
     async def _transfer(
         self,
@@ -262,7 +252,7 @@ class HandoffMiddleware(Middleware):
         if resumed is None:
             inputs = await history(agent, context.call, handoff)
             inputs.append(make_user_text(agent.kind, message))
-        guard = [] if self._pausable(agent, handoff) else [NoPause()]
+        guard = [] if can_pause(agent, f"{CONFIRM_PREFIX}{handoff.name}") else [NoPause()]
         sub = Agent(
             handoff.model,
             name=handoff.name,
@@ -278,15 +268,11 @@ class HandoffMiddleware(Middleware):
         async for event in run_nested(agent, context.call, sub, inputs, outcome, resume=resume):
             yield event
         if outcome.paused:
-            asks = [
-                {"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in outcome.asks
-            ]
+            asks = asks_of(outcome.asks)
             self.state(agent).setdefault("waiting", []).append(
                 {"agent": handoff.name, "state": outcome.saved, "asks": asks}
             )
-            waits = f"{handoff.name} waits for the user to confirm: " + ", ".join(
-                f"{a['tool']}({a['arguments']})" for a in asks
-            )
+            waits = waits_text(handoff.name, asks)
             if not handoff.hand_back:
                 raise ToolError(waits)  # a success would end the reply with it
             yield waits

@@ -16,20 +16,20 @@ from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import (
+    CONFIRM_PREFIX,
     ForkOutcome,
     NoPause,
     approved,
+    asks_of,
+    can_pause,
+    confirm_call,
     confirm_parameters,
+    pause_step,
     run_nested,
+    waits_text,
 )
 from hookmesh.middleware.builtin.propagated_limits import inherited
-from hookmesh.middleware.builtin.supervisor import (
-    CONFIRM_PREFIX,
-    Worker,
-    asker_path,
-    run_worker,
-    worker_names,
-)
+from hookmesh.middleware.builtin.supervisor import Worker, run_worker, worker_names
 from hookmesh.models import ChatModel, ModelResponse, ModelResult
 from hookmesh.schema import (
     AgentEvent,
@@ -156,14 +156,9 @@ class PlanExecuteMiddleware(Middleware):
         state = self.state(agent)
         waiting = state.pop("waiting", None)
         if waiting is not None:
-            arguments = {
-                "worker": waiting["worker"],
-                "path": asker_path(waiting["worker"], waiting["asks"]),
-                "asks": waiting["asks"],
-            }
-            call = ToolCall(id=new_id(), name=CONFIRM_TOOL, arguments=json.dumps(arguments))
+            call = confirm_call(CONFIRM_TOOL, "worker", waiting["worker"], waiting["asks"])
             state.setdefault("confirming", {})[call.id] = waiting
-            return ModelResponse(message=make_assistant(agent.kind, "", [call]))
+            return pause_step(agent, [call])
         if not state.get("executed"):
             state["executed"] = True
             request = next((text_of(m) for m in reversed(kwargs["messages"]) if is_user(m)), "")
@@ -219,10 +214,6 @@ class PlanExecuteMiddleware(Middleware):
             needs_confirmation=True,
         )
 
-    def _pausable(self, agent: AgentView) -> bool:
-        toolkit = getattr(agent, "toolkit", None)
-        return toolkit is not None and toolkit.get(CONFIRM_TOOL) is not None
-
     async def _execute(
         self,
         context: ToolContext[AgentView],
@@ -267,16 +258,13 @@ class PlanExecuteMiddleware(Middleware):
                     worker,
                     inputs,
                     outcome,
-                    pausable=self._pausable(agent),
+                    pausable=can_pause(agent, CONFIRM_TOOL),
                     saved=saved,
                     resume=resume,
                 ):
                     yield event
                 if outcome.paused:
-                    asks = [
-                        {"call_id": c.id, "tool": c.name, "arguments": c.arguments}
-                        for c in outcome.asks
-                    ]
+                    asks = asks_of(outcome.asks)
                     self.state(agent)["waiting"] = {
                         "request": request,
                         "done": [asdict(d) for d in done],
@@ -286,10 +274,7 @@ class PlanExecuteMiddleware(Middleware):
                         "state": outcome.saved,
                         "asks": asks,
                     }
-                    yield (
-                        f"The step's worker {worker.name} waits for the user to confirm: "
-                        + ", ".join(f"{a['tool']}({a['arguments']})" for a in asks)
-                    )
+                    yield waits_text(f"The step's worker {worker.name}", asks)
                     return
                 if not outcome.ok:
                     failure = f"step {step.worker!r} ({step.task}) failed: {outcome.text}"
