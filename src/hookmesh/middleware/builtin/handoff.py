@@ -3,12 +3,15 @@ the rest of the reply (or hands back), seeing only the history its input filter 
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hookmesh.agent import Agent, AgentState
+from hookmesh.errors import HookmeshError
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext, ReplyArgs, ReplyNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
@@ -26,7 +29,15 @@ from hookmesh.middleware.builtin._support._nested import (
     run_nested,
     waits_text,
 )
+from hookmesh.middleware.builtin._support._tool_io import Lifecycle
 from hookmesh.middleware.builtin.propagated_limits import inherited
+from hookmesh.middleware.builtin.remote_handoff import (
+    OPEN_FAILURES,
+    RemoteHandoff,
+    approval_parts,
+    run_remote,
+    transfer_parts,
+)
 from hookmesh.models import ChatModel, ModelResult, answer_text
 from hookmesh.schema import (
     AgentEvent,
@@ -60,6 +71,7 @@ SUMMARY_INSTRUCTION = (
 """The system message of the summarising model call."""
 
 _FILTERS = ("all", "last", "summary", "none")
+log = logging.getLogger("hookmesh.middleware.handoff")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
 
@@ -112,8 +124,15 @@ class Handoff:
         return f"transfer_to_{self.name}"
 
 
-class HandoffMiddleware(Middleware):
-    """Transfer tools to other local agents: one ``transfer_to_<name>`` per `Handoff`.
+class RemoteHandoffUnavailableError(HookmeshError):
+    """A fail_closed handoff middleware cannot read a remote receiver's card."""
+
+    reason = "REMOTE_AGENT_UNAVAILABLE"
+
+
+class HandoffMiddleware(Lifecycle, Middleware):
+    """Transfer tools to other agents: one ``transfer_to_<name>`` per `Handoff` (a local
+    agent) or `RemoteHandoff` (an A2A agent).
 
     When the model calls one, the receiving agent runs inside that call on the history its
     input filter lets through (the conversation up to the step that called, hints left out),
@@ -140,9 +159,19 @@ class HandoffMiddleware(Middleware):
     receiver with its calls approved; its answer is that call's result, the reply's final
     answer without `hand_back`. Rejecting it drops the receiver's run.
 
-    Not supported: remote (A2A) receivers, a sidecar (the receiving agents are Python
-    objects in this process). A receiver is bound by the parent's
-    `PropagatedLimitMiddleware` limits (it reserves from the remainder).
+    A remote receiver (`RemoteHandoff`) gets one A2A task per transfer, in a new remote
+    context: a text part with the filtered history as ``[role] text`` lines
+    (`remote_handoff.HISTORY_PREFIX`; none when the filter leaves nothing), then the
+    message. Its events stream nested as a local one's do (``run_id`` is the task's id); a
+    hookmesh agent's ``input-required`` confirmation pauses the reply the same way, and
+    confirming it sends ``{"confirmed": true}`` to the task. Its client is opened by `start`
+    (or at its first transfer); ``fail_closed`` makes `start` fail when a card cannot be
+    read, ``fail_open`` logs it and tries again at the transfer.
+
+    A receiver is bound by the parent's `PropagatedLimitMiddleware` limits: a local one
+    reserves from the remainder, a remote one is sent its share in the limits extension
+    and charged what it reports. Not supported: a sidecar (the local receivers are Python
+    objects in this process).
 
     Example:
         >>> billing = Handoff("billing", model, "Invoices, refunds and payment methods.")
@@ -156,7 +185,10 @@ class HandoffMiddleware(Middleware):
     subscriptions: Mapping[str, tuple[str, ...]] = {"on_reply": ("reply_end",)}
 
     def __init__(
-        self, handoffs: Sequence[Handoff], *, failure_mode: FailureMode = "fail_closed"
+        self,
+        handoffs: Sequence[Handoff | RemoteHandoff],
+        *,
+        failure_mode: FailureMode = "fail_closed",
     ) -> None:
         if not handoffs:
             raise ValueError("handoffs must name at least one agent")
@@ -168,14 +200,47 @@ class HandoffMiddleware(Middleware):
         self._tools = [self._build_tool(h) for h in handoffs]
         self._tools += [self._build_confirm(h) for h in handoffs]
         self._hidden = frozenset(f"{CONFIRM_PREFIX}{h.name}" for h in handoffs)
+        self._remotes = [h for h in handoffs if isinstance(h, RemoteHandoff)]
+        self._opening: asyncio.Lock | None = None
 
     def middleware_key(self) -> str:
         return "handoff"
 
+    async def start(self) -> None:
+        """Open every remote receiver's client (its card read), concurrently.
+
+        Raises:
+            RemoteHandoffUnavailableError: fail_closed, and a card could not be read.
+        """
+        results = await asyncio.gather(
+            *(self._open(h) for h in self._remotes), return_exceptions=True
+        )
+        for handoff, result in zip(self._remotes, results, strict=True):
+            if not isinstance(result, BaseException):
+                continue
+            if self.failure_mode == "fail_closed":
+                await self.aclose()
+                raise RemoteHandoffUnavailableError(
+                    f"cannot read the card of remote agent {handoff.name}: {result}",
+                    metadata={"agent": handoff.name},
+                )
+            log.warning("remote receiver %s is not reachable yet: %s", handoff.name, result)
+
+    async def aclose(self) -> None:
+        """Close every remote receiver's client."""
+        await asyncio.gather(*(h.remote.close() for h in self._remotes), return_exceptions=True)
+
+    async def _open(self, handoff: RemoteHandoff) -> None:
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if handoff.remote.card is None:
+                await handoff.remote.open()
+
     def list_tools(self) -> list[Tool]:
         return list(self._tools)
 
-    def _build_tool(self, handoff: Handoff) -> Tool:
+    def _build_tool(self, handoff: Handoff | RemoteHandoff) -> Tool:
         async def transfer(
             context: ToolContext[AgentView], message: str
         ) -> AsyncIterator[ToolPiece]:
@@ -200,7 +265,7 @@ class HandoffMiddleware(Middleware):
             return_directly=not handoff.hand_back,
         )
 
-    def _build_confirm(self, handoff: Handoff) -> Tool:
+    def _build_confirm(self, handoff: Handoff | RemoteHandoff) -> Tool:
         async def confirm(
             context: ToolContext[AgentView], **unused: Any
         ) -> AsyncIterator[ToolPiece]:
@@ -243,29 +308,17 @@ class HandoffMiddleware(Middleware):
     async def _transfer(
         self,
         context: ToolContext[AgentView],
-        handoff: Handoff,
+        handoff: Handoff | RemoteHandoff,
         message: str,
         resumed: tuple[dict[str, Any], Resume] | None = None,
     ) -> AsyncIterator[ToolPiece]:
         agent = context.agent
-        inputs: list[Message] = []
-        if resumed is None:
-            inputs = await history(agent, context.call, handoff)
-            inputs.append(make_user_text(agent.kind, message))
-        guard = [] if can_pause(agent, f"{CONFIRM_PREFIX}{handoff.name}") else [NoPause()]
-        sub = Agent(
-            handoff.model,
-            name=handoff.name,
-            system_prompt=handoff.system_prompt,
-            tools=handoff.tools,
-            middlewares=[*guard, *inherited(agent, context.call.id), *handoff.middlewares],
-            kind=agent.kind,
-            max_iters=handoff.max_iters,
-            state=AgentState.model_validate(resumed[0]) if resumed is not None else None,
-        )
         outcome = ForkOutcome()
-        resume = resumed[1] if resumed is not None else None
-        async for event in run_nested(agent, context.call, sub, inputs, outcome, resume=resume):
+        if isinstance(handoff, RemoteHandoff):
+            events = self._remote(context, handoff, message, outcome, resumed)
+        else:
+            events = self._local(context, handoff, message, outcome, resumed)
+        async for event in events:
             yield event
         if outcome.paused:
             asks = asks_of(outcome.asks)
@@ -283,6 +336,69 @@ class HandoffMiddleware(Middleware):
             self.state(agent)["speaker"] = {"agent": handoff.name, "call_id": context.call.id}
         yield outcome.text
 
+    async def _local(
+        self,
+        context: ToolContext[AgentView],
+        handoff: Handoff,
+        message: str,
+        outcome: ForkOutcome,
+        resumed: tuple[dict[str, Any], Resume] | None,
+    ) -> AsyncIterator[AgentEvent]:
+        agent = context.agent
+        inputs: list[Message] = []
+        if resumed is None:
+            inputs = await history(agent, context.call, handoff)
+            inputs.append(make_user_text(agent.kind, message))
+        guard = [] if can_pause(agent, f"{CONFIRM_PREFIX}{handoff.name}") else [NoPause()]
+        sub = Agent(
+            handoff.model,
+            name=handoff.name,
+            system_prompt=handoff.system_prompt,
+            tools=handoff.tools,
+            middlewares=[*guard, *inherited(agent, context.call.id), *handoff.middlewares],
+            kind=agent.kind,
+            max_iters=handoff.max_iters,
+            state=AgentState.model_validate(resumed[0]) if resumed is not None else None,
+        )
+        resume = resumed[1] if resumed is not None else None
+        async for event in run_nested(agent, context.call, sub, inputs, outcome, resume=resume):
+            yield event
+
+    async def _remote(
+        self,
+        context: ToolContext[AgentView],
+        handoff: RemoteHandoff,
+        message: str,
+        outcome: ForkOutcome,
+        resumed: tuple[dict[str, Any], Resume] | None,
+    ) -> AsyncIterator[AgentEvent]:
+        """The remote receiver's task step: the transfer, or the approval of its ask (its
+        paused task in `resumed`); an ask the reply cannot pause on is an error result."""
+        agent, call = context.agent, context.call
+        try:
+            await self._open(handoff)
+        except OPEN_FAILURES as exc:
+            outcome.text = f"Error: cannot reach the remote agent {handoff.name}: {exc}"
+            return
+        if resumed is not None:
+            parts = approval_parts()
+        else:
+            parts = transfer_parts(transcript(await history(agent, call, handoff)), message)
+        async for event in run_remote(
+            agent,
+            call,
+            handoff,
+            parts,
+            outcome,
+            task=resumed[0] if resumed is not None else None,
+            message_id=context.idempotency_key,
+        ):
+            yield event
+        if outcome.paused and not can_pause(agent, f"{CONFIRM_PREFIX}{handoff.name}"):
+            outcome.paused, outcome.ok = False, False
+            outcome.text = f"Error: the remote agent {handoff.name} asks the user to confirm "
+            outcome.text += "calls, and this reply cannot pause (a sidecar)"
+
     async def on_reply(
         self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
     ) -> AsyncIterator[AgentEvent]:
@@ -297,7 +413,9 @@ class HandoffMiddleware(Middleware):
             yield event
 
 
-async def history(agent: AgentView, call: ToolCall, handoff: Handoff) -> list[Message]:
+async def history(
+    agent: AgentView, call: ToolCall, handoff: Handoff | RemoteHandoff
+) -> list[Message]:
     """What the receiver of `call` sees before the handoff's message, per its filter."""
     if handoff.input_filter == "none":
         return []
@@ -341,6 +459,8 @@ __all__ = [
     "Handoff",
     "HandoffMiddleware",
     "InputFilter",
+    "RemoteHandoff",
+    "RemoteHandoffUnavailableError",
     "history",
     "transcript",
 ]
