@@ -195,6 +195,8 @@ class _Open:
     per_child: int | None
     top: int | None
     owner: PropagatedLimitMiddleware
+    depth: int = 0
+    """How many limits of the same reply enclose this one."""
 
 
 _OPEN: dict[str, _Open] = {}
@@ -235,8 +237,8 @@ class PropagatedLimitMiddleware(Middleware):
     reading the remainder and taking from it, so parallel children never exceed it. A
     second limit on the same reply (say one a caller sent and one configured) nests inside
     the first. A reply that pauses and resumes goes on with what it had left (kept in its
-    middleware state, so also on another replica; only the outermost limit of the reply is
-    kept, an inner one starts full within it). Not supported: a sidecar (pools are in the
+    middleware state, so also on another replica; every limit of the reply keeps its own
+    remainder). Not supported: a sidecar (pools are in the
     agent's process).
 
     Example:
@@ -310,6 +312,16 @@ class PropagatedLimitMiddleware(Middleware):
         _restore(pool, kept["left"])
         pool.used_calls, pool.used_tokens, pool.used_cost = kept["left"]["used"]
 
+    def _resume_nested(self, pool: Pool, left: dict[str, Any]) -> None:
+        """A limit inside another on the same reply goes on from what it had left at the
+        pause (within what the enclosing one has left now): the tool calls it no longer has
+        go back to the enclosing pool at once. What it spent is in the enclosing one's
+        totals already."""
+        before = pool.left
+        _restore(pool, left)
+        if pool.parent is not None and pool.parent.left is not None and before is not None:
+            pool.parent.left += before - (pool.left or 0)
+
     def _mine(self, agent: AgentView) -> Pool | None:
         found = _OPEN.get(agent.reply_id)
         return found.pool if found is not None and found.owner is self else None
@@ -322,11 +334,15 @@ class PropagatedLimitMiddleware(Middleware):
         rid = agent.reply_id
         outer = _OPEN.get(rid)
         pool = self._open(outer)
+        depth = outer.depth + 1 if outer is not None else 0
         kept = self.state(agent)
+        slot = _slot(depth)
         if outer is None and "left" in kept:
             self._resume(pool, kept)
+        elif slot in kept.get("nested", {}):
+            self._resume_nested(pool, kept["nested"][slot])
         top = self._top(outer, pool)
-        _OPEN[rid] = _Open(pool, self.per_child, top, self)
+        _OPEN[rid] = _Open(pool, self.per_child, top, self, depth)
         try:
             async for event in next_handler():
                 if not event.source_path:
@@ -336,10 +352,15 @@ class PropagatedLimitMiddleware(Middleware):
                         if _OPEN[rid].pool is pool:
                             pool.charge_usage(event.usage.input_tokens, event.usage.output_tokens)
                     elif event.type == "reply_end":
-                        if outer is None and event.finish_reason.startswith("awaiting"):
-                            _keep(pool, kept)
+                        paused = event.finish_reason.startswith("awaiting")
+                        if outer is None and paused:
+                            kept["left"] = _kept(pool)
                         elif outer is None:
                             kept.pop("left", None)
+                        elif paused:
+                            kept.setdefault("nested", {})[slot] = _kept(pool)
+                        else:
+                            kept.get("nested", {}).pop(slot, None)
                         if self.report:
                             yield CustomEvent(
                                 reply_id=rid, name=SPENT_EVENT, value=spent_json(pool.spent())
@@ -397,11 +418,17 @@ class PropagatedLimitMiddleware(Middleware):
         return _cut_run(agent, pool, kwargs["tool_call"].id, next_handler())
 
 
-def _keep(pool: Pool, kept: dict[str, Any]) -> None:
-    """Save what a reply's own pool has left as it ends (its children have given back what
-    they did not use), so the same reply resumed after a pause goes on from there."""
+def _slot(depth: int) -> str:
+    """Where the limit `depth` levels inside a reply's outermost one keeps its remainder
+    (``kept["nested"][slot]``; the outermost's is ``kept["left"]``)."""
+    return str(depth)
+
+
+def _kept(pool: Pool) -> dict[str, Any]:
+    """What a reply's pool has left as it pauses (its children have given back what they
+    did not use), so the same reply resumed goes on from there."""
     seconds = None if pool.deadline is None else max(0.0, pool.deadline - time.time())
-    kept["left"] = {
+    return {
         "tool_calls": pool.left,
         "tokens": pool.tokens,
         "cost_usd": pool.cost,
