@@ -22,7 +22,7 @@ from hookmesh.middleware.builtin.handoff import (
 from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
 from hookmesh.middleware.builtin.remote_handoff import HISTORY_PREFIX
 from hookmesh.models import ScriptedTurn
-from hookmesh.schema import Message, MessageKind, is_user, text_of, tool_results
+from hookmesh.schema import Message, MessageKind, is_user, text_of, tool_calls
 from tests.a2a_stack import a2a_stack
 from tests.agent_helpers import collect
 from tests.builtin_helpers import Recorded, calls, results
@@ -44,7 +44,7 @@ class Remote:
     def __call__(self, messages: Sequence[Message], tools: Any, choice: Any) -> ScriptedTurn:
         self.prompts.append(list(messages))
         last_user = max(i for i, m in enumerate(messages) if is_user(m) and text_of(m))
-        done = sum(1 for m in messages[last_user:] if tool_results(m))
+        done = sum(1 for m in messages[last_user:] if tool_calls(m))
         if done < len(self.steps):
             return ScriptedTurn(tool_calls=list(self.steps[done]))
         return ScriptedTurn(self.answer)
@@ -61,7 +61,10 @@ async def test_a_remote_receiver_takes_over_the_reply_seeing_what_its_filter_let
     remote = Remote(answer="Order 7 is refunded.")
     async with a2a_stack(tmp_path, model=remote) as stack:
         billing = RemoteHandoff(
-            "billing", stack.url, "Refunds.", input_filter=input_filter  # type: ignore[arg-type]
+            "billing",
+            stack.url,
+            "Refunds.",
+            input_filter=input_filter,  # type: ignore[arg-type]
         )
         async with HandoffMiddleware([billing]) as handoffs:
             front = Recorded(calls([("transfer_to_billing", {"message": "Refund order 7."})]))
@@ -131,9 +134,7 @@ async def test_a_remote_receivers_confirmation_pauses_the_reply_and_runs_once_ap
             agent = Agent(front.model, middlewares=[handoffs])
             events = await collect(agent.reply("Refund order 7."), WAIT)
             assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
-            (asked,) = [
-                e for e in events if e.type == "require_user_confirm" and not e.source_path
-            ]
+            (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
             (call,) = asked.tool_calls  # type: ignore[union-attr]
             arguments = json.loads(call.arguments)
             assert call.name == "confirm_billing" and arguments["path"] == ["billing"]

@@ -238,8 +238,7 @@ class PropagatedLimitMiddleware(Middleware):
     second limit on the same reply (say one a caller sent and one configured) nests inside
     the first. A reply that pauses and resumes goes on with what it had left (kept in its
     middleware state, so also on another replica; every limit of the reply keeps its own
-    remainder). Not supported: a sidecar (pools are in the
-    agent's process).
+    remainder). Not supported: a sidecar (pools are in the agent's process).
 
     Example:
         >>> agent = Agent(model, middlewares=[PropagatedLimitMiddleware(20), handoffs])
@@ -553,9 +552,13 @@ class _Reserved(PropagatedLimitMiddleware):
 
 class RequestLimitMiddleware(PropagatedLimitMiddleware):
     """The limits a caller sent with the reply (`ReplyOptions.limits`, an A2A message's
-    limits extension), with an absolute deadline; reports what was spent (`SPENT_EVENT`)."""
+    limits extension), with an absolute deadline; reports what was spent (`SPENT_EVENT`).
+    `fresh`: the caller sent them with the resume of a paused reply (`ResumeRequest.limits`),
+    so they replace what was left of the paused step's."""
 
-    def __init__(self, limits: Limits, prices: tuple[float, float] = (0.0, 0.0)) -> None:
+    def __init__(
+        self, limits: Limits, prices: tuple[float, float] = (0.0, 0.0), *, fresh: bool = False
+    ) -> None:
         super().__init__(
             limits.tool_calls,
             tokens=limits.tokens,
@@ -565,14 +568,17 @@ class RequestLimitMiddleware(PropagatedLimitMiddleware):
             report=True,
         )
         self.limits = limits
+        self.fresh = fresh
 
     def _limits(self) -> Limits:
         return self.limits
 
     def _resume(self, pool: Pool, kept: dict[str, Any]) -> None:
         """What is left, not what was spent: the caller was sent the report of the step
-        before the pause and counted it, so this step's report holds only its own."""
-        _restore(pool, kept["left"])
+        before the pause and counted it, so this step's report holds only its own. Fresh
+        limits are the caller's own count of what is left: nothing to restore."""
+        if not self.fresh:
+            _restore(pool, kept["left"])
 
 
 def inherited(agent: AgentView, call_id: str = "") -> list[Middleware]:
