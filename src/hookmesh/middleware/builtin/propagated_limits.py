@@ -77,6 +77,8 @@ class Pool:
     delegated: set[str] = field(default_factory=set)
     """Tool calls running a remote agent that was sent the deadline."""
     timers: dict[str, asyncio.Timeout] = field(default_factory=dict)
+    at: float | None = None
+    """The deadline on the event loop's clock, converted once (see `due`)."""
 
     def _chain(self) -> list[Pool]:
         out: list[Pool] = []
@@ -180,13 +182,22 @@ class Pool:
         """What this reply and its finished children spent."""
         return Spent(self.used_calls, self.used_tokens, self.used_cost)
 
+    def due(self) -> float:
+        """The deadline on the running event loop's clock. Converted at the first check of
+        the reply's run and kept: the deadline does not move once the run has begun, so the
+        per-event checks of model streams and tool runs read no clocks."""
+        if self.at is None:
+            assert self.deadline is not None
+            self.at = _loop_time(self.deadline)
+        return self.at
+
     def delegate(self, call_id: str) -> None:
         """Mark a tool call as running a remote agent that honours the deadline: its run is
         cut `DELEGATION_GRACE` seconds after the deadline, not at it."""
         self.delegated.add(call_id)
         timer = self.timers.get(call_id)
         if timer is not None and self.deadline is not None:
-            timer.reschedule(_loop_time(self.deadline + DELEGATION_GRACE))
+            timer.reschedule(self.due() + DELEGATION_GRACE)
 
 
 @dataclass(slots=True)
@@ -397,15 +408,15 @@ class PropagatedLimitMiddleware(Middleware):
         _check_left(agent, pool)
         if pool.deadline is None:
             return await next_handler()
-        deadline = pool.deadline
+        deadline, due = pool.deadline, pool.due()
         try:
-            async with asyncio.timeout_at(_loop_time(deadline)):
+            async with asyncio.timeout_at(due):
                 result = await next_handler()
         except TimeoutError:
             raise _late(agent, deadline) from None
         if isinstance(result, ModelResponse):
             return result
-        return _cut_stream(agent, result, deadline)
+        return _cut_stream(agent, result, deadline, due)
 
     def on_acting(
         self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
@@ -492,11 +503,11 @@ def _late(agent: AgentView, deadline: float) -> DeadlineExceededError:
 
 
 async def _cut_stream(
-    agent: AgentView, stream: AsyncIterator[ModelChunk], deadline: float
+    agent: AgentView, stream: AsyncIterator[ModelChunk], deadline: float, due: float
 ) -> AsyncIterator[ModelChunk]:
     try:
         while True:
-            async with asyncio.timeout_at(_loop_time(deadline)):
+            async with asyncio.timeout_at(due):
                 try:
                     chunk = await anext(stream)
                 except StopAsyncIteration:
@@ -512,10 +523,11 @@ async def _cut_run(
     agent: AgentView, pool: Pool, call_id: str, events: AsyncIterator[AgentEvent]
 ) -> AsyncIterator[AgentEvent]:
     assert pool.deadline is not None
+    due = pool.due()
     try:
         while True:
-            grace = DELEGATION_GRACE if call_id in pool.delegated else 0.0
-            async with asyncio.timeout_at(_loop_time(pool.deadline + grace)) as timer:
+            at = due + DELEGATION_GRACE if call_id in pool.delegated else due
+            async with asyncio.timeout_at(at) as timer:
                 pool.timers[call_id] = timer
                 try:
                     event = await anext(events)
