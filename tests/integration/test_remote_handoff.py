@@ -15,12 +15,12 @@ import pytest
 from hookmesh.agent import Agent, AgentState, Confirmation, Resume
 from hookmesh.middleware.builtin.handoff import (
     HANDOFF_METADATA_KEY,
+    HISTORY_PREFIX,
     HandoffMiddleware,
     RemoteHandoff,
     RemoteHandoffUnavailableError,
 )
 from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
-from hookmesh.middleware.builtin.remote_handoff import HISTORY_PREFIX
 from hookmesh.models import ScriptedTurn
 from hookmesh.schema import Message, MessageKind, is_user, text_of, tool_calls
 from tests.a2a_stack import a2a_stack

@@ -29,15 +29,16 @@ from hookmesh.middleware.builtin._support._nested import (
     run_nested,
     waits_text,
 )
-from hookmesh.middleware.builtin._support._tool_io import Lifecycle
-from hookmesh.middleware.builtin.propagated_limits import inherited
-from hookmesh.middleware.builtin.remote_handoff import (
+from hookmesh.middleware.builtin._support._remote_handoff import (
+    HISTORY_PREFIX,
     OPEN_FAILURES,
     RemoteHandoff,
     approval_parts,
     run_remote,
     transfer_parts,
 )
+from hookmesh.middleware.builtin._support._tool_io import Lifecycle
+from hookmesh.middleware.builtin.propagated_limits import inherited
 from hookmesh.models import ChatModel, ModelResult, answer_text
 from hookmesh.schema import (
     AgentEvent,
@@ -161,7 +162,7 @@ class HandoffMiddleware(Lifecycle, Middleware):
 
     A remote receiver (`RemoteHandoff`) gets one A2A task per transfer, in a new remote
     context: a text part with the filtered history as ``[role] text`` lines
-    (`remote_handoff.HISTORY_PREFIX`; none when the filter leaves nothing), then the
+    (`HISTORY_PREFIX`; none when the filter leaves nothing), then the
     message. Its events stream nested as a local one's do (``run_id`` is the task's id); a
     hookmesh agent's ``input-required`` confirmation pauses the reply the same way, and
     confirming it sends ``{"confirmed": true}`` to the task. Its client is opened by `start`
@@ -454,6 +455,7 @@ def transcript(messages: Sequence[Message]) -> str:
 
 __all__ = [
     "HANDOFF_METADATA_KEY",
+    "HISTORY_PREFIX",
     "SUMMARY_INSTRUCTION",
     "SUMMARY_PREFIX",
     "Handoff",
