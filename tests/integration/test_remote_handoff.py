@@ -22,7 +22,7 @@ from hookmesh.middleware.builtin.handoff import (
 )
 from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
 from hookmesh.models import ScriptedTurn
-from hookmesh.schema import Message, MessageKind, is_user, text_of, tool_calls
+from hookmesh.schema import Message, MessageKind, is_user, text_of, tool_calls, tool_results
 from tests.a2a_stack import a2a_stack
 from tests.agent_helpers import collect
 from tests.builtin_helpers import Recorded, calls, results
@@ -171,3 +171,30 @@ async def test_an_unreachable_remote_receiver_fails_a_fail_closed_start(tmp_path
     result = results(agent)["call_1"]
     assert result.state == "error" and "cannot reach the remote agent billing" in result.text
     assert text_of(agent.final_message) == "Sorry."  # type: ignore[arg-type]
+
+
+async def test_rejecting_a_remote_receivers_ask_tells_its_task_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    confirmed = tmp_path / "confirmed"
+    monkeypatch.setenv(CONFIRMED_ENV, str(confirmed))
+    remote = Remote([("confirmed_effect", {"note": "refund 7"})], answer="Not refunded.")
+    agent_settings = {"tools": ["tests.team_process:confirmed_effect"]}
+    async with (
+        a2a_stack(tmp_path, agent=agent_settings, model=remote) as stack,
+        HandoffMiddleware([RemoteHandoff("billing", stack.url, "Refunds.")]) as handoffs,
+    ):
+        front = Recorded(calls([("transfer_to_billing", {"message": "Refund order 7."})]))
+        agent = Agent(front.model, middlewares=[handoffs])
+        events = await collect(agent.reply("Refund order 7."), WAIT)
+        (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+        no = Confirmation(call_id=asked.tool_calls[0].id, confirmed=False, reason="not today")  # type: ignore[union-attr]
+        resumed = await collect(agent.resume(Resume(confirmations=[no])), WAIT)
+
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert not confirmed.exists()  # the remote call never ran
+    (refused,) = [r for m in remote.prompts[-1] for r in tool_results(m)]
+    assert refused.state == "denied" and "not today" in refused.text
+    final = agent.final_message
+    assert final is not None and text_of(final) == "Not refunded." and final.name == "billing"
+    assert len(front.prompts) == 1  # the receiver answered; the parent model never spoke again

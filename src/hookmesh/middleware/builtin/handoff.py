@@ -4,13 +4,16 @@ the rest of the reply (or hands back), seeing only the history its input filter 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hookmesh.agent import Agent, AgentState
+from a2a.types import a2a_pb2
+
+from hookmesh.agent import Agent, AgentState, new_id
 from hookmesh.errors import HookmeshError
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext, ReplyArgs, ReplyNext
 from hookmesh.middleware._base import FailureMode, Middleware
@@ -164,10 +167,11 @@ class HandoffMiddleware(Lifecycle, Middleware):
     context: a text part with the filtered history as ``[role] text`` lines
     (`HISTORY_PREFIX`; none when the filter leaves nothing), then the
     message. Its events stream nested as a local one's do (``run_id`` is the task's id); a
-    hookmesh agent's ``input-required`` confirmation pauses the reply the same way, and
-    confirming it sends ``{"confirmed": true}`` to the task. Its client is opened by `start`
-    (or at its first transfer); ``fail_closed`` makes `start` fail when a card cannot be
-    read, ``fail_open`` logs it and tries again at the transfer.
+    hookmesh agent's ``input-required`` confirmation pauses the reply the same way;
+    confirming it sends ``{"confirmed": true}`` to the task, rejecting it sends the
+    rejection's text (a transfer call stands in for the next model call). Its client is
+    opened by `start` (or at its first transfer); ``fail_closed`` makes `start` fail when a
+    card cannot be read, ``fail_open`` logs it and tries again at the transfer.
 
     A receiver is bound by the parent's `PropagatedLimitMiddleware` limits: a local one
     reserves from the remainder, a remote one is sent its share in the limits extension
@@ -291,8 +295,22 @@ class HandoffMiddleware(Lifecycle, Middleware):
         self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """While receivers wait for the user, replace the model call by ``confirm_<name>``
-        calls (this reply then pauses); otherwise call the model without those tools."""
+        calls (this reply then pauses); once the user rejected a remote receiver's ask,
+        replace it by a transfer call telling its task why; otherwise call the model without
+        the hidden tools."""
         state = self.state(agent)
+        denied = _rejected(state.get("confirming", {}), kwargs["messages"])
+        if denied:
+            calls = []
+            for entry, reason in denied:
+                call = ToolCall(
+                    id=new_id(),
+                    name=f"transfer_to_{entry['agent']}",
+                    arguments=json.dumps({"message": reason}),
+                )
+                state.setdefault("continue", {})[call.id] = entry["state"]
+                calls.append(call)
+            return pause_step(agent, calls)
         waiting = state.pop("waiting", [])
         if waiting:
             calls = []
@@ -324,7 +342,12 @@ class HandoffMiddleware(Lifecycle, Middleware):
         if outcome.paused:
             asks = asks_of(outcome.asks)
             self.state(agent).setdefault("waiting", []).append(
-                {"agent": handoff.name, "state": outcome.saved, "asks": asks}
+                {
+                    "agent": handoff.name,
+                    "state": outcome.saved,
+                    "asks": asks,
+                    "remote": isinstance(handoff, RemoteHandoff),
+                }
             )
             waits = waits_text(handoff.name, asks)
             if not handoff.hand_back:
@@ -381,18 +404,15 @@ class HandoffMiddleware(Lifecycle, Middleware):
         except OPEN_FAILURES as exc:
             outcome.text = f"Error: cannot reach the remote agent {handoff.name}: {exc}"
             return
+        task = self.state(agent).get("continue", {}).pop(call.id, None)
         if resumed is not None:
-            parts = approval_parts()
+            parts, task = approval_parts(), resumed[0]
+        elif task is not None:  # the user rejected its ask: tell its task why
+            parts = [a2a_pb2.Part(text=message)]
         else:
             parts = transfer_parts(transcript(await history(agent, call, handoff)), message)
         async for event in run_remote(
-            agent,
-            call,
-            handoff,
-            parts,
-            outcome,
-            task=resumed[0] if resumed is not None else None,
-            message_id=context.idempotency_key,
+            agent, call, handoff, parts, outcome, task=task, message_id=context.idempotency_key
         ):
             yield event
         if outcome.paused and not can_pause(agent, f"{CONFIRM_PREFIX}{handoff.name}"):
@@ -412,6 +432,21 @@ class HandoffMiddleware(Lifecycle, Middleware):
                     final.name = speaker["agent"]
                     final.metadata = {**(final.metadata or {}), HANDOFF_METADATA_KEY: speaker}
             yield event
+
+
+def _rejected(
+    confirming: dict[str, Any], messages: Sequence[Message]
+) -> list[tuple[dict[str, Any], str]]:
+    """The waiting receivers whose ``confirm_<name>`` call has a result in `messages`
+    without having run (the user rejected it), taken out of `confirming`: the remote ones
+    with the rejection's text (a local one's run is just dropped)."""
+    answered = {r.call_id: r.text for m in messages for r in tool_results(m)}
+    out = []
+    for call_id in [c for c in confirming if c in answered]:
+        entry = confirming.pop(call_id)
+        if entry.get("remote"):
+            out.append((entry, answered[call_id]))
+    return out
 
 
 async def history(
