@@ -1,5 +1,6 @@
-"""Handoffs: a tool that transfers the conversation to another local agent, which answers
-the rest of the reply (or hands back), seeing only the history its input filter lets through."""
+"""Handoffs: a tool that transfers the conversation to another agent (local, or remote over
+A2A), which answers the rest of the reply (or hands back), seeing only the history its input
+filter lets through."""
 
 from __future__ import annotations
 
