@@ -495,9 +495,11 @@ class AgentClient:
         client_tools: Sequence[Tool] = (),
         timeout: float | None = None,
         token: str | None = None,
+        limits: Limits | None = None,
     ) -> ReplyStream:
         """Continue a paused reply, streaming its events (`client_tools`, `timeout` and
-        `token` as in `reply`).
+        `token` as in `reply`). `limits` replace the paused reply's limits in full (a
+        bounded caller's share as it is now); None: it goes on with what it had left.
 
         Each confirmation approves a call (``confirmed=True``), edits it (``confirmed=True``
         with ``arguments``, JSON text valid for the tool) or rejects it (``confirmed=False``
@@ -505,6 +507,10 @@ class AgentClient:
         INVALID_ARGUMENT (``INVALID_SCHEMA``) and leave the reply paused.
         """
         request = _resume_request(session_id, confirmations, external_results, client_tools)
+        if limits is not None and limits.any():
+            from hookmesh.client._limits import limits_to_proto
+
+            request.limits.CopyFrom(limits_to_proto(limits))
         metadata = self._call_metadata(token)
         return self._streamed(
             lambda t: self._stub.Resume(request, timeout=t, metadata=metadata),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, Field, model_validator
@@ -358,15 +359,25 @@ def asked_by(call: ToolCall) -> list[str]:
     """The agents from the sub-agent down to the one that asks, when `call` stands for a
     nested ask (a supervisor's ``confirm_<worker>``, a remote agent's ``<name>__confirm``:
     their arguments carry this ``path``); empty for a call of the reply's own."""
+    return ask_path(call.name, call.arguments)
+
+
+def ask_path(tool_name: str, arguments: str | Mapping[str, Any] | None) -> list[str]:
+    """`asked_by` for a call given by its tool's name and its arguments (JSON object text,
+    or the object): the one place the ``path`` of a nested ask is read, by the clients and
+    by every level that passes an ask up (which puts its own name in front)."""
     import json
 
-    if not (call.name.startswith("confirm_") or call.name.endswith("__confirm")):
+    if not (tool_name.startswith("confirm_") or tool_name.endswith("__confirm")):
         return []
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except ValueError:
-        return []
-    path = arguments.get("path") if isinstance(arguments, dict) else None
+    if isinstance(arguments, Mapping):
+        parsed: Any = arguments
+    else:
+        try:
+            parsed = json.loads(arguments or "{}")
+        except ValueError:
+            return []
+    path = parsed.get("path") if isinstance(parsed, Mapping) else None
     if not isinstance(path, list) or not all(isinstance(p, str) for p in path):
         return []
     return list(path)

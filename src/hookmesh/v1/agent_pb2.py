@@ -29,7 +29,7 @@ from hookmesh.v1 import event_pb2 as hookmesh_dot_v1_dot_event__pb2
 from hookmesh.v1 import message_pb2 as hookmesh_dot_v1_dot_message__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hookmesh/v1/agent.proto\x12\x0bhookmesh.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookmesh/v1/content.proto\x1a\x17hookmesh/v1/event.proto\x1a\x19hookmesh/v1/message.proto\"\xe9\x01\n\x0cReplyRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12&\n\x08messages\x18\x02 \x03(\x0b\x32\x14.hookmesh.v1.Message\x12*\n\x07options\x18\x03 \x01(\x0b\x32\x19.hookmesh.v1.ReplyOptions\x12-\n\x0c\x63lient_tools\x18\x04 \x03(\x0b\x32\x17.hookmesh.v1.ClientTool\x12\x10\n\x08reply_id\x18\x05 \x01(\t\x12\x30\n\routput_schema\x18\x06 \x01(\x0b\x32\x19.hookmesh.v1.OutputSchema\"\xb3\x01\n\x0cOutputSchema\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06schema\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12-\n\x08strategy\x18\x04 \x01(\x0e\x32\x1b.hookmesh.v1.OutputStrategy\x12\x18\n\x0bmax_retries\x18\x05 \x01(\x05H\x00\x88\x01\x01\x42\x0e\n\x0c_max_retries\"\\\n\nClientTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x9c\x01\n\x0cReplyOptions\x12\x11\n\tmax_iters\x18\x01 \x01(\x05\x12\x13\n\x0btool_choice\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12+\n\ndurability\x18\x04 \x01(\x0e\x32\x17.hookmesh.v1.Durability\x12(\n\x06limits\x18\x05 \x01(\x0b\x32\x18.hookmesh.v1.ReplyLimits\"\xa7\x01\n\x0bReplyLimits\x12\x17\n\ntool_calls\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x13\n\x06tokens\x18\x02 \x01(\x03H\x01\x88\x01\x01\x12\x15\n\x08\x63ost_usd\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12,\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_tool_callsB\t\n\x07_tokensB\x0b\n\t_cost_usd\"D\n\rReplyResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.hookmesh.v1.AgentEvent\x12\x0b\n\x03seq\x18\x02 \x01(\x04\"\xc3\x01\n\rResumeRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x34\n\rconfirmations\x18\x02 \x03(\x0b\x32\x1d.hookmesh.v1.ToolConfirmation\x12\x39\n\x10\x65xternal_results\x18\x03 \x03(\x0b\x32\x1f.hookmesh.v1.ExternalToolResult\x12-\n\x0c\x63lient_tools\x18\x04 \x03(\x0b\x32\x17.hookmesh.v1.ClientTool\"l\n\x10ToolConfirmation\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x11\n\tconfirmed\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x16\n\targuments\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x0c\n\n_arguments\"}\n\x12\x45xternalToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12)\n\x06output\x18\x02 \x03(\x0b\x32\x19.hookmesh.v1.ContentBlock\x12+\n\x05state\x18\x03 \x01(\x0e\x32\x1c.hookmesh.v1.ToolResultState\"E\n\x0eResumeResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.hookmesh.v1.AgentEvent\x12\x0b\n\x03seq\x18\x02 \x01(\x04\"L\n\x11WatchReplyRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08reply_id\x18\x02 \x01(\t\x12\x11\n\tafter_seq\x18\x03 \x01(\x04\"I\n\x12WatchReplyResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.hookmesh.v1.AgentEvent\x12\x0b\n\x03seq\x18\x02 \x01(\x04\"&\n\x10InterruptRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"(\n\x11InterruptResponse\x12\x13\n\x0binterrupted\x18\x01 \x01(\x08\"\'\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\";\n\x12GetSessionResponse\x12%\n\x07session\x18\x01 \x01(\x0b\x32\x14.hookmesh.v1.Session\"\xb8\x02\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\x12*\n\x06status\x18\x03 \x01(\x0e\x32\x1a.hookmesh.v1.SessionStatus\x12%\n\x07\x63ontext\x18\x04 \x03(\x0b\x32\x14.hookmesh.v1.Message\x12,\n\rpending_calls\x18\x05 \x03(\x0b\x32\x15.hookmesh.v1.ToolCall\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08reply_id\x18\x08 \x01(\t\x12\x10\n\x08last_seq\x18\t \x01(\x04\"<\n\x13ListSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"W\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.hookmesh.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"*\n\x14\x44\x65leteSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x17\n\x15\x44\x65leteSessionResponse\"\x16\n\x14\x44\x65scribeAgentRequest\"\x80\x01\n\x15\x44\x65scribeAgentResponse\x12\x12\n\nagent_name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12%\n\x05tools\x18\x03 \x03(\x0b\x32\x16.hookmesh.v1.AgentTool\x12\x17\n\x0fmiddleware_keys\x18\x04 \x03(\t\"u\n\tAgentTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x16\n\x0emiddleware_key\x18\x03 \x01(\t\x12\x11\n\tread_only\x18\x04 \x01(\x08\x12\x1a\n\x12needs_confirmation\x18\x05 \x01(\x08*\xbe\x01\n\rSessionStatus\x12\x1e\n\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13SESSION_STATUS_IDLE\x10\x01\x12\x1a\n\x16SESSION_STATUS_RUNNING\x10\x02\x12(\n$SESSION_STATUS_AWAITING_CONFIRMATION\x10\x03\x12.\n*SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION\x10\x04*g\n\x0eOutputStrategy\x12\x1f\n\x1bOUTPUT_STRATEGY_UNSPECIFIED\x10\x00\x12\x1a\n\x16OUTPUT_STRATEGY_NATIVE\x10\x01\x12\x18\n\x14OUTPUT_STRATEGY_TOOL\x10\x02*h\n\nDurability\x12\x1a\n\x16\x44URABILITY_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x44URABILITY_STEP\x10\x01\x12\x14\n\x10\x44URABILITY_EVENT\x10\x02\x12\x13\n\x0f\x44URABILITY_EXIT\x10\x03\x32\x86\x05\n\x0c\x41gentService\x12@\n\x05Reply\x12\x19.hookmesh.v1.ReplyRequest\x1a\x1a.hookmesh.v1.ReplyResponse0\x01\x12\x43\n\x06Resume\x12\x1a.hookmesh.v1.ResumeRequest\x1a\x1b.hookmesh.v1.ResumeResponse0\x01\x12O\n\nWatchReply\x12\x1e.hookmesh.v1.WatchReplyRequest\x1a\x1f.hookmesh.v1.WatchReplyResponse0\x01\x12J\n\tInterrupt\x12\x1d.hookmesh.v1.InterruptRequest\x1a\x1e.hookmesh.v1.InterruptResponse\x12M\n\nGetSession\x12\x1e.hookmesh.v1.GetSessionRequest\x1a\x1f.hookmesh.v1.GetSessionResponse\x12S\n\x0cListSessions\x12 .hookmesh.v1.ListSessionsRequest\x1a!.hookmesh.v1.ListSessionsResponse\x12V\n\rDeleteSession\x12!.hookmesh.v1.DeleteSessionRequest\x1a\".hookmesh.v1.DeleteSessionResponse\x12V\n\rDescribeAgent\x12!.hookmesh.v1.DescribeAgentRequest\x1a\".hookmesh.v1.DescribeAgentResponseB\x8f\x01\n\x0f\x63om.hookmesh.v1B\nAgentProtoP\x01Z=github.com/hookmesh/hookmesh/clients/go/hookmeshv1;hookmeshv1\xa2\x02\x03HXX\xaa\x02\x0bHookmesh.V1\xca\x02\x0bHookmesh\\V1\xea\x02\x0cHookmesh::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17hookmesh/v1/agent.proto\x12\x0bhookmesh.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19hookmesh/v1/content.proto\x1a\x17hookmesh/v1/event.proto\x1a\x19hookmesh/v1/message.proto\"\xe9\x01\n\x0cReplyRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12&\n\x08messages\x18\x02 \x03(\x0b\x32\x14.hookmesh.v1.Message\x12*\n\x07options\x18\x03 \x01(\x0b\x32\x19.hookmesh.v1.ReplyOptions\x12-\n\x0c\x63lient_tools\x18\x04 \x03(\x0b\x32\x17.hookmesh.v1.ClientTool\x12\x10\n\x08reply_id\x18\x05 \x01(\t\x12\x30\n\routput_schema\x18\x06 \x01(\x0b\x32\x19.hookmesh.v1.OutputSchema\"\xb3\x01\n\x0cOutputSchema\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06schema\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12-\n\x08strategy\x18\x04 \x01(\x0e\x32\x1b.hookmesh.v1.OutputStrategy\x12\x18\n\x0bmax_retries\x18\x05 \x01(\x05H\x00\x88\x01\x01\x42\x0e\n\x0c_max_retries\"\\\n\nClientTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x9c\x01\n\x0cReplyOptions\x12\x11\n\tmax_iters\x18\x01 \x01(\x05\x12\x13\n\x0btool_choice\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12+\n\ndurability\x18\x04 \x01(\x0e\x32\x17.hookmesh.v1.Durability\x12(\n\x06limits\x18\x05 \x01(\x0b\x32\x18.hookmesh.v1.ReplyLimits\"\xa7\x01\n\x0bReplyLimits\x12\x17\n\ntool_calls\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x13\n\x06tokens\x18\x02 \x01(\x03H\x01\x88\x01\x01\x12\x15\n\x08\x63ost_usd\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12,\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_tool_callsB\t\n\x07_tokensB\x0b\n\t_cost_usd\"D\n\rReplyResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.hookmesh.v1.AgentEvent\x12\x0b\n\x03seq\x18\x02 \x01(\x04\"\xed\x01\n\rResumeRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x34\n\rconfirmations\x18\x02 \x03(\x0b\x32\x1d.hookmesh.v1.ToolConfirmation\x12\x39\n\x10\x65xternal_results\x18\x03 \x03(\x0b\x32\x1f.hookmesh.v1.ExternalToolResult\x12-\n\x0c\x63lient_tools\x18\x04 \x03(\x0b\x32\x17.hookmesh.v1.ClientTool\x12(\n\x06limits\x18\x05 \x01(\x0b\x32\x18.hookmesh.v1.ReplyLimits\"l\n\x10ToolConfirmation\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x11\n\tconfirmed\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x16\n\targuments\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x0c\n\n_arguments\"}\n\x12\x45xternalToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12)\n\x06output\x18\x02 \x03(\x0b\x32\x19.hookmesh.v1.ContentBlock\x12+\n\x05state\x18\x03 \x01(\x0e\x32\x1c.hookmesh.v1.ToolResultState\"E\n\x0eResumeResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.hookmesh.v1.AgentEvent\x12\x0b\n\x03seq\x18\x02 \x01(\x04\"L\n\x11WatchReplyRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08reply_id\x18\x02 \x01(\t\x12\x11\n\tafter_seq\x18\x03 \x01(\x04\"I\n\x12WatchReplyResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.hookmesh.v1.AgentEvent\x12\x0b\n\x03seq\x18\x02 \x01(\x04\"&\n\x10InterruptRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"(\n\x11InterruptResponse\x12\x13\n\x0binterrupted\x18\x01 \x01(\x08\"\'\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\";\n\x12GetSessionResponse\x12%\n\x07session\x18\x01 \x01(\x0b\x32\x14.hookmesh.v1.Session\"\xb8\x02\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nagent_name\x18\x02 \x01(\t\x12*\n\x06status\x18\x03 \x01(\x0e\x32\x1a.hookmesh.v1.SessionStatus\x12%\n\x07\x63ontext\x18\x04 \x03(\x0b\x32\x14.hookmesh.v1.Message\x12,\n\rpending_calls\x18\x05 \x03(\x0b\x32\x15.hookmesh.v1.ToolCall\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08reply_id\x18\x08 \x01(\t\x12\x10\n\x08last_seq\x18\t \x01(\x04\"<\n\x13ListSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"W\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.hookmesh.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"*\n\x14\x44\x65leteSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x17\n\x15\x44\x65leteSessionResponse\"\x16\n\x14\x44\x65scribeAgentRequest\"\x80\x01\n\x15\x44\x65scribeAgentResponse\x12\x12\n\nagent_name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12%\n\x05tools\x18\x03 \x03(\x0b\x32\x16.hookmesh.v1.AgentTool\x12\x17\n\x0fmiddleware_keys\x18\x04 \x03(\t\"u\n\tAgentTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x16\n\x0emiddleware_key\x18\x03 \x01(\t\x12\x11\n\tread_only\x18\x04 \x01(\x08\x12\x1a\n\x12needs_confirmation\x18\x05 \x01(\x08*\xbe\x01\n\rSessionStatus\x12\x1e\n\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13SESSION_STATUS_IDLE\x10\x01\x12\x1a\n\x16SESSION_STATUS_RUNNING\x10\x02\x12(\n$SESSION_STATUS_AWAITING_CONFIRMATION\x10\x03\x12.\n*SESSION_STATUS_AWAITING_EXTERNAL_EXECUTION\x10\x04*g\n\x0eOutputStrategy\x12\x1f\n\x1bOUTPUT_STRATEGY_UNSPECIFIED\x10\x00\x12\x1a\n\x16OUTPUT_STRATEGY_NATIVE\x10\x01\x12\x18\n\x14OUTPUT_STRATEGY_TOOL\x10\x02*h\n\nDurability\x12\x1a\n\x16\x44URABILITY_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x44URABILITY_STEP\x10\x01\x12\x14\n\x10\x44URABILITY_EVENT\x10\x02\x12\x13\n\x0f\x44URABILITY_EXIT\x10\x03\x32\x86\x05\n\x0c\x41gentService\x12@\n\x05Reply\x12\x19.hookmesh.v1.ReplyRequest\x1a\x1a.hookmesh.v1.ReplyResponse0\x01\x12\x43\n\x06Resume\x12\x1a.hookmesh.v1.ResumeRequest\x1a\x1b.hookmesh.v1.ResumeResponse0\x01\x12O\n\nWatchReply\x12\x1e.hookmesh.v1.WatchReplyRequest\x1a\x1f.hookmesh.v1.WatchReplyResponse0\x01\x12J\n\tInterrupt\x12\x1d.hookmesh.v1.InterruptRequest\x1a\x1e.hookmesh.v1.InterruptResponse\x12M\n\nGetSession\x12\x1e.hookmesh.v1.GetSessionRequest\x1a\x1f.hookmesh.v1.GetSessionResponse\x12S\n\x0cListSessions\x12 .hookmesh.v1.ListSessionsRequest\x1a!.hookmesh.v1.ListSessionsResponse\x12V\n\rDeleteSession\x12!.hookmesh.v1.DeleteSessionRequest\x1a\".hookmesh.v1.DeleteSessionResponse\x12V\n\rDescribeAgent\x12!.hookmesh.v1.DescribeAgentRequest\x1a\".hookmesh.v1.DescribeAgentResponseB\x8f\x01\n\x0f\x63om.hookmesh.v1B\nAgentProtoP\x01Z=github.com/hookmesh/hookmesh/clients/go/hookmeshv1;hookmeshv1\xa2\x02\x03HXX\xaa\x02\x0bHookmesh.V1\xca\x02\x0bHookmesh\\V1\xea\x02\x0cHookmesh::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,12 +37,12 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'hookmesh.v1.agent_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.hookmesh.v1B\nAgentProtoP\001Z=github.com/hookmesh/hookmesh/clients/go/hookmeshv1;hookmeshv1\242\002\003HXX\252\002\013Hookmesh.V1\312\002\013Hookmesh\\V1\352\002\014Hookmesh::V1'
-  _globals['_SESSIONSTATUS']._serialized_start=2746
-  _globals['_SESSIONSTATUS']._serialized_end=2936
-  _globals['_OUTPUTSTRATEGY']._serialized_start=2938
-  _globals['_OUTPUTSTRATEGY']._serialized_end=3041
-  _globals['_DURABILITY']._serialized_start=3043
-  _globals['_DURABILITY']._serialized_end=3147
+  _globals['_SESSIONSTATUS']._serialized_start=2788
+  _globals['_SESSIONSTATUS']._serialized_end=2978
+  _globals['_OUTPUTSTRATEGY']._serialized_start=2980
+  _globals['_OUTPUTSTRATEGY']._serialized_end=3083
+  _globals['_DURABILITY']._serialized_start=3085
+  _globals['_DURABILITY']._serialized_end=3189
   _globals['_REPLYREQUEST']._serialized_start=183
   _globals['_REPLYREQUEST']._serialized_end=416
   _globals['_OUTPUTSCHEMA']._serialized_start=419
@@ -56,41 +56,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REPLYRESPONSE']._serialized_start=1023
   _globals['_REPLYRESPONSE']._serialized_end=1091
   _globals['_RESUMEREQUEST']._serialized_start=1094
-  _globals['_RESUMEREQUEST']._serialized_end=1289
-  _globals['_TOOLCONFIRMATION']._serialized_start=1291
-  _globals['_TOOLCONFIRMATION']._serialized_end=1399
-  _globals['_EXTERNALTOOLRESULT']._serialized_start=1401
-  _globals['_EXTERNALTOOLRESULT']._serialized_end=1526
-  _globals['_RESUMERESPONSE']._serialized_start=1528
-  _globals['_RESUMERESPONSE']._serialized_end=1597
-  _globals['_WATCHREPLYREQUEST']._serialized_start=1599
-  _globals['_WATCHREPLYREQUEST']._serialized_end=1675
-  _globals['_WATCHREPLYRESPONSE']._serialized_start=1677
-  _globals['_WATCHREPLYRESPONSE']._serialized_end=1750
-  _globals['_INTERRUPTREQUEST']._serialized_start=1752
-  _globals['_INTERRUPTREQUEST']._serialized_end=1790
-  _globals['_INTERRUPTRESPONSE']._serialized_start=1792
-  _globals['_INTERRUPTRESPONSE']._serialized_end=1832
-  _globals['_GETSESSIONREQUEST']._serialized_start=1834
-  _globals['_GETSESSIONREQUEST']._serialized_end=1873
-  _globals['_GETSESSIONRESPONSE']._serialized_start=1875
-  _globals['_GETSESSIONRESPONSE']._serialized_end=1934
-  _globals['_SESSION']._serialized_start=1937
-  _globals['_SESSION']._serialized_end=2249
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=2251
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=2311
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=2313
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=2400
-  _globals['_DELETESESSIONREQUEST']._serialized_start=2402
-  _globals['_DELETESESSIONREQUEST']._serialized_end=2444
-  _globals['_DELETESESSIONRESPONSE']._serialized_start=2446
-  _globals['_DELETESESSIONRESPONSE']._serialized_end=2469
-  _globals['_DESCRIBEAGENTREQUEST']._serialized_start=2471
-  _globals['_DESCRIBEAGENTREQUEST']._serialized_end=2493
-  _globals['_DESCRIBEAGENTRESPONSE']._serialized_start=2496
-  _globals['_DESCRIBEAGENTRESPONSE']._serialized_end=2624
-  _globals['_AGENTTOOL']._serialized_start=2626
-  _globals['_AGENTTOOL']._serialized_end=2743
-  _globals['_AGENTSERVICE']._serialized_start=3150
-  _globals['_AGENTSERVICE']._serialized_end=3796
+  _globals['_RESUMEREQUEST']._serialized_end=1331
+  _globals['_TOOLCONFIRMATION']._serialized_start=1333
+  _globals['_TOOLCONFIRMATION']._serialized_end=1441
+  _globals['_EXTERNALTOOLRESULT']._serialized_start=1443
+  _globals['_EXTERNALTOOLRESULT']._serialized_end=1568
+  _globals['_RESUMERESPONSE']._serialized_start=1570
+  _globals['_RESUMERESPONSE']._serialized_end=1639
+  _globals['_WATCHREPLYREQUEST']._serialized_start=1641
+  _globals['_WATCHREPLYREQUEST']._serialized_end=1717
+  _globals['_WATCHREPLYRESPONSE']._serialized_start=1719
+  _globals['_WATCHREPLYRESPONSE']._serialized_end=1792
+  _globals['_INTERRUPTREQUEST']._serialized_start=1794
+  _globals['_INTERRUPTREQUEST']._serialized_end=1832
+  _globals['_INTERRUPTRESPONSE']._serialized_start=1834
+  _globals['_INTERRUPTRESPONSE']._serialized_end=1874
+  _globals['_GETSESSIONREQUEST']._serialized_start=1876
+  _globals['_GETSESSIONREQUEST']._serialized_end=1915
+  _globals['_GETSESSIONRESPONSE']._serialized_start=1917
+  _globals['_GETSESSIONRESPONSE']._serialized_end=1976
+  _globals['_SESSION']._serialized_start=1979
+  _globals['_SESSION']._serialized_end=2291
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=2293
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=2353
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=2355
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=2442
+  _globals['_DELETESESSIONREQUEST']._serialized_start=2444
+  _globals['_DELETESESSIONREQUEST']._serialized_end=2486
+  _globals['_DELETESESSIONRESPONSE']._serialized_start=2488
+  _globals['_DELETESESSIONRESPONSE']._serialized_end=2511
+  _globals['_DESCRIBEAGENTREQUEST']._serialized_start=2513
+  _globals['_DESCRIBEAGENTREQUEST']._serialized_end=2535
+  _globals['_DESCRIBEAGENTRESPONSE']._serialized_start=2538
+  _globals['_DESCRIBEAGENTRESPONSE']._serialized_end=2666
+  _globals['_AGENTTOOL']._serialized_start=2668
+  _globals['_AGENTTOOL']._serialized_end=2785
+  _globals['_AGENTSERVICE']._serialized_start=3192
+  _globals['_AGENTSERVICE']._serialized_end=3838
 # @@protoc_insertion_point(module_scope)

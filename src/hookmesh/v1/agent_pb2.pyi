@@ -122,16 +122,18 @@ class ReplyResponse(_message.Message):
     def __init__(self, event: _Optional[_Union[_event_pb2.AgentEvent, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class ResumeRequest(_message.Message):
-    __slots__ = ("session_id", "confirmations", "external_results", "client_tools")
+    __slots__ = ("session_id", "confirmations", "external_results", "client_tools", "limits")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CONFIRMATIONS_FIELD_NUMBER: _ClassVar[int]
     EXTERNAL_RESULTS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     confirmations: _containers.RepeatedCompositeFieldContainer[ToolConfirmation]
     external_results: _containers.RepeatedCompositeFieldContainer[ExternalToolResult]
     client_tools: _containers.RepeatedCompositeFieldContainer[ClientTool]
-    def __init__(self, session_id: _Optional[str] = ..., confirmations: _Optional[_Iterable[_Union[ToolConfirmation, _Mapping]]] = ..., external_results: _Optional[_Iterable[_Union[ExternalToolResult, _Mapping]]] = ..., client_tools: _Optional[_Iterable[_Union[ClientTool, _Mapping]]] = ...) -> None: ...
+    limits: ReplyLimits
+    def __init__(self, session_id: _Optional[str] = ..., confirmations: _Optional[_Iterable[_Union[ToolConfirmation, _Mapping]]] = ..., external_results: _Optional[_Iterable[_Union[ExternalToolResult, _Mapping]]] = ..., client_tools: _Optional[_Iterable[_Union[ClientTool, _Mapping]]] = ..., limits: _Optional[_Union[ReplyLimits, _Mapping]] = ...) -> None: ...
 
 class ToolConfirmation(_message.Message):
     __slots__ = ("call_id", "confirmed", "reason", "arguments")

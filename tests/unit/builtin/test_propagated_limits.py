@@ -242,3 +242,37 @@ async def test_a_resumed_reply_under_a_callers_limits_reports_only_its_own_step(
     assert _states(rest, 1)[-2:] == ["success", "denied"]
     (report,) = [e for e in resumed if e.type == "custom" and e.name == SPENT_EVENT]
     assert report.value["toolCalls"] == 1  # type: ignore[union-attr]
+
+
+async def test_a_resumed_reply_keeps_what_is_left_of_every_nested_limit(
+    kind: MessageKind,
+) -> None:
+    """A caller's limit of ten encloses a configured one of four: two lookups and the refund
+    it pauses on take three of the four. Resumed, the inner limit has one left (not four
+    again), and the caller is told of that one call."""
+    from hookmesh.a2a import Limits
+    from hookmesh.agent import AgentState
+    from hookmesh.middleware.builtin.propagated_limits import SPENT_EVENT, RequestLimitMiddleware
+    from hookmesh.schema import Confirmation, Resume
+
+    def agent(model: Recorded) -> Agent:
+        limits = [RequestLimitMiddleware(Limits(tool_calls=10)), PropagatedLimitMiddleware(4)]
+        return Agent(model.model, kind=kind, tools=[lookup, refund], middlewares=limits)
+
+    first = Recorded([_lookups(2), ScriptedTurn(tool_calls=[("refund", {"order": "7"})])])
+    paused = agent(first)
+    events = await collect(paused.reply("Refund order 7."))
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    (asked,) = [e for e in events if e.type == "require_user_confirm"]
+
+    rest = Recorded([_lookups(3), "Done."])
+    again = agent(rest)
+    again.state = AgentState.model_validate_json(paused.state.model_dump_json())
+    ok = Confirmation(call_id=asked.tool_calls[0].id, confirmed=True)  # type: ignore[union-attr]
+    resumed = await collect(again.resume(Resume(confirmations=[ok])))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert _states(rest, 1)[-3:] == ["success", "denied", "denied"]
+    (denied, _) = [r for m in rest.prompts[1] for r in tool_results(m) if r.state == "denied"]
+    assert "(10 calls in all; this agent had 4)" in denied.text
+    (report,) = [e for e in resumed if e.type == "custom" and e.name == SPENT_EVENT]
+    assert report.value["toolCalls"] == 1  # type: ignore[union-attr]

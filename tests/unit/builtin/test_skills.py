@@ -4,12 +4,13 @@ sub-agents (with and without the conversation) and their nested events."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hookmesh.agent import Agent, tool
+from hookmesh.agent import Agent, AgentState, Confirmation, Resume, tool
 from hookmesh.middleware import Middleware
 from hookmesh.middleware.builtin.budget import BudgetMiddleware
 from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
@@ -339,19 +340,93 @@ def launch(target: str) -> str:
     return f"launched {target}"
 
 
-async def test_a_sub_agent_never_pauses_calls_needing_confirmation_are_denied(
+def _launcher(skills: Path, sub: Recorded, parent: Recorded, fired: list[str]) -> Agent:
+    @tool(needs_confirmation=True)
+    def launch(target: str) -> str:
+        """Launch something (needs a person's yes).
+
+        Args:
+            target: What to launch.
+        """
+        fired.append(target)
+        return f"launched {target}"
+
+    if not (skills / "launcher").exists():
+        _skill(skills, "launcher", "Launches.", "Launch things.", context="fork", tools="[launch]")
+    mw = SkillsMiddleware(skills, model=sub.model, tools=[launch])
+    return Agent(parent.model, middlewares=[mw])
+
+
+async def test_a_forks_ask_pauses_the_reply_and_its_call_runs_once_approved(
     kind: MessageKind, skills: Path
 ) -> None:
+    fired: list[str] = []
+    sub = Recorded([ScriptedTurn(tool_calls=[("launch", {"target": "rocket"})])])
+    parent = Recorded(_fork_parent("launcher", "launch it"))
+    agent = _launcher(skills, sub, parent, fired)
+    agent.kind = kind
+    events = await collect(agent.reply("go"))
+
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+    (confirm,) = asked.tool_calls  # type: ignore[union-attr]
+    assert confirm.name == "confirm_skill"
+    arguments = json.loads(confirm.arguments)
+    assert arguments["skill"] == "launcher" and arguments["path"] == ["launcher"]
+    assert [a["tool"] for a in arguments["asks"]] == ["launch"]
+    (deep,) = [e for e in events if e.type == "require_user_confirm" and e.source_path]
+    assert [s.agent_name for s in deep.source_path] == ["launcher"]  # type: ignore[union-attr]
+    assert "confirm_skill" not in parent.tools[0]  # hidden from the model
+    assert fired == []
+
+    # Another process: the state as JSON, a new middleware (the models play the rest).
+    saved = agent.state.model_dump_json()
+    again = _launcher(skills, Recorded(["Launched the rocket."]), Recorded(["Done."]), fired)
+    again.kind = kind
+    again.state = AgentState.model_validate_json(saved)
+    yes = Resume(confirmations=[Confirmation(call_id=confirm.id, confirmed=True)])
+    resumed = await collect(again.resume(yes))
+
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert fired == ["rocket"]  # the sub-agent's call ran exactly once
+    assert results(again)[confirm.id].text == "Launched the rocket."
+    ran = [e for e in resumed if e.type == "tool_result_end" and e.source_path]
+    assert [(e.source_path[0].agent_name, e.state) for e in ran] == [("launcher", "success")]  # type: ignore[union-attr, index]
+    assert text_of(again.final_message) == "Done."  # type: ignore[arg-type]
+
+
+async def test_rejecting_a_forks_ask_drops_its_run(kind: MessageKind, skills: Path) -> None:
+    fired: list[str] = []
+    sub = Recorded([ScriptedTurn(tool_calls=[("launch", {"target": "rocket"})])])
+    parent = Recorded([*_fork_parent("launcher", "launch it")[:1], "Not launched."])
+    agent = _launcher(skills, sub, parent, fired)
+    agent.kind = kind
+    events = await collect(agent.reply("go"))
+    (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+    no = Confirmation(call_id=asked.tool_calls[0].id, confirmed=False, reason="not now")  # type: ignore[union-attr]
+    resumed = await collect(agent.resume(Resume(confirmations=[no])))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert fired == [] and sub.model.calls == 1
+    assert results(agent)[no.call_id].state == "denied"
+
+
+async def test_in_a_sidecar_a_forks_ask_is_denied(kind: MessageKind, skills: Path) -> None:
+    """A sidecar has no toolkit to pause the reply with: the sub-agent's call is denied and
+    it goes on."""
+    from hookmesh.remote import RemoteMiddleware, serve_middleware
+
     _skill(skills, "launcher", "Launches.", "Launch things.", context="fork", tools="[launch]")
     sub = Recorded([ScriptedTurn(tool_calls=[("launch", {"target": "rocket"})]), "Could not."])
-    mw = SkillsMiddleware(skills, model=sub.model, tools=[launch])
-    agent = Agent(
-        ScriptedChatModel(_fork_parent("launcher", "launch it")), kind=kind, middlewares=[mw]
-    )
-    events = await collect(agent.reply("go"))
+    server = await serve_middleware(SkillsMiddleware(skills, model=sub.model, tools=[launch]))
+    mw = await RemoteMiddleware.connect(f"127.0.0.1:{server.port}", timeout=10.0)
+    try:
+        parent = ScriptedChatModel(_fork_parent("launcher", "launch it"))
+        events = await collect(Agent(parent, kind=kind, middlewares=[mw]).reply("go"))
+    finally:
+        await mw.aclose()
+        await server.stop(None)
     denied = [e for e in events if e.source_path and e.type == "tool_result_end"]
     assert [e.state for e in denied] == ["denied"]  # type: ignore[attr-defined]
-    assert results(agent)["call_1"].text == "Could not."
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
 
 

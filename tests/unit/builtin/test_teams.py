@@ -385,3 +385,77 @@ async def test_rejecting_a_plan_steps_ask_drops_the_plan(kind: MessageKind) -> N
     assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
     assert deleted == []
     assert results(agent)[no.call_id].state == "denied"
+
+
+def _looking_plan(planner: Recorded, writer: Recorded, model: Recorded, looked: list[str]) -> Any:
+    """A plan-execute agent whose planner may call `survey`, which needs the user's
+    confirmation, and whose worker ``writer`` reports."""
+
+    @tool(needs_confirmation=True)
+    def survey(area: str) -> str:
+        """Survey an area before planning (it costs money, so a person says yes).
+
+        Args:
+            area: Where to look.
+        """
+        looked.append(area)
+        return f"{area}: 3 stale files"
+
+    planner.model.native_output = True
+    workers = [Worker("writer", writer.model, "Writes reports.")]
+    return plan_execute(model.model, workers, planner_model=planner.model, planner_tools=[survey])
+
+
+async def test_the_planners_ask_pauses_the_reply_and_its_plan_runs_once_approved(
+    kind: MessageKind,
+) -> None:
+    looked: list[str] = []
+    asks = Recorded([ScriptedTurn(tool_calls=[("survey", {"area": "tmp"})])])
+    agent = _looking_plan(asks, Recorded([]), Recorded([]), looked)
+    agent.kind = kind
+    events = await collect(agent.reply("Report on tmp."))
+
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+    (confirm,) = asked.tool_calls  # type: ignore[union-attr]
+    assert confirm.name == CONFIRM_TOOL
+    arguments = json.loads(confirm.arguments)
+    assert arguments["worker"] == PLANNER_NAME and arguments["path"] == [PLANNER_NAME]
+    (deep,) = [e for e in events if e.type == "require_user_confirm" and e.source_path]
+    assert [s.agent_name for s in deep.source_path] == [PLANNER_NAME]  # type: ignore[union-attr]
+    assert [c.name for c in deep.tool_calls] == ["survey"]  # type: ignore[union-attr]
+    assert looked == []
+
+    saved = agent.state.model_dump_json()  # another process: a new agent on the saved state
+    plan = {"steps": [{"worker": "writer", "task": "Report the stale files."}]}
+    planner = _planner(plan)
+    writer, model = Recorded(["Report: 3 stale files."]), Recorded(["All done."])
+    again = _looking_plan(planner, writer, model, looked)
+    again.kind = kind
+    again.state = AgentState.model_validate_json(saved)
+    yes = Resume(confirmations=[Confirmation(call_id=confirm.id, confirmed=True)])
+    resumed = await collect(again.resume(yes))
+
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert looked == ["tmp"]  # the planner's call ran exactly once
+    (seen,) = tool_results(planner.prompts[0][-1])  # it planned from the result
+    assert seen.text == "tmp: 3 stale files"
+    report = results(again)[confirm.id].text
+    assert report.startswith("The plan is done (1 steps, 0 re-plans).")
+    assert "Report: 3 stale files." in report
+    assert text_of(again.final_message) == "All done."  # type: ignore[arg-type]
+
+
+async def test_rejecting_the_planners_ask_drops_the_plan(kind: MessageKind) -> None:
+    looked: list[str] = []
+    asks = Recorded([ScriptedTurn(tool_calls=[("survey", {"area": "tmp"})])])
+    model = Recorded(["No plan then."])
+    agent = _looking_plan(asks, Recorded([]), model, looked)
+    agent.kind = kind
+    events = await collect(agent.reply("Report on tmp."))
+    (asked,) = [e for e in events if e.type == "require_user_confirm" and not e.source_path]
+    no = Confirmation(call_id=asked.tool_calls[0].id, confirmed=False, reason="not now")  # type: ignore[union-attr]
+    resumed = await collect(agent.resume(Resume(confirmations=[no])))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert looked == [] and asks.model.calls == 1
+    assert results(agent)[no.call_id].state == "denied"

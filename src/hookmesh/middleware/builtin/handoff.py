@@ -1,36 +1,55 @@
-"""Handoffs: a tool that transfers the conversation to another local agent, which answers
-the rest of the reply (or hands back), seeing only the history its input filter lets through."""
+"""Handoffs: a tool that transfers the conversation to another agent (local, or remote over
+A2A), which answers the rest of the reply (or hands back), seeing only the history its input
+filter lets through."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from a2a.types import a2a_pb2
+
 from hookmesh.agent import Agent, AgentState, new_id
+from hookmesh.errors import HookmeshError
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext, ReplyArgs, ReplyNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import (
+    CONFIRM_PREFIX,
     ForkOutcome,
     NoPause,
     approved,
+    asks_of,
+    can_pause,
+    confirm_call,
     confirm_parameters,
     parent_context,
+    pause_step,
     run_nested,
+    waits_text,
 )
+from hookmesh.middleware.builtin._support._remote_handoff import (
+    HISTORY_PREFIX,
+    OPEN_FAILURES,
+    RemoteHandoff,
+    approval_parts,
+    run_remote,
+    transfer_parts,
+)
+from hookmesh.middleware.builtin._support._tool_io import Lifecycle
 from hookmesh.middleware.builtin.propagated_limits import inherited
-from hookmesh.middleware.builtin.supervisor import CONFIRM_PREFIX, asker_path
-from hookmesh.models import ChatModel, ModelResponse, ModelResult, answer_text
+from hookmesh.models import ChatModel, ModelResult, answer_text
 from hookmesh.schema import (
     AgentEvent,
     Message,
     Resume,
     ToolCall,
     is_assistant,
-    make_assistant,
     make_text,
     make_user_text,
     text_of,
@@ -57,6 +76,7 @@ SUMMARY_INSTRUCTION = (
 """The system message of the summarising model call."""
 
 _FILTERS = ("all", "last", "summary", "none")
+log = logging.getLogger("hookmesh.middleware.handoff")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
 
@@ -109,8 +129,15 @@ class Handoff:
         return f"transfer_to_{self.name}"
 
 
-class HandoffMiddleware(Middleware):
-    """Transfer tools to other local agents: one ``transfer_to_<name>`` per `Handoff`.
+class RemoteHandoffUnavailableError(HookmeshError):
+    """A fail_closed handoff middleware cannot read a remote receiver's card."""
+
+    reason = "REMOTE_AGENT_UNAVAILABLE"
+
+
+class HandoffMiddleware(Lifecycle, Middleware):
+    """Transfer tools to other agents: one ``transfer_to_<name>`` per `Handoff` (a local
+    agent) or `RemoteHandoff` (an A2A agent).
 
     When the model calls one, the receiving agent runs inside that call on the history its
     input filter lets through (the conversation up to the step that called, hints left out),
@@ -137,9 +164,20 @@ class HandoffMiddleware(Middleware):
     receiver with its calls approved; its answer is that call's result, the reply's final
     answer without `hand_back`. Rejecting it drops the receiver's run.
 
-    Not supported: remote (A2A) receivers, a sidecar (the receiving agents are Python
-    objects in this process). A receiver is bound by the parent's
-    `PropagatedLimitMiddleware` limits (it reserves from the remainder).
+    A remote receiver (`RemoteHandoff`) gets one A2A task per transfer, in a new remote
+    context: a text part with the filtered history as ``[role] text`` lines
+    (`HISTORY_PREFIX`; none when the filter leaves nothing), then the
+    message. Its events stream nested as a local one's do (``run_id`` is the task's id); a
+    hookmesh agent's ``input-required`` confirmation pauses the reply the same way;
+    confirming it sends ``{"confirmed": true}`` to the task, rejecting it sends the
+    rejection's text (a transfer call stands in for the next model call). Its client is
+    opened by `start` (or at its first transfer); ``fail_closed`` makes `start` fail when a
+    card cannot be read, ``fail_open`` logs it and tries again at the transfer.
+
+    A receiver is bound by the parent's `PropagatedLimitMiddleware` limits: a local one
+    reserves from the remainder, a remote one is sent its share in the limits extension
+    and charged what it reports. Not supported: a sidecar (the local receivers are Python
+    objects in this process).
 
     Example:
         >>> billing = Handoff("billing", model, "Invoices, refunds and payment methods.")
@@ -153,7 +191,10 @@ class HandoffMiddleware(Middleware):
     subscriptions: Mapping[str, tuple[str, ...]] = {"on_reply": ("reply_end",)}
 
     def __init__(
-        self, handoffs: Sequence[Handoff], *, failure_mode: FailureMode = "fail_closed"
+        self,
+        handoffs: Sequence[Handoff | RemoteHandoff],
+        *,
+        failure_mode: FailureMode = "fail_closed",
     ) -> None:
         if not handoffs:
             raise ValueError("handoffs must name at least one agent")
@@ -165,14 +206,47 @@ class HandoffMiddleware(Middleware):
         self._tools = [self._build_tool(h) for h in handoffs]
         self._tools += [self._build_confirm(h) for h in handoffs]
         self._hidden = frozenset(f"{CONFIRM_PREFIX}{h.name}" for h in handoffs)
+        self._remotes = [h for h in handoffs if isinstance(h, RemoteHandoff)]
+        self._opening: asyncio.Lock | None = None
 
     def middleware_key(self) -> str:
         return "handoff"
 
+    async def start(self) -> None:
+        """Open every remote receiver's client (its card read), concurrently.
+
+        Raises:
+            RemoteHandoffUnavailableError: fail_closed, and a card could not be read.
+        """
+        results = await asyncio.gather(
+            *(self._open(h) for h in self._remotes), return_exceptions=True
+        )
+        for handoff, result in zip(self._remotes, results, strict=True):
+            if not isinstance(result, BaseException):
+                continue
+            if self.failure_mode == "fail_closed":
+                await self.aclose()
+                raise RemoteHandoffUnavailableError(
+                    f"cannot read the card of remote agent {handoff.name}: {result}",
+                    metadata={"agent": handoff.name},
+                )
+            log.warning("remote receiver %s is not reachable yet: %s", handoff.name, result)
+
+    async def aclose(self) -> None:
+        """Close every remote receiver's client."""
+        await asyncio.gather(*(h.remote.close() for h in self._remotes), return_exceptions=True)
+
+    async def _open(self, handoff: RemoteHandoff) -> None:
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if handoff.remote.card is None:
+                await handoff.remote.open()
+
     def list_tools(self) -> list[Tool]:
         return list(self._tools)
 
-    def _build_tool(self, handoff: Handoff) -> Tool:
+    def _build_tool(self, handoff: Handoff | RemoteHandoff) -> Tool:
         async def transfer(
             context: ToolContext[AgentView], message: str
         ) -> AsyncIterator[ToolPiece]:
@@ -197,7 +271,7 @@ class HandoffMiddleware(Middleware):
             return_directly=not handoff.hand_back,
         )
 
-    def _build_confirm(self, handoff: Handoff) -> Tool:
+    def _build_confirm(self, handoff: Handoff | RemoteHandoff) -> Tool:
         async def confirm(
             context: ToolContext[AgentView], **unused: Any
         ) -> AsyncIterator[ToolPiece]:
@@ -222,47 +296,85 @@ class HandoffMiddleware(Middleware):
         self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
         """While receivers wait for the user, replace the model call by ``confirm_<name>``
-        calls (this reply then pauses); otherwise call the model without those tools."""
+        calls (this reply then pauses); once the user rejected a remote receiver's ask,
+        replace it by a transfer call telling its task why; otherwise call the model without
+        the hidden tools."""
         state = self.state(agent)
+        denied = _rejected(state.get("confirming", {}), kwargs["messages"])
+        if denied:
+            calls = []
+            for entry, reason in denied:
+                call = ToolCall(
+                    id=new_id(),
+                    name=f"transfer_to_{entry['agent']}",
+                    arguments=json.dumps({"message": reason}),
+                )
+                state.setdefault("continue", {})[call.id] = entry["state"]
+                calls.append(call)
+            return pause_step(agent, calls)
         waiting = state.pop("waiting", [])
         if waiting:
             calls = []
             for entry in waiting:
-                arguments = {
-                    "agent": entry["agent"],
-                    "path": asker_path(entry["agent"], entry["asks"]),
-                    "asks": entry["asks"],
-                }
-                call = ToolCall(
-                    id=new_id(),
-                    name=f"{CONFIRM_PREFIX}{entry['agent']}",
-                    arguments=json.dumps(arguments),
-                )
+                name = entry["agent"]
+                call = confirm_call(f"{CONFIRM_PREFIX}{name}", "agent", name, entry["asks"])
                 state.setdefault("confirming", {})[call.id] = entry
                 calls.append(call)
-            return ModelResponse(message=make_assistant(agent.kind, "", calls))
+            return pause_step(agent, calls)
         return await next_handler(
             tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
         )
 
-    def _pausable(self, agent: AgentView, handoff: Handoff) -> bool:
-        toolkit = getattr(agent, "toolkit", None)
-        confirm = f"{CONFIRM_PREFIX}{handoff.name}"
-        return toolkit is not None and toolkit.get(confirm) is not None
-
     async def _transfer(
+        self,
+        context: ToolContext[AgentView],
+        handoff: Handoff | RemoteHandoff,
+        message: str,
+        resumed: tuple[dict[str, Any], Resume] | None = None,
+    ) -> AsyncIterator[ToolPiece]:
+        agent = context.agent
+        outcome = ForkOutcome()
+        if isinstance(handoff, RemoteHandoff):
+            events = self._remote(context, handoff, message, outcome, resumed)
+        else:
+            events = self._local(context, handoff, message, outcome, resumed)
+        async for event in events:
+            yield event
+        if outcome.paused:
+            asks = asks_of(outcome.asks)
+            self.state(agent).setdefault("waiting", []).append(
+                {
+                    "agent": handoff.name,
+                    "state": outcome.saved,
+                    "asks": asks,
+                    "remote": isinstance(handoff, RemoteHandoff),
+                }
+            )
+            waits = waits_text(handoff.name, asks)
+            if not handoff.hand_back:
+                raise ToolError(waits)  # a success would end the reply with it
+            yield waits
+            return
+        if not outcome.ok:
+            raise ToolError(outcome.text)
+        if not handoff.hand_back:
+            self.state(agent)["speaker"] = {"agent": handoff.name, "call_id": context.call.id}
+        yield outcome.text
+
+    async def _local(
         self,
         context: ToolContext[AgentView],
         handoff: Handoff,
         message: str,
-        resumed: tuple[dict[str, Any], Resume] | None = None,
-    ) -> AsyncIterator[ToolPiece]:
+        outcome: ForkOutcome,
+        resumed: tuple[dict[str, Any], Resume] | None,
+    ) -> AsyncIterator[AgentEvent]:
         agent = context.agent
         inputs: list[Message] = []
         if resumed is None:
             inputs = await history(agent, context.call, handoff)
             inputs.append(make_user_text(agent.kind, message))
-        guard = [] if self._pausable(agent, handoff) else [NoPause()]
+        guard = [] if can_pause(agent, f"{CONFIRM_PREFIX}{handoff.name}") else [NoPause()]
         sub = Agent(
             handoff.model,
             name=handoff.name,
@@ -273,29 +385,41 @@ class HandoffMiddleware(Middleware):
             max_iters=handoff.max_iters,
             state=AgentState.model_validate(resumed[0]) if resumed is not None else None,
         )
-        outcome = ForkOutcome()
         resume = resumed[1] if resumed is not None else None
         async for event in run_nested(agent, context.call, sub, inputs, outcome, resume=resume):
             yield event
-        if outcome.paused:
-            asks = [
-                {"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in outcome.asks
-            ]
-            self.state(agent).setdefault("waiting", []).append(
-                {"agent": handoff.name, "state": outcome.saved, "asks": asks}
-            )
-            waits = f"{handoff.name} waits for the user to confirm: " + ", ".join(
-                f"{a['tool']}({a['arguments']})" for a in asks
-            )
-            if not handoff.hand_back:
-                raise ToolError(waits)  # a success would end the reply with it
-            yield waits
+
+    async def _remote(
+        self,
+        context: ToolContext[AgentView],
+        handoff: RemoteHandoff,
+        message: str,
+        outcome: ForkOutcome,
+        resumed: tuple[dict[str, Any], Resume] | None,
+    ) -> AsyncIterator[AgentEvent]:
+        """The remote receiver's task step: the transfer, or the approval of its ask (its
+        paused task in `resumed`); an ask the reply cannot pause on is an error result."""
+        agent, call = context.agent, context.call
+        try:
+            await self._open(handoff)
+        except OPEN_FAILURES as exc:
+            outcome.text = f"Error: cannot reach the remote agent {handoff.name}: {exc}"
             return
-        if not outcome.ok:
-            raise ToolError(outcome.text)
-        if not handoff.hand_back:
-            self.state(agent)["speaker"] = {"agent": handoff.name, "call_id": context.call.id}
-        yield outcome.text
+        task = self.state(agent).get("continue", {}).pop(call.id, None)
+        if resumed is not None:
+            parts, task = approval_parts(), resumed[0]
+        elif task is not None:  # the user rejected its ask: tell its task why
+            parts = [a2a_pb2.Part(text=message)]
+        else:
+            parts = transfer_parts(transcript(await history(agent, call, handoff)), message)
+        async for event in run_remote(
+            agent, call, handoff, parts, outcome, task=task, message_id=context.idempotency_key
+        ):
+            yield event
+        if outcome.paused and not can_pause(agent, f"{CONFIRM_PREFIX}{handoff.name}"):
+            outcome.paused, outcome.ok = False, False
+            outcome.text = f"Error: the remote agent {handoff.name} asks the user to confirm "
+            outcome.text += "calls, and this reply cannot pause (a sidecar)"
 
     async def on_reply(
         self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext
@@ -311,7 +435,24 @@ class HandoffMiddleware(Middleware):
             yield event
 
 
-async def history(agent: AgentView, call: ToolCall, handoff: Handoff) -> list[Message]:
+def _rejected(
+    confirming: dict[str, Any], messages: Sequence[Message]
+) -> list[tuple[dict[str, Any], str]]:
+    """The waiting receivers whose ``confirm_<name>`` call has a result in `messages`
+    without having run (the user rejected it), taken out of `confirming`: the remote ones
+    with the rejection's text (a local one's run is just dropped)."""
+    answered = {r.call_id: r.text for m in messages for r in tool_results(m)}
+    out = []
+    for call_id in [c for c in confirming if c in answered]:
+        entry = confirming.pop(call_id)
+        if entry.get("remote"):
+            out.append((entry, answered[call_id]))
+    return out
+
+
+async def history(
+    agent: AgentView, call: ToolCall, handoff: Handoff | RemoteHandoff
+) -> list[Message]:
     """What the receiver of `call` sees before the handoff's message, per its filter."""
     if handoff.input_filter == "none":
         return []
@@ -350,11 +491,14 @@ def transcript(messages: Sequence[Message]) -> str:
 
 __all__ = [
     "HANDOFF_METADATA_KEY",
+    "HISTORY_PREFIX",
     "SUMMARY_INSTRUCTION",
     "SUMMARY_PREFIX",
     "Handoff",
     "HandoffMiddleware",
     "InputFilter",
+    "RemoteHandoff",
+    "RemoteHandoffUnavailableError",
     "history",
     "transcript",
 ]

@@ -11,25 +11,25 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hookmesh.agent import Agent, new_id
+from hookmesh.agent import Agent, AgentState, new_id
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import (
+    CONFIRM_PREFIX,
     ForkOutcome,
     NoPause,
     approved,
+    asks_of,
+    can_pause,
+    confirm_call,
     confirm_parameters,
+    pause_step,
     run_nested,
+    waits_text,
 )
 from hookmesh.middleware.builtin.propagated_limits import inherited
-from hookmesh.middleware.builtin.supervisor import (
-    CONFIRM_PREFIX,
-    Worker,
-    asker_path,
-    run_worker,
-    worker_names,
-)
+from hookmesh.middleware.builtin.supervisor import Worker, run_worker, worker_names
 from hookmesh.models import ChatModel, ModelResponse, ModelResult
 from hookmesh.schema import (
     AgentEvent,
@@ -109,7 +109,9 @@ class PlanExecuteMiddleware(Middleware):
     call is replaced by a call of `CONFIRM_TOOL` (``{"worker", "path", "asks"}``) that needs
     confirmation, so the reply pauses. Confirming it continues the worker with its calls
     approved, then the rest of the plan (the result is the plan's report); rejecting it drops
-    the plan. The planner cannot pause (a call of its that needs confirmation is denied).
+    the plan. The planner pauses the same way when a call of one of its `planner_tools`
+    needs confirmation (``worker`` and ``path`` then name ``planner``): confirming it
+    continues the planner, and the plan it gives then runs.
 
     Example:
         >>> steps = PlanExecuteMiddleware([Worker("research", model, "Finds facts.")])
@@ -118,6 +120,8 @@ class PlanExecuteMiddleware(Middleware):
     Args:
         workers: The workers a plan can name (distinct names).
         planner_model: The planner's model; None: the agent's.
+        planner_tools: Tools the planner may call while it plans (to look things up); none
+            by default.
         max_replans: Plans made again after a failed step (>= 0).
         planner_prompt: Replaces `PLANNER_PROMPT`.
         failure_mode: ``fail_closed`` (default) or ``fail_open``.
@@ -128,12 +132,14 @@ class PlanExecuteMiddleware(Middleware):
         workers: Sequence[Worker],
         *,
         planner_model: ChatModel | None = None,
+        planner_tools: Sequence[Tool] = (),
         max_replans: int = 2,
         planner_prompt: str = PLANNER_PROMPT,
         failure_mode: FailureMode = "fail_closed",
     ) -> None:
         self.workers = worker_names(workers)
         self.planner_model = planner_model
+        self.planner_tools = list(planner_tools)
         self.max_replans = check.whole("max_replans", max_replans, minimum=0)
         if not planner_prompt.strip():
             raise ValueError("planner_prompt must not be empty")
@@ -156,14 +162,9 @@ class PlanExecuteMiddleware(Middleware):
         state = self.state(agent)
         waiting = state.pop("waiting", None)
         if waiting is not None:
-            arguments = {
-                "worker": waiting["worker"],
-                "path": asker_path(waiting["worker"], waiting["asks"]),
-                "asks": waiting["asks"],
-            }
-            call = ToolCall(id=new_id(), name=CONFIRM_TOOL, arguments=json.dumps(arguments))
+            call = confirm_call(CONFIRM_TOOL, "worker", waiting["worker"], waiting["asks"])
             state.setdefault("confirming", {})[call.id] = waiting
-            return ModelResponse(message=make_assistant(agent.kind, "", [call]))
+            return pause_step(agent, [call])
         if not state.get("executed"):
             state["executed"] = True
             request = next((text_of(m) for m in reversed(kwargs["messages"]) if is_user(m)), "")
@@ -200,14 +201,15 @@ class PlanExecuteMiddleware(Middleware):
             entry = self.state(context.agent).get("confirming", {}).pop(context.call.id, None)
             if entry is None:
                 raise ToolError("Error: no step waits for this confirmation")
-            resume = approved(entry["asks"])
+            resumed = (entry["state"], approved(entry["asks"]))
+            steps = entry["steps"]
             async for piece in self._execute(
                 context,
                 entry["request"],
                 done=[_Done(**d) for d in entry["done"]],
-                steps=[PlanStep.model_validate(d) for d in entry["steps"]],
+                steps=None if steps is None else [PlanStep.model_validate(d) for d in steps],
                 replans=entry["replans"],
-                resumed=(entry["state"], resume),
+                resumed=resumed,
             ):
                 yield piece
 
@@ -218,10 +220,6 @@ class PlanExecuteMiddleware(Middleware):
             func=confirm,
             needs_confirmation=True,
         )
-
-    def _pausable(self, agent: AgentView) -> bool:
-        toolkit = getattr(agent, "toolkit", None)
-        return toolkit is not None and toolkit.get(CONFIRM_TOOL) is not None
 
     async def _execute(
         self,
@@ -234,7 +232,8 @@ class PlanExecuteMiddleware(Middleware):
         resumed: tuple[dict[str, Any], Resume] | None = None,
     ) -> AsyncIterator[ToolPiece]:
         """Plan (unless `steps` are left of a plan), run the steps, plan again after a
-        failure; `resumed` continues the paused worker of the first of `steps`."""
+        failure; `resumed` continues the paused planner (no `steps`) or the paused worker of
+        the first of `steps`."""
         agent, call = context.agent, context.call
         done = done if done is not None else []
         failure = ""
@@ -244,8 +243,14 @@ class PlanExecuteMiddleware(Middleware):
                     yield _report(done, self.max_replans, failure)
                     return
                 planned = ForkOutcome()
-                async for event in self._plan(agent, call, request, done, failure, planned):
+                async for event in self._plan(
+                    agent, call, request, done, failure, planned, resumed
+                ):
                     yield event
+                resumed = None
+                if planned.paused:
+                    yield self._wait(agent, request, done, None, replans, PLANNER_NAME, planned)
+                    return
                 if not planned.ok or not isinstance(planned.value, Plan):
                     raise ToolError(f"Error: the planner could not plan: {planned.text}")
                 steps, failure = list(planned.value.steps), ""
@@ -267,29 +272,14 @@ class PlanExecuteMiddleware(Middleware):
                     worker,
                     inputs,
                     outcome,
-                    pausable=self._pausable(agent),
+                    pausable=can_pause(agent, CONFIRM_TOOL),
                     saved=saved,
                     resume=resume,
                 ):
                     yield event
                 if outcome.paused:
-                    asks = [
-                        {"call_id": c.id, "tool": c.name, "arguments": c.arguments}
-                        for c in outcome.asks
-                    ]
-                    self.state(agent)["waiting"] = {
-                        "request": request,
-                        "done": [asdict(d) for d in done],
-                        "steps": [s.model_dump() for s in steps[index:]],
-                        "replans": replans,
-                        "worker": worker.name,
-                        "state": outcome.saved,
-                        "asks": asks,
-                    }
-                    yield (
-                        f"The step's worker {worker.name} waits for the user to confirm: "
-                        + ", ".join(f"{a['tool']}({a['arguments']})" for a in asks)
-                    )
+                    left = steps[index:]
+                    yield self._wait(agent, request, done, left, replans, worker.name, outcome)
                     return
                 if not outcome.ok:
                     failure = f"step {step.worker!r} ({step.task}) failed: {outcome.text}"
@@ -301,6 +291,32 @@ class PlanExecuteMiddleware(Middleware):
                 return
             steps, replans = None, replans + 1
 
+    def _wait(
+        self,
+        agent: AgentView,
+        request: str,
+        done: list[_Done],
+        steps: list[PlanStep] | None,
+        replans: int,
+        who: str,
+        outcome: ForkOutcome,
+    ) -> str:
+        """Keep the plan's progress and the paused sub-agent `who` (the planner, when
+        `steps` is None, or the first step's worker) for `on_model_call` to pause on; the
+        tool's result."""
+        asks = asks_of(outcome.asks)
+        self.state(agent)["waiting"] = {
+            "request": request,
+            "done": [asdict(d) for d in done],
+            "steps": None if steps is None else [s.model_dump() for s in steps],
+            "replans": replans,
+            "worker": who,
+            "state": outcome.saved,
+            "asks": asks,
+        }
+        waits = "The planner" if steps is None else f"The step's worker {who}"
+        return waits_text(waits, asks)
+
     async def _plan(
         self,
         agent: AgentView,
@@ -309,6 +325,7 @@ class PlanExecuteMiddleware(Middleware):
         done: list[_Done],
         failure: str,
         outcome: ForkOutcome,
+        resumed: tuple[dict[str, Any], Resume] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         model = self.planner_model or agent.model
         if model is None:
@@ -324,16 +341,22 @@ class PlanExecuteMiddleware(Middleware):
                     "done; use another worker or another task for what failed)."
                 )
             )
+        guard = [] if can_pause(agent, CONFIRM_TOOL) else [NoPause()]
         planner = Agent(
             model,
             name=PLANNER_NAME,
             system_prompt=f"{self.planner_prompt}\n{lines}",
-            middlewares=[NoPause(), *inherited(agent, call.id)],
+            tools=self.planner_tools,
+            middlewares=[*guard, *inherited(agent, call.id)],
             kind=agent.kind,
             max_iters=3,
+            state=AgentState.model_validate(resumed[0]) if resumed is not None else None,
         )
-        inputs = [make_user_text(agent.kind, text)]
-        async for event in run_nested(agent, call, planner, inputs, outcome, output=Plan):
+        inputs = [] if resumed is not None else [make_user_text(agent.kind, text)]
+        resume = resumed[1] if resumed is not None else None
+        async for event in run_nested(
+            agent, call, planner, inputs, outcome, output=Plan, resume=resume
+        ):
             yield event
 
 
@@ -363,6 +386,7 @@ def plan_execute(
     workers: Sequence[Worker],
     *,
     planner_model: ChatModel | None = None,
+    planner_tools: Sequence[Tool] = (),
     name: str = "planner_executor",
     system_prompt: str = "",
     middlewares: Sequence[Middleware] = (),
@@ -370,7 +394,9 @@ def plan_execute(
 ) -> Agent:
     """A prebuilt plan-execute agent: an `Agent` of `model` with `PlanExecuteMiddleware`
     after `middlewares` (put a `PropagatedLimitMiddleware` there to bound the team)."""
-    steps = PlanExecuteMiddleware(workers, planner_model=planner_model, max_replans=max_replans)
+    steps = PlanExecuteMiddleware(
+        workers, planner_model=planner_model, planner_tools=planner_tools, max_replans=max_replans
+    )
     return Agent(model, name=name, system_prompt=system_prompt, middlewares=[*middlewares, steps])
 
 

@@ -77,6 +77,8 @@ class Pool:
     delegated: set[str] = field(default_factory=set)
     """Tool calls running a remote agent that was sent the deadline."""
     timers: dict[str, asyncio.Timeout] = field(default_factory=dict)
+    at: float | None = None
+    """The deadline on the event loop's clock, converted once (see `due`)."""
 
     def _chain(self) -> list[Pool]:
         out: list[Pool] = []
@@ -180,13 +182,22 @@ class Pool:
         """What this reply and its finished children spent."""
         return Spent(self.used_calls, self.used_tokens, self.used_cost)
 
+    def due(self) -> float:
+        """The deadline on the running event loop's clock. Converted at the first check of
+        the reply's run and kept: the deadline does not move once the run has begun, so the
+        per-event checks of model streams and tool runs read no clocks."""
+        if self.at is None:
+            assert self.deadline is not None
+            self.at = _loop_time(self.deadline)
+        return self.at
+
     def delegate(self, call_id: str) -> None:
         """Mark a tool call as running a remote agent that honours the deadline: its run is
         cut `DELEGATION_GRACE` seconds after the deadline, not at it."""
         self.delegated.add(call_id)
         timer = self.timers.get(call_id)
         if timer is not None and self.deadline is not None:
-            timer.reschedule(_loop_time(self.deadline + DELEGATION_GRACE))
+            timer.reschedule(self.due() + DELEGATION_GRACE)
 
 
 @dataclass(slots=True)
@@ -195,6 +206,8 @@ class _Open:
     per_child: int | None
     top: int | None
     owner: PropagatedLimitMiddleware
+    depth: int = 0
+    """How many limits of the same reply enclose this one."""
 
 
 _OPEN: dict[str, _Open] = {}
@@ -235,9 +248,8 @@ class PropagatedLimitMiddleware(Middleware):
     reading the remainder and taking from it, so parallel children never exceed it. A
     second limit on the same reply (say one a caller sent and one configured) nests inside
     the first. A reply that pauses and resumes goes on with what it had left (kept in its
-    middleware state, so also on another replica; only the outermost limit of the reply is
-    kept, an inner one starts full within it). Not supported: a sidecar (pools are in the
-    agent's process).
+    middleware state, so also on another replica; every limit of the reply keeps its own
+    remainder). Not supported: a sidecar (pools are in the agent's process).
 
     Example:
         >>> agent = Agent(model, middlewares=[PropagatedLimitMiddleware(20), handoffs])
@@ -310,6 +322,16 @@ class PropagatedLimitMiddleware(Middleware):
         _restore(pool, kept["left"])
         pool.used_calls, pool.used_tokens, pool.used_cost = kept["left"]["used"]
 
+    def _resume_nested(self, pool: Pool, left: dict[str, Any]) -> None:
+        """A limit inside another on the same reply goes on from what it had left at the
+        pause (within what the enclosing one has left now): the tool calls it no longer has
+        go back to the enclosing pool at once. What it spent is in the enclosing one's
+        totals already."""
+        before = pool.left
+        _restore(pool, left)
+        if pool.parent is not None and pool.parent.left is not None and before is not None:
+            pool.parent.left += before - (pool.left or 0)
+
     def _mine(self, agent: AgentView) -> Pool | None:
         found = _OPEN.get(agent.reply_id)
         return found.pool if found is not None and found.owner is self else None
@@ -322,11 +344,15 @@ class PropagatedLimitMiddleware(Middleware):
         rid = agent.reply_id
         outer = _OPEN.get(rid)
         pool = self._open(outer)
+        depth = outer.depth + 1 if outer is not None else 0
         kept = self.state(agent)
+        slot = _slot(depth)
         if outer is None and "left" in kept:
             self._resume(pool, kept)
+        elif slot in kept.get("nested", {}):
+            self._resume_nested(pool, kept["nested"][slot])
         top = self._top(outer, pool)
-        _OPEN[rid] = _Open(pool, self.per_child, top, self)
+        _OPEN[rid] = _Open(pool, self.per_child, top, self, depth)
         try:
             async for event in next_handler():
                 if not event.source_path:
@@ -336,10 +362,15 @@ class PropagatedLimitMiddleware(Middleware):
                         if _OPEN[rid].pool is pool:
                             pool.charge_usage(event.usage.input_tokens, event.usage.output_tokens)
                     elif event.type == "reply_end":
-                        if outer is None and event.finish_reason.startswith("awaiting"):
-                            _keep(pool, kept)
+                        paused = event.finish_reason.startswith("awaiting")
+                        if outer is None and paused:
+                            kept["left"] = _kept(pool)
                         elif outer is None:
                             kept.pop("left", None)
+                        elif paused:
+                            kept.setdefault("nested", {})[slot] = _kept(pool)
+                        else:
+                            kept.get("nested", {}).pop(slot, None)
                         if self.report:
                             yield CustomEvent(
                                 reply_id=rid, name=SPENT_EVENT, value=spent_json(pool.spent())
@@ -377,15 +408,15 @@ class PropagatedLimitMiddleware(Middleware):
         _check_left(agent, pool)
         if pool.deadline is None:
             return await next_handler()
-        deadline = pool.deadline
+        deadline, due = pool.deadline, pool.due()
         try:
-            async with asyncio.timeout_at(_loop_time(deadline)):
+            async with asyncio.timeout_at(due):
                 result = await next_handler()
         except TimeoutError:
             raise _late(agent, deadline) from None
         if isinstance(result, ModelResponse):
             return result
-        return _cut_stream(agent, result, deadline)
+        return _cut_stream(agent, result, deadline, due)
 
     def on_acting(
         self, agent: AgentView, kwargs: ActingArgs, next_handler: ActingNext
@@ -397,11 +428,17 @@ class PropagatedLimitMiddleware(Middleware):
         return _cut_run(agent, pool, kwargs["tool_call"].id, next_handler())
 
 
-def _keep(pool: Pool, kept: dict[str, Any]) -> None:
-    """Save what a reply's own pool has left as it ends (its children have given back what
-    they did not use), so the same reply resumed after a pause goes on from there."""
+def _slot(depth: int) -> str:
+    """Where the limit `depth` levels inside a reply's outermost one keeps its remainder
+    (``kept["nested"][slot]``; the outermost's is ``kept["left"]``)."""
+    return str(depth)
+
+
+def _kept(pool: Pool) -> dict[str, Any]:
+    """What a reply's pool has left as it pauses (its children have given back what they
+    did not use), so the same reply resumed goes on from there."""
     seconds = None if pool.deadline is None else max(0.0, pool.deadline - time.time())
-    kept["left"] = {
+    return {
         "tool_calls": pool.left,
         "tokens": pool.tokens,
         "cost_usd": pool.cost,
@@ -466,11 +503,11 @@ def _late(agent: AgentView, deadline: float) -> DeadlineExceededError:
 
 
 async def _cut_stream(
-    agent: AgentView, stream: AsyncIterator[ModelChunk], deadline: float
+    agent: AgentView, stream: AsyncIterator[ModelChunk], deadline: float, due: float
 ) -> AsyncIterator[ModelChunk]:
     try:
         while True:
-            async with asyncio.timeout_at(_loop_time(deadline)):
+            async with asyncio.timeout_at(due):
                 try:
                     chunk = await anext(stream)
                 except StopAsyncIteration:
@@ -486,10 +523,11 @@ async def _cut_run(
     agent: AgentView, pool: Pool, call_id: str, events: AsyncIterator[AgentEvent]
 ) -> AsyncIterator[AgentEvent]:
     assert pool.deadline is not None
+    due = pool.due()
     try:
         while True:
-            grace = DELEGATION_GRACE if call_id in pool.delegated else 0.0
-            async with asyncio.timeout_at(_loop_time(pool.deadline + grace)) as timer:
+            at = due + DELEGATION_GRACE if call_id in pool.delegated else due
+            async with asyncio.timeout_at(at) as timer:
                 pool.timers[call_id] = timer
                 try:
                     event = await anext(events)
@@ -526,9 +564,13 @@ class _Reserved(PropagatedLimitMiddleware):
 
 class RequestLimitMiddleware(PropagatedLimitMiddleware):
     """The limits a caller sent with the reply (`ReplyOptions.limits`, an A2A message's
-    limits extension), with an absolute deadline; reports what was spent (`SPENT_EVENT`)."""
+    limits extension), with an absolute deadline; reports what was spent (`SPENT_EVENT`).
+    `fresh`: the caller sent them with the resume of a paused reply (`ResumeRequest.limits`),
+    so they replace what was left of the paused step's."""
 
-    def __init__(self, limits: Limits, prices: tuple[float, float] = (0.0, 0.0)) -> None:
+    def __init__(
+        self, limits: Limits, prices: tuple[float, float] = (0.0, 0.0), *, fresh: bool = False
+    ) -> None:
         super().__init__(
             limits.tool_calls,
             tokens=limits.tokens,
@@ -538,14 +580,17 @@ class RequestLimitMiddleware(PropagatedLimitMiddleware):
             report=True,
         )
         self.limits = limits
+        self.fresh = fresh
 
     def _limits(self) -> Limits:
         return self.limits
 
     def _resume(self, pool: Pool, kept: dict[str, Any]) -> None:
         """What is left, not what was spent: the caller was sent the report of the step
-        before the pause and counted it, so this step's report holds only its own."""
-        _restore(pool, kept["left"])
+        before the pause and counted it, so this step's report holds only its own. Fresh
+        limits are the caller's own count of what is left: nothing to restore."""
+        if not self.fresh:
+            _restore(pool, kept["left"])
 
 
 def inherited(agent: AgentView, call_id: str = "") -> list[Middleware]:

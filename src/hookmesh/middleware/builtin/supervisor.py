@@ -4,33 +4,32 @@ return into its answer."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hookmesh.agent import Agent, AgentState, new_id
+from hookmesh.agent import Agent, AgentState
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import (
+    CONFIRM_PREFIX,
     ForkOutcome,
     NoPause,
     approved,
+    asker_path,
+    asks_of,
+    can_pause,
+    confirm_call,
     confirm_parameters,
+    pause_step,
     run_nested,
+    waits_text,
 )
 from hookmesh.middleware.builtin.propagated_limits import inherited
-from hookmesh.models import ChatModel, ModelResponse, ModelResult
-from hookmesh.schema import (
-    AgentEvent,
-    Message,
-    Resume,
-    ToolCall,
-    make_assistant,
-    make_user_text,
-)
+from hookmesh.models import ChatModel, ModelResult
+from hookmesh.schema import AgentEvent, Message, Resume, ToolCall, make_user_text
 from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -88,11 +87,6 @@ def worker_names(workers: Sequence[Worker]) -> dict[str, Worker]:
     if len(set(names)) != len(names):
         raise ValueError(f"worker names must be distinct: {', '.join(names)}")
     return {w.name: w for w in workers}
-
-
-CONFIRM_PREFIX = "confirm_"
-"""Prefix of the tool (hidden from the model, needing confirmation) through which a worker's
-wish to run calls the user must confirm pauses the supervisor's reply."""
 
 
 async def run_worker(
@@ -191,27 +185,14 @@ class SupervisorMiddleware(Middleware):
         if waiting:
             calls = []
             for entry in waiting:
-                call = ToolCall(
-                    id=new_id(),
-                    name=f"{CONFIRM_PREFIX}{entry['worker']}",
-                    arguments=json.dumps(
-                        {
-                            "worker": entry["worker"],
-                            "path": asker_path(entry["worker"], entry["asks"]),
-                            "asks": entry["asks"],
-                        }
-                    ),
-                )
+                name = entry["worker"]
+                call = confirm_call(f"{CONFIRM_PREFIX}{name}", "worker", name, entry["asks"])
                 state.setdefault("confirming", {})[call.id] = entry
                 calls.append(call)
-            return ModelResponse(message=make_assistant(agent.kind, "", calls))
+            return pause_step(agent, calls)
         return await next_handler(
             tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
         )
-
-    def _pausable(self, agent: AgentView, worker: Worker) -> bool:
-        toolkit = getattr(agent, "toolkit", None)
-        return toolkit is not None and toolkit.get(f"{CONFIRM_PREFIX}{worker.name}") is not None
 
     async def _run(
         self,
@@ -229,22 +210,17 @@ class SupervisorMiddleware(Middleware):
             worker,
             inputs,
             outcome,
-            pausable=self._pausable(agent, worker),
+            pausable=can_pause(agent, f"{CONFIRM_PREFIX}{worker.name}"),
             saved=saved,
             resume=resume,
         ):
             yield event
         if outcome.paused:
-            asks = [
-                {"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in outcome.asks
-            ]
+            asks = asks_of(outcome.asks)
             self.state(agent).setdefault("waiting", []).append(
                 {"worker": worker.name, "state": outcome.saved, "asks": asks}
             )
-            yield (
-                f"The worker {worker.name} waits for the user to confirm: "
-                + ", ".join(f"{a['tool']}({a['arguments']})" for a in asks)
-            )
+            yield waits_text(f"The worker {worker.name}", asks)
             return
         if not outcome.ok:
             raise ToolError(outcome.text)
@@ -291,26 +267,6 @@ class SupervisorMiddleware(Middleware):
             description=f"Ask the worker {worker.name}: {worker.description}",
             concurrency_safe=True,
         )
-
-
-def asker_path(worker: str, asks: Sequence[dict[str, Any]]) -> list[str]:
-    """The agents from `worker` down to the one that asks: a worker whose one ask is itself
-    a nested confirmation (``confirm_<name>`` of its own supervisor, ``<name>__confirm`` of a
-    remote agent) names the rest in that call's ``path``."""
-    path = [worker]
-    if len(asks) == 1 and _nests(str(asks[0].get("tool", ""))):
-        try:
-            inner = json.loads(asks[0].get("arguments") or "{}")
-        except ValueError:
-            return path
-        if isinstance(inner, dict) and isinstance(inner.get("path"), list):
-            path += [str(p) for p in inner["path"]]
-    return path
-
-
-def _nests(tool_name: str) -> bool:
-    """Whether a call of `tool_name` stands for a sub-agent's own ask."""
-    return tool_name.startswith(CONFIRM_PREFIX) or tool_name.endswith("__confirm")
 
 
 def supervisor(

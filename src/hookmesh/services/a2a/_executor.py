@@ -226,6 +226,7 @@ class HookmeshAgentExecutor(AgentExecutor):
             ],
             timeout=self.run_timeout,
             token=token,
+            limits=_limits_of(message),
         )
 
     async def follow(

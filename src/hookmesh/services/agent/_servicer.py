@@ -175,11 +175,13 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
         client_tools: Sequence[Tool],
         chain: MiddlewareChain,
         limits: Limits | None = None,
+        fresh: bool = False,
     ) -> Agent:
         settings = self.config.agent
         middlewares = chain.middlewares_for(session_id)
         if limits is not None:
-            middlewares = [RequestLimitMiddleware(limits, _prices(middlewares)), *middlewares]
+            caller = RequestLimitMiddleware(limits, _prices(middlewares), fresh=fresh)
+            middlewares = [caller, *middlewares]
         return Agent(
             self.models[model],
             name=settings.name,
@@ -360,6 +362,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             raise _not_found(session_id)
         resume = _resume(request)
         client_tools = self._client_tools(request.client_tools)
+        # A caller's limits sent with the resume replace the paused reply's in full.
+        sent = _limits_of(request.limits, "limits") if request.HasField("limits") else None
 
         chain = await self.desk.claim(key)
         try:
@@ -376,13 +380,17 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
                     metadata={"sessionId": session_id},
                 )
             record = await self.store.reply(*key, pending.reply_id)
-            limits = (
-                _limits(_agent_pb2.ReplyRequest.FromString(record.request).options)
-                if record is not None
-                else None
-            )
+            limits = sent
+            if sent is None and record is not None:
+                limits = _limits(_agent_pb2.ReplyRequest.FromString(record.request).options)
             agent = self._agent(
-                *key, stored.state, self.config.agent.model, client_tools, chain, limits
+                *key,
+                stored.state,
+                self.config.agent.model,
+                client_tools,
+                chain,
+                limits,
+                fresh=sent is not None,
             )
             events = agent.resume(resume)  # checks the answers before the claim is kept
         except BaseException:
@@ -395,6 +403,8 @@ class AgentServicer(_agent_grpc.AgentServiceServicer):
             saved = _agent_pb2.ReplyRequest.FromString(record.request)
             del saved.client_tools[:]
             saved.client_tools.extend(request.client_tools)
+        if sent is not None:  # a replica continuing this reply keeps the caller's new limits
+            saved.options.limits.CopyFrom(request.limits)
         flight = self.desk.launch(
             key,
             chain,
@@ -587,7 +597,16 @@ def _limits(options: _agent_pb2.ReplyOptions) -> Limits | None:
     """
     if not options.HasField("limits"):
         return None
-    limits, wrong = limits_from_proto(options.limits)
+    return _limits_of(options.limits, "options.limits")
+
+
+def _limits_of(pb: _agent_pb2.ReplyLimits, field: str) -> Limits:
+    """The limits `pb` (the request's `field`) sets.
+
+    Raises:
+        SchemaError: A limit is negative or not a finite number (INVALID_OPTIONS).
+    """
+    limits, wrong = limits_from_proto(pb, field)
     if wrong:
         raise SchemaError(wrong, reason="INVALID_OPTIONS")
     return limits

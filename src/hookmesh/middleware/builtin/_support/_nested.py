@@ -4,13 +4,15 @@ handoffs, the supervisor and plan-execute."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hookmesh.agent import Agent, Output
+from hookmesh.agent import Agent, Output, new_id
 from hookmesh.middleware import AgentView, PermissionArgs, PermissionNext
 from hookmesh.middleware._base import Middleware, PermissionDecision
+from hookmesh.models import ModelResponse
 from hookmesh.schema import (
     AgentEvent,
     Confirmation,
@@ -19,11 +21,17 @@ from hookmesh.schema import (
     ReplyEndEvent,
     Resume,
     ToolCall,
+    ask_path,
     is_hint,
+    make_assistant,
     nest,
     text_of,
     tool_calls,
 )
+
+CONFIRM_PREFIX = "confirm_"
+"""Prefix of the tool (hidden from the model, needing confirmation) through which a
+sub-agent's wish to run calls the user must confirm pauses its parent's reply."""
 
 
 @dataclass(slots=True)
@@ -120,6 +128,45 @@ def approved(asks: Sequence[dict[str, Any]]) -> Resume:
     """The resume of a paused nested run whose asked calls (``call_id`` each) the user
     confirmed."""
     return Resume(confirmations=[Confirmation(call_id=a["call_id"], confirmed=True) for a in asks])
+
+
+def asks_of(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """A paused sub-agent's asked calls as its parent keeps them: ``call_id``, ``tool`` and
+    ``arguments`` (JSON text) each."""
+    return [{"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in calls]
+
+
+def waits_text(who: str, asks: Sequence[dict[str, Any]]) -> str:
+    """The result of the call whose sub-agent waits for the user."""
+    named = ", ".join(f"{a['tool']}({a['arguments']})" for a in asks)
+    return f"{who} waits for the user to confirm: {named}"
+
+
+def asker_path(name: str, asks: Sequence[dict[str, Any]]) -> list[str]:
+    """The agents from the sub-agent `name` down to the one that asks: a sub-agent whose one
+    ask is itself a nested confirmation names the rest in that call's ``path``."""
+    if len(asks) != 1:
+        return [name]
+    return [name, *ask_path(str(asks[0].get("tool", "")), asks[0].get("arguments"))]
+
+
+def can_pause(agent: AgentView, confirm_tool: str) -> bool:
+    """Whether `agent`'s reply can pause on `confirm_tool` (its toolkit has it: in process;
+    a sidecar has none, so a sub-agent's ask is denied there)."""
+    toolkit = getattr(agent, "toolkit", None)
+    return toolkit is not None and toolkit.get(confirm_tool) is not None
+
+
+def confirm_call(tool_name: str, asker: str, name: str, asks: list[dict[str, Any]]) -> ToolCall:
+    """The hidden call of `tool_name` the parent's reply pauses on for sub-agent `name`:
+    ``{<asker>: name, "path": [...], "asks": asks}``."""
+    arguments = {asker: name, "path": asker_path(name, asks), "asks": asks}
+    return ToolCall(id=new_id(), name=tool_name, arguments=json.dumps(arguments))
+
+
+def pause_step(agent: AgentView, calls: list[ToolCall]) -> ModelResponse:
+    """The model's stand-in for a step that only makes the hidden confirmation `calls`."""
+    return ModelResponse(message=make_assistant(agent.kind, "", calls))
 
 
 def confirm_parameters(asker: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from hookmesh.schema import (
     TextBlock,
     ToolCall,
     ToolOutputBlock,
+    ask_path,
     make_assistant,
     nest,
     tool_results,
@@ -341,13 +342,11 @@ def _pause_tool(agent: AgentView, waiting: dict[str, Any]) -> str | None:
 
 def _path(waiting: dict[str, Any]) -> list[str]:
     """The agents from the remote one down to the one that asks: a remote agent that is
-    itself waiting on a remote agent's confirmation names the rest in its one call's path."""
+    itself waiting on a sub-agent's confirmation names the rest in its one call's path."""
     path = [str(waiting.get("agent_name") or waiting["agent"])]
     calls = waiting["data"].get("tool_calls") or []
-    if len(calls) == 1 and str(calls[0].get("name", "")).endswith(CONFIRM_SUFFIX):
-        inner = calls[0].get("arguments") or {}
-        if isinstance(inner, dict) and isinstance(inner.get("path"), list):
-            path += [str(p) for p in inner["path"]]
+    if len(calls) == 1 and isinstance(calls[0], dict):
+        path += ask_path(str(calls[0].get("name", "")), calls[0].get("arguments"))
     return path
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from hookmesh.agent import Agent, Tool
+from hookmesh.agent import Agent, AgentState, Tool
 from hookmesh.middleware import AgentView
 from hookmesh.middleware._base import Middleware
 from hookmesh.middleware.builtin._support._nested import (
@@ -18,11 +19,7 @@ from hookmesh.middleware.builtin._support._nested import (
 from hookmesh.middleware.builtin.budget import BudgetMiddleware
 from hookmesh.middleware.builtin.propagated_limits import inherited
 from hookmesh.models import ChatModel
-from hookmesh.schema import (
-    AgentEvent,
-    ToolCall,
-    make_user_text,
-)
+from hookmesh.schema import AgentEvent, Message, Resume, ToolCall, make_user_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +43,21 @@ class Fork:
 
 
 async def run_fork(
-    agent: AgentView, call: ToolCall, fork: Fork, instructions: str, outcome: ForkOutcome
+    agent: AgentView,
+    call: ToolCall,
+    fork: Fork,
+    instructions: str,
+    outcome: ForkOutcome,
+    *,
+    pausable: bool = False,
+    resumed: tuple[dict[str, Any], Resume] | None = None,
 ) -> AsyncIterator[AgentEvent]:
-    """Run the sub-agent for `call`, yielding its events nested under the call, then fill
-    `outcome`. It is bound by the parent reply's propagated limits."""
-    middlewares: list[Middleware] = [NoPause(), *inherited(agent, call.id)]
+    """Run the sub-agent for `call` (or continue, from its saved state, its paused run with
+    the user's answer: `resumed`), yielding its events nested under the call, then fill
+    `outcome`. It is bound by the parent reply's propagated limits. Unless `pausable`, a call
+    of its that needs confirmation is denied."""
+    guard: list[Middleware] = [] if pausable else [NoPause()]
+    middlewares: list[Middleware] = [*guard, *inherited(agent, call.id)]
     if fork.token_budget is not None:
         middlewares.append(BudgetMiddleware(token_budget=fork.token_budget))
     sub = Agent(
@@ -61,8 +68,12 @@ async def run_fork(
         middlewares=middlewares,
         kind=agent.kind,
         max_iters=fork.max_iters,
+        state=AgentState.model_validate(resumed[0]) if resumed is not None else None,
     )
-    inputs = parent_context(agent.state.context, call) if fork.with_context else []
-    inputs.append(make_user_text(agent.kind, fork.task))
-    async for event in run_nested(agent, call, sub, inputs, outcome):
+    inputs: list[Message] = []
+    if resumed is None:
+        inputs = parent_context(agent.state.context, call) if fork.with_context else []
+        inputs.append(make_user_text(agent.kind, fork.task))
+    resume = resumed[1] if resumed is not None else None
+    async for event in run_nested(agent, call, sub, inputs, outcome, resume=resume):
         yield event

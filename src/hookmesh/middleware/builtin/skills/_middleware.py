@@ -7,12 +7,23 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
 
-from hookmesh.middleware import AgentView
+from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._confine import ConfinedRoot
-from hookmesh.middleware.builtin._support._nested import ForkOutcome
+from hookmesh.middleware.builtin._support._nested import (
+    CONFIRM_PREFIX,
+    ForkOutcome,
+    approved,
+    asks_of,
+    can_pause,
+    confirm_call,
+    confirm_parameters,
+    pause_step,
+    waits_text,
+)
 from hookmesh.middleware.builtin.skills._catalog import (
     SKILL_FILE,
     Skill,
@@ -24,7 +35,8 @@ from hookmesh.middleware.builtin.skills._catalog import (
     skill_files,
 )
 from hookmesh.middleware.builtin.skills._fork import Fork, run_fork
-from hookmesh.models import ChatModel
+from hookmesh.models import ChatModel, ModelResult
+from hookmesh.schema import Resume
 from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
 
 log = logging.getLogger("hookmesh.middleware.skills")
@@ -64,20 +76,29 @@ class SkillsMiddleware(Middleware):
       ``fork_with_context`` also gives it a copy of the conversation so far (both message
       kinds; hint messages and the calling step are left out). Its events reach the client
       as nested events (``source_path``: this call, the skill, the sub-agent's reply) and
-      count toward the reply's usage. A sub-agent cannot pause: calls that need a person's
-      confirmation are denied in it.
+      count toward the reply's usage.
 
-    Hooks: `on_system_prompt` (the list, rescanned each reply). The tool's run does the rest
-    (loads, files and forks; it takes the run context for the agent's kind, model and
-    conversation), through ``CallTool`` in a sidecar, so other tool calls never reach this
-    middleware. State: none. In a sidecar there is no agent model: pass `model`. Nested
-    events from a sidecar stream back as they happen.
+    Nested approvals: a sub-agent's call that needs the user's confirmation pauses it (its
+    ``require_user_confirm`` streams nested) and its state is kept in this reply's
+    middleware state; the call's result says it waits, and the next model call is replaced
+    by a call of ``confirm_<tool_name>`` (hidden from the model; ``{"skill", "path",
+    "asks"}``), which needs confirmation, so the reply pauses. Confirming it continues the
+    sub-agent with its calls approved (the skill is read again), and its answer is that
+    call's result; rejecting it drops the sub-agent's run. In a sidecar (no toolkit to pause
+    with) such a call is denied in the sub-agent instead.
+
+    Hooks: `on_system_prompt` (the list, rescanned each reply), `on_model_call` (the pause;
+    otherwise it hides the confirmation tool). The tool's run does the rest (loads, files
+    and forks; it takes the run context for the agent's kind, model and conversation),
+    through ``CallTool`` in a sidecar, so other tool calls never reach this middleware.
+    State: the paused sub-agents, in the reply's middleware state. In a sidecar there is no
+    agent model: pass `model`. Nested events from a sidecar stream back as they happen.
 
     Example:
         >>> import tempfile
         >>> mw = SkillsMiddleware(tempfile.mkdtemp())
         >>> [t.name for t in mw.list_tools()]
-        ['skill']
+        ['skill', 'confirm_skill']
 
     Args:
         root: The folder holding one sub-folder per skill.
@@ -132,6 +153,7 @@ class SkillsMiddleware(Middleware):
         self.tool_name = tool_name
         self.intro = intro.replace("{tool}", tool_name)
         self._tool = self._build_tool()
+        self._confirm = self._build_confirm()
         self._warned: set[str] = set()
         self._sections: dict[str, str] = {}
         """The listing of each recent reply (by reply id), oldest first."""
@@ -140,7 +162,25 @@ class SkillsMiddleware(Middleware):
         return "skills"
 
     def list_tools(self) -> list[Tool]:
-        return [self._tool]
+        return [self._tool, self._confirm]
+
+    async def on_model_call(
+        self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
+    ) -> ModelResult:
+        """While forks wait for the user, replace the model call by calls of the hidden
+        confirmation tool (this reply then pauses); otherwise call the model without it."""
+        state = self.state(agent)
+        waiting = state.pop("waiting", [])
+        if waiting:
+            calls = []
+            for entry in waiting:
+                call = confirm_call(self._confirm.name, "skill", entry["skill"], entry["asks"])
+                state.setdefault("confirming", {})[call.id] = entry
+                calls.append(call)
+            return pause_step(agent, calls)
+        return await next_handler(
+            tools=[t for t in kwargs["tools"] if t["name"] != self._confirm.name]
+        )
 
     # --- system prompt ---------------------------------------------------------------------
 
@@ -213,18 +253,59 @@ class SkillsMiddleware(Middleware):
 
         return tool(skill, name=self.tool_name, read_only=True)
 
+    def _build_confirm(self) -> Tool:
+        async def confirm(
+            context: ToolContext[AgentView], **unused: Any
+        ) -> AsyncIterator[ToolPiece]:
+            """Continue a skill's sub-agent with the calls the user confirmed."""
+            entry = self.state(context.agent).get("confirming", {}).pop(context.call.id, None)
+            if entry is None:
+                raise ToolError("Error: no sub-agent waits for this confirmation")
+            found, body = await asyncio.to_thread(
+                find_skill, self.skills_root, entry["skill"], self.max_chars
+            )
+            resumed = (entry["state"], approved(entry["asks"]))
+            async for piece in self._fork(context, found, body, entry["task"], resumed):
+                yield piece
+
+        return Tool(
+            name=f"{CONFIRM_PREFIX}{self.tool_name}",
+            description="The user confirms the calls a skill's sub-agent asks to make.",
+            parameters=confirm_parameters("skill"),
+            func=confirm,
+            needs_confirmation=True,
+        )
+
     async def _fork(
-        self, context: ToolContext[AgentView], skill: Skill, instructions: str, task: str
+        self,
+        context: ToolContext[AgentView],
+        skill: Skill,
+        instructions: str,
+        task: str,
+        resumed: tuple[dict[str, Any], Resume] | None = None,
     ) -> AsyncIterator[ToolPiece]:
-        """Run the skill's sub-agent on `task`: its events nested under the call, then its
-        final answer (an error result when it did not complete or could not start)."""
+        """Run the skill's sub-agent on `task` (or continue its paused run: `resumed`): its
+        events nested under the call, then its final answer (an error result when it did
+        not complete or could not start); a sub-agent that waits for the user is kept in
+        this reply's state, for `on_model_call` to pause on."""
+        agent = context.agent
         try:
-            fork = self._plan(context.agent, skill, task)
+            fork = self._plan(agent, skill, task)
         except SkillError as exc:
             raise ToolError(f"Error: {exc}") from None
         outcome = ForkOutcome()
-        async for event in run_fork(context.agent, context.call, fork, instructions, outcome):
+        pausable = can_pause(agent, self._confirm.name)
+        async for event in run_fork(
+            agent, context.call, fork, instructions, outcome, pausable=pausable, resumed=resumed
+        ):
             yield event
+        if outcome.paused:
+            asks = asks_of(outcome.asks)
+            self.state(agent).setdefault("waiting", []).append(
+                {"skill": skill.name, "task": task, "state": outcome.saved, "asks": asks}
+            )
+            yield waits_text(f"The skill {skill.name}'s sub-agent", asks)
+            return
         if not outcome.ok:
             raise ToolError(outcome.text)
         yield outcome.text
