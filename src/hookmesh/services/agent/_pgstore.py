@@ -322,10 +322,15 @@ class PostgresSessionStore(SessionStore):
             (self.lease_seconds, self.holder),
         )
         kept = {(o, s, int(t)) for o, s, t in rows}
-        lost = [Lease(o, s, t) for (o, s), t in held.items() if (o, s, t) not in kept]
+        # NOTE(sessions): a lease released while the renewal ran is gone from the table
+        # without having been lost (nor is a lease taken again meanwhile, with a new token).
+        lost = [
+            Lease(o, s, t)
+            for (o, s), t in held.items()
+            if (o, s, t) not in kept and self._held.get((o, s)) == t
+        ]
         for lease in lost:
-            if self._held.get((lease.owner, lease.session_id)) == lease.token:
-                del self._held[lease.owner, lease.session_id]
+            del self._held[lease.owner, lease.session_id]
         return lost
 
     async def release(self, lease: Lease) -> None:
