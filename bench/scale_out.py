@@ -32,9 +32,10 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import grpc
 import yaml
@@ -290,7 +291,7 @@ async def main() -> None:
     )
 
 
-def run(main_coro: Callable[[], Awaitable[None]]) -> None:
+def run(main_coro: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run on uvloop when installed (as the services do)."""
     try:
         import uvloop
