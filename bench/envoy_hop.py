@@ -32,12 +32,16 @@ import grpc
 import yaml
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from hookmesh._security import open_channel
 from hookmesh.testing import EnvoyProxy, stop_process
 
 ENVOY_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "envoy" / "hookmesh.yaml"
 PAYLOAD = 120
 """Bytes per streamed message: about one serialized text-delta ReplyResponse."""
 COUNTS = (1, 10, 40)
+IDLE_MS = (2, 5)
+"""Milliseconds the server waits before the first of 10 messages in the idle rows: a reply's
+first event comes after its store work (2-3 ms on SQLite, more on PostgreSQL)."""
 START_TIMEOUT = 30.0
 CALL_TIMEOUT = 10.0
 _UNARY = "/hookmesh.bench.Hop/Unary"
@@ -53,7 +57,10 @@ async def _unary(request: bytes, unused_context: Any) -> bytes:
 
 async def _stream(request: bytes, unused_context: Any) -> AsyncIterator[bytes]:
     message = b"x" * PAYLOAD
-    for _ in range(int.from_bytes(request, "big")):
+    count, idle_ms = int.from_bytes(request[:4], "big"), int.from_bytes(request[4:], "big")
+    if idle_ms:
+        await asyncio.sleep(idle_ms / 1000)
+    for _ in range(count):
         yield message
 
 
@@ -145,10 +152,20 @@ async def main() -> None:
         address = line.removeprefix("listening on ")
         for name, config in (("envoy", ENVOY_CONFIG), ("bare envoy", _bare_config(folder))):
             envoys[name] = await EnvoyProxy({"agent": [address]}, config).start()
-        targets = {"direct": address, **{k: e.address("agent") for k, e in envoys.items()}}
+        targets = {
+            "direct": address,
+            "hookmesh channel": address,
+            **{k: e.address("agent") for k, e in envoys.items()},
+        }
         probes: dict[tuple[str, str], Probe] = {}
         for path, target in targets.items():
-            channel = grpc.aio.insecure_channel(target)
+            # The clients' channel (open_channel: OpenTelemetry's client interceptors and
+            # keepalive), direct: what the interceptors cost per call.
+            channel = (
+                open_channel(target)
+                if path == "hookmesh channel"
+                else grpc.aio.insecure_channel(target)
+            )
             channels.append(channel)
             await asyncio.wait_for(channel.channel_ready(), START_TIMEOUT)
             unary = channel.unary_unary(_UNARY)
@@ -165,6 +182,14 @@ async def main() -> None:
                         pass
 
                 probes[path, f"stream x{count}"] = call_stream
+            for idle in IDLE_MS:
+
+                async def call_idle(stream: Any = stream, idle: int = idle) -> None:
+                    request = (10).to_bytes(4, "big") + idle.to_bytes(2, "big")
+                    async for _message in stream(request, timeout=CALL_TIMEOUT):
+                        pass
+
+                probes[path, f"x10 idle {idle}ms"] = call_idle
         for probe in probes.values():
             await _sample(probe, warmup)
         p50s: dict[tuple[str, str], list[float]] = {key: [] for key in probes}
@@ -190,20 +215,21 @@ async def main() -> None:
         f"rounds x {per_round} calls per row after {warmup} warm-up, one call at a time; "
         f"{PAYLOAD} B per message; Envoy --concurrency 1"
     )
-    kinds = ["unary", *(f"stream x{n}" for n in COUNTS)]
-    print(f"\n{'call':14s}" + "".join(f"{p + ' p50 µs':>18s}" for p in targets), end="")
-    print("".join(f"{p + ' +µs':>16s}" for p in envoys) + f"{'envoy cpu µs':>14s}")
-    added: dict[str, dict[str, float]] = {p: {} for p in envoys}
+    kinds = ["unary", *(f"stream x{n}" for n in COUNTS), *(f"x10 idle {n}ms" for n in IDLE_MS)]
+    others = [p for p in targets if p != "direct"]
+    print(f"\n{'call':16s}" + "".join(f"{p + ' p50 µs':>24s}" for p in targets), end="")
+    print("".join(f"{p + ' +µs':>22s}" for p in others) + f"{'envoy cpu µs':>14s}")
+    added: dict[str, dict[str, float]] = {p: {} for p in others}
     for kind in kinds:
         row = {p: statistics.median(p50s[p, kind]) for p in targets}
-        for p in envoys:
+        for p in others:
             added[p][kind] = statistics.median(
                 e - d for e, d in zip(p50s[p, kind], p50s["direct", kind], strict=True)
             )
         print(
-            f"  {kind:12s}"
-            + "".join(f"{row[p]:18.1f}" for p in targets)
-            + "".join(f"{added[p][kind]:16.1f}" for p in envoys)
+            f"  {kind:14s}"
+            + "".join(f"{row[p]:24.1f}" for p in targets)
+            + "".join(f"{added[p][kind]:22.1f}" for p in others)
             + f"{cpu['envoy', kind]:14.1f}"
         )
     first, last = COUNTS[0], COUNTS[-1]
@@ -212,8 +238,15 @@ async def main() -> None:
         print(
             f"  -> {p}: +{added[p]['unary']:.0f} µs per unary call, "
             f"+{added[p][f'stream x{first}']:.0f} µs per one-message stream, "
-            f"+{slope:.1f} µs per further streamed message"
+            f"+{slope:.1f} µs per further streamed message; after the server idled "
+            + ", ".join(f"{n} ms +{added[p][f'x10 idle {n}ms']:.0f} µs" for n in IDLE_MS)
+            + f" (back to back +{added[p]['stream x10']:.0f})"
         )
+    print(
+        f"  -> hookmesh channel (OpenTelemetry client interceptors), direct: "
+        f"+{added['hookmesh channel']['unary']:.0f} µs per unary call, "
+        f"+{added['hookmesh channel']['stream x10']:.0f} µs per 10-message stream"
+    )
 
 
 if __name__ == "__main__":

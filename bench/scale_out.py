@@ -11,6 +11,12 @@ one streamed answer per reply, a new session per reply):
   replica, each Envoy, PostgreSQL with its backends) from the kernel's counters.
 * Envoy's added latency: one reply at a time to the same PostgreSQL replica, direct and
   through Envoy; p50 of each and their ratio (per round, median).
+* the cost model checked: after the interleaved rounds, the PostgreSQL replica is pinned to
+  one core and everything else of the run (this client, Envoy, PostgreSQL) to the other
+  (every thread, `sched_setaffinity`), the one-replica Envoy row runs again, and its
+  replies/s is printed beside what the model predicts from that row's own CPU per reply:
+  min(1e6 / replica µs, 1e6 / (client + Envoy + PostgreSQL µs)). Other work on the machine
+  is not pinned away, so it takes from both cores.
 
 Rows are sampled in interleaved rounds after a warm-up, so drift on this shared machine hits
 every row alike. The machine's load average is printed with the figures. Prints figures;
@@ -21,13 +27,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import grpc
 import yaml
@@ -117,6 +125,37 @@ def _tree_cpu(root: int) -> float:
     return total
 
 
+def _tree(root: int) -> list[int]:
+    """`root` and its live descendants."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
+            except (OSError, IndexError):
+                continue
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += parents.get(pid, [])
+    return found
+
+
+def _pin(pids: list[int], cpus: set[int]) -> None:
+    """Every thread of `pids` (and their descendants) onto `cpus`; threads and processes
+    they start later inherit it."""
+    for root in pids:
+        for pid in _tree(root):
+            try:
+                tasks = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+            except OSError:
+                continue
+            for task in tasks:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(task, cpus)
+
+
 def _components(replicas: dict[str, int]) -> dict[str, int]:
     """The processes whose CPU is reported: each replica, Envoy (both proxies) and PostgreSQL,
     found among this process's children by name."""
@@ -193,6 +232,22 @@ async def main() -> None:
             serial["direct"] += d
             serial["envoy"] += e
             envoy_ratio.append(statistics.median(e) / statistics.median(d))
+        pinned_cpu: dict[str, float] = {}
+        pinned_rates: list[float] = []
+        everything = set(range(os.cpu_count() or 1))
+        if len(everything) >= 2:
+            others = [os.getpid(), *(p for k, p in components.items() if k != "replica pg 1")]
+            _pin([first.pid], {0})
+            _pin(others, everything - {0})
+            try:
+                await _load(proxied, CONCURRENCY * 2, [])
+                for _ in range(ROUNDS):
+                    before = _cpu_now(components)
+                    pinned_rates.append(await _load(proxied, REPLIES, []))
+                    for part, value in _cpu_now(components).items():
+                        pinned_cpu[part] = pinned_cpu.get(part, 0.0) + value - before[part]
+            finally:
+                _pin([first.pid, *others], everything)
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min)")
@@ -214,6 +269,19 @@ async def main() -> None:
     for name in rows:
         cells = " ".join(f"{cpu[name][p] / (REPLIES * ROUNDS) * 1e6:14.0f}" for p in parts)
         print(f"{name:32} {cells}")
+    if pinned_rates:
+        per = {k: v / (REPLIES * ROUNDS) * 1e6 for k, v in pinned_cpu.items()}
+        rest = per["client"] + sum(v for k, v in per.items() if k.startswith(("envoy", "postgres")))
+        replica = per["replica pg 1"]
+        predicted = min(1e6 / replica, 1e6 / rest)
+        measured = statistics.median(pinned_rates)
+        print(
+            f"pinned: replica pg 1 on core 0, client + Envoy + PostgreSQL on the rest: "
+            f"{measured:.1f} replies/s; CPU per reply replica {replica:.0f} µs, the rest "
+            f"{rest:.0f} µs; model {predicted:.1f} replies/s "
+            f"({'replica' if replica >= rest else 'the rest'} saturates first); "
+            f"measured/model {measured / predicted:.2f}"
+        )
     d50 = statistics.median(serial["direct"]) * 1e3
     e50 = statistics.median(serial["envoy"]) * 1e3
     print(
@@ -223,7 +291,7 @@ async def main() -> None:
     )
 
 
-def run(main_coro: Callable[[], Awaitable[None]]) -> None:
+def run(main_coro: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run on uvloop when installed (as the services do)."""
     try:
         import uvloop

@@ -9,6 +9,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from hookmesh.middleware import AgentView, FailureMode, Middleware, MiddlewareDescription
 from hookmesh.models import ModelResponse
 from hookmesh.remote._comparison import Trace, disagreement, dump, dump_context, shared_prefix
@@ -21,6 +23,7 @@ Record = Callable[[float, Disagreement | None, bool], None]
 candidate failed."""
 
 _END = object()
+_CONTEXT: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
 class _NotCalled(Exception):
@@ -43,14 +46,25 @@ class _ShadowView:
         # NOTE(hookmesh): seeded from the live slice: the candidate's writes go to copies,
         # so one under another key would otherwise start empty at every invocation.
         slice_ = agent.state.middle_context.get(live_key, {}).get(agent.reply_id, {})
-        context = _copies(agent.state.context)
-        self.state = _ShadowState(context, {key: {agent.reply_id: copy.deepcopy(slice_)}})
+        # NOTE(hookmesh): the context is snapshotted as JSON on the live side's time (a
+        # quarter of the cost of deep copies of its messages) and rebuilt into the
+        # candidate's own messages when the candidate first reads its state, in its task.
+        self._snapshot = _CONTEXT.dump_json(agent.state.context)
+        self._slices = {key: {agent.reply_id: copy.deepcopy(slice_)}}
+        self._state: _ShadowState | None = None
         self.emitted: list[AgentEvent] = []
         self.waited = 0.0
         """Seconds the candidate spent waiting for the live downstream (not its latency)."""
         self.downstream: tuple[int, list[Message]] | None = None
         """What the live downstream did to the context: how many leading messages it kept,
         and copies of the ones after them once it ended."""
+
+    @property
+    def state(self) -> _ShadowState:
+        """The candidate's copies of the state slice and of the context."""
+        if self._state is None:
+            self._state = _ShadowState(_CONTEXT.validate_json(self._snapshot), self._slices)
+        return self._state
 
     def left_by_downstream(self, handed: list[str], context: list[Message]) -> None:
         """Note what the live downstream changed in `context`, the live side having handed

@@ -23,6 +23,7 @@ from hookmesh.services.agent._store import (
     Rows,
     SessionRow,
     SessionStore,
+    StoredSession,
 )
 
 log = logging.getLogger("hookmesh.agent_service")
@@ -112,11 +113,25 @@ _HELD = (
     " AND l.session_id = r.session_id AND l.expire_time >= now()"
     " AND NOT pg_try_advisory_xact_lock(l.holder))"
 )
-# NOTE(sessions): the row lock keeps a taker waiting until this write commits.
-_FENCE = (
-    "SELECT 1 FROM {ns}.session_leases WHERE owner = %s AND session_id = %s AND token = %s"
-    " FOR UPDATE"
-)
+# NOTE(sessions): a write's fence is an error, not a row to read: it aborts the transaction
+# by itself, so COMMIT goes in the same pipeline and a write is one round trip. The row lock
+# keeps a taker waiting until the write commits. Created with the schema (a function body
+# has semicolons of its own, so it is not part of `_SCHEMA`'s split).
+_LEASE_LOST = "HMLST"
+"""SQLSTATE the fence raises when the write's lease is no longer held."""
+_FENCE_FUNCTION = """
+CREATE OR REPLACE FUNCTION {ns}.fence(o text, s text, t bigint) RETURNS void
+LANGUAGE plpgsql AS $fence$
+BEGIN
+    PERFORM 1 FROM {ns}.session_leases
+        WHERE owner = o AND session_id = s AND token = t FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'lease lost' USING ERRCODE = 'HMLST';
+    END IF;
+END
+$fence$
+"""
+_FENCE = "SELECT {ns}.fence(%s, %s, %s)"
 _UPSERT = (
     "INSERT INTO {ns}.sessions (owner, session_id, agent_name, awaiting, pending_json,"
     " state_json) VALUES (%s, %s, %s, %s, %s, %s)"
@@ -175,6 +190,8 @@ class PostgresSessionStore(SessionStore):
         self.holder = secrets.randbits(62) + 1
         """This store's holder id: the key of the advisory lock it keeps while it lives."""
         self._held: dict[tuple[str, str], int] = {}
+        self._fresh: dict[tuple[str, str], Rows] = {}
+        """The session as read with its lease, until the holder's first `get` or write."""
         self._pool: Any = None
         self._lock_conn: Any = None
         self._listen_conn: Any = None
@@ -225,6 +242,7 @@ class PostgresSessionStore(SessionStore):
             for statement in _SCHEMA.format(ns=self.namespace).split(";"):
                 if statement.strip():
                     await conn.execute(statement)  # type: ignore[arg-type]
+            await conn.execute(_FENCE_FUNCTION.format(ns=self.namespace))  # type: ignore[arg-type]
 
     async def _hold(self) -> None:
         """Take this holder's advisory lock on a connection of its own (kept until close)."""
@@ -251,18 +269,41 @@ class PostgresSessionStore(SessionStore):
         async with self._connection() as conn, conn.cursor() as cursor:
             await cursor.executemany(sql, params)
 
+    async def _execute_batch(self, statements: Sequence[tuple[str, Params]]) -> tuple[Rows, ...]:
+        # NOTE(sessions): pipelined, one sync at the block's end: one round trip, and the
+        # statements share its implicit transaction (an error skips the rest).
+        async with self._connection() as conn:
+            async with conn.pipeline():
+                cursors = [await conn.execute(sql, params) for sql, params in statements]
+            return tuple([list(await c.fetchall()) if c.description else [] for c in cursors])
+
     # --- leases ----------------------------------------------------------------------------
 
     async def acquire(self, owner: str, session_id: str) -> Lease | None:
-        rows = await self._rows(
-            self._ns(_ACQUIRE),
-            {"owner": owner, "sid": session_id, "holder": self.holder, "ttl": self.lease_seconds},
+        # NOTE(sessions): the session is read in the same round trip, after the lease is
+        # taken (one implicit transaction, each statement its own snapshot): a reply reads
+        # its session right after claiming it, and that read is then answered from here.
+        # Kept only until the holder's first `get`, its first write or its release.
+        params = {"owner": owner, "sid": session_id, "holder": self.holder}
+        rows, session = await self._batch(
+            [
+                (self._ns(_ACQUIRE), {**params, "ttl": self.lease_seconds}),
+                self._read(owner, session_id),
+            ]
         )
         if not rows:
             return None
         token = int(rows[0][0])
         self._held[owner, session_id] = token
+        self._fresh[owner, session_id] = session
         return Lease(owner, session_id, token)
+
+    async def get(self, owner: str, session_id: str) -> StoredSession | None:
+        """`SessionStore.get`; the first after `acquire` is the read made with the lease."""
+        fresh = self._fresh.pop((owner, session_id), None)
+        if fresh is None:
+            return await super().get(owner, session_id)
+        return self._session(owner, session_id, fresh)
 
     async def renew(self) -> list[Lease]:
         """Extend every lease this store holds; retake the holder lock if its connection
@@ -281,13 +322,19 @@ class PostgresSessionStore(SessionStore):
             (self.lease_seconds, self.holder),
         )
         kept = {(o, s, int(t)) for o, s, t in rows}
-        lost = [Lease(o, s, t) for (o, s), t in held.items() if (o, s, t) not in kept]
+        # NOTE(sessions): a lease released while the renewal ran is gone from the table
+        # without having been lost (nor is a lease taken again meanwhile, with a new token).
+        lost = [
+            Lease(o, s, t)
+            for (o, s), t in held.items()
+            if (o, s, t) not in kept and self._held.get((o, s)) == t
+        ]
         for lease in lost:
-            if self._held.get((lease.owner, lease.session_id)) == lease.token:
-                del self._held[lease.owner, lease.session_id]
+            del self._held[lease.owner, lease.session_id]
         return lost
 
     async def release(self, lease: Lease) -> None:
+        self._fresh.pop((lease.owner, lease.session_id), None)
         if self._held.get((lease.owner, lease.session_id)) == lease.token:
             del self._held[lease.owner, lease.session_id]
         await self._rows(
@@ -337,37 +384,43 @@ class PostgresSessionStore(SessionStore):
         return gone
 
     async def _write(self, row: SessionRow, lease: Lease | None, step: JournalStep | None) -> None:
-        # NOTE(sessions): one transaction, its statements pipelined (sent together, the
-        # fence's answer read last): BEGIN and COMMIT are statements of the pipeline too
-        # (psycopg's transaction() syncs the pipeline around each), so a write costs two
-        # round trips, not four: BEGIN and the statements, then COMMIT once the fence held.
-        # A fence that fails (or a statement) rolls the whole write back.
-        async with self._connection() as conn, conn.pipeline() as pipe:
-            await conn.execute("BEGIN")
+        # NOTE(sessions): one transaction in one round trip: BEGIN, the fence, the statements
+        # and COMMIT are pipelined and sent together with one sync, when the pipeline block
+        # ends (psycopg's transaction() would sync around BEGIN and COMMIT, and an explicit
+        # sync before the block's end costs a round trip more). A fence that fails raises
+        # `_LEASE_LOST` inside the transaction, so the server skips what follows it up to the
+        # sync, COMMIT included, and nothing of the write is kept.
+        import psycopg
+
+        self._fresh.pop((row[0], row[1]), None)
+        async with self._connection() as conn:
             try:
-                fence = None
-                if lease is not None:
-                    fence = await conn.execute(self._ns(_FENCE), (row[0], row[1], lease.token))
-                await conn.execute(self._ns(_UPSERT), row)
-                if step is not None:
-                    reply, events = self.journal_params(row[0], row[1], step)
-                    await conn.execute(self._sql(JOURNAL_REPLY, now="clock_timestamp()"), reply)
-                    if events:
-                        async with conn.cursor() as cursor:
-                            await cursor.executemany(self._sql(JOURNAL_EVENT), events)
-                    await conn.execute(
-                        "SELECT pg_notify(%s, %s)", (self.commits_channel, json.dumps(reply[:5]))
-                    )
-                await pipe.sync()
-                if fence is not None and await fence.fetchone() is None:
-                    raise LeaseLostError(f"session {row[1]} was taken over by another replica")
-            except BaseException:
+                async with conn.pipeline():
+                    await conn.execute("BEGIN")
+                    if lease is not None:
+                        await conn.execute(self._ns(_FENCE), (row[0], row[1], lease.token))
+                    await conn.execute(self._ns(_UPSERT), row)
+                    if step is not None:
+                        reply, events = self.journal_params(row[0], row[1], step)
+                        await conn.execute(self._sql(JOURNAL_REPLY, now="clock_timestamp()"), reply)
+                        if events:
+                            async with conn.cursor() as cursor:
+                                await cursor.executemany(self._sql(JOURNAL_EVENT), events)
+                        await conn.execute(
+                            "SELECT pg_notify(%s, %s)",
+                            (self.commits_channel, json.dumps(reply[:5])),
+                        )
+                    await conn.execute("COMMIT")
+            except BaseException as exc:
                 # A connection in a bad state cannot roll back: the pool discards it, and the
                 # error that got us here is the one to raise.
                 with contextlib.suppress(Exception):
                     await conn.execute("ROLLBACK")
+                if isinstance(exc, psycopg.Error) and exc.sqlstate == _LEASE_LOST:
+                    raise LeaseLostError(
+                        f"session {row[1]} was taken over by another replica"
+                    ) from None
                 raise
-            await conn.execute("COMMIT")
 
     async def close(self) -> None:
         """Close the pool, the holder connection (leases still held become free) and the

@@ -333,7 +333,15 @@ class SessionStore(abc.ABC):
 
     async def get(self, owner: str, session_id: str) -> StoredSession | None:
         """The session, or None (also when another principal owns that id)."""
-        rows = await self._rows(self._sql(_GET), (owner, session_id))
+        return self._session(owner, session_id, await self._rows(*self._read(owner, session_id)))
+
+    def _read(self, owner: str, session_id: str) -> tuple[str, Params]:
+        """The statement `get` runs, with its parameters."""
+        return self._sql(_GET), (owner, session_id)
+
+    @staticmethod
+    def _session(owner: str, session_id: str, rows: Rows) -> StoredSession | None:
+        """The session `_read`'s rows hold, or None."""
         if not rows:
             return None
         name, awaiting, pending, state, created, updated = rows[0]
@@ -478,6 +486,16 @@ class SessionStore(abc.ABC):
         """`_execute`, an outage raised as UNAVAILABLE ``STORE_UNAVAILABLE``."""
         with store_outages(_STORE, log):
             return await self._execute(sql, params)
+
+    async def _batch(self, statements: Sequence[tuple[str, Params]]) -> tuple[Rows, ...]:
+        """`_execute_batch`, an outage raised as UNAVAILABLE ``STORE_UNAVAILABLE``."""
+        with store_outages(_STORE, log):
+            return await self._execute_batch(statements)
+
+    async def _execute_batch(self, statements: Sequence[tuple[str, Params]]) -> tuple[Rows, ...]:
+        """Run `statements` in order, each in a transaction of its own, and return the rows
+        of each; a backend with a network between it and its database sends them at once."""
+        return tuple([await self._execute(sql, params) for sql, params in statements])
 
     # --- what a backend supplies -----------------------------------------------------------
 
