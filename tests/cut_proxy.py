@@ -13,9 +13,9 @@ from contextlib import asynccontextmanager
 class CutProxy:
     """Forwards each connection to `upstream`; `cut` resets every open one."""
 
-    def __init__(self, upstream: str) -> None:
-        host, _, port = upstream.rpartition(":")
-        self._upstream = (host, int(port))
+    def __init__(self, upstream: str = "") -> None:
+        self.upstream = upstream
+        """``host:port`` new connections go to; a test may point it at a restarted server."""
         self._open: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
@@ -32,7 +32,8 @@ class CutProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         self.accepted.set()
-        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        host, _, port = self.upstream.rpartition(":")
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
         self._open.update((writer, up_writer))
         pumps = [
             asyncio.create_task(self._pump(reader, up_writer)),
@@ -71,8 +72,9 @@ class CutProxy:
 
 
 @asynccontextmanager
-async def cut_proxy(upstream: str) -> AsyncIterator[CutProxy]:
-    """A `CutProxy` in front of `upstream` until the block ends."""
+async def cut_proxy(upstream: str = "") -> AsyncIterator[CutProxy]:
+    """A `CutProxy` in front of `upstream` (or of the one set before the first connection)
+    until the block ends."""
     proxy = CutProxy(upstream)
     await proxy.start()
     try:

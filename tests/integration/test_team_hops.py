@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from hookmesh.agent import Agent, AgentState, Confirmation, Resume
 from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
@@ -26,35 +25,11 @@ from tests.builtin_helpers import Recorded, calls, results
 from tests.durable_app import EFFECTS_ENV, effects
 from tests.mesh_app import GATE_ENV, Gate
 from tests.team_process import CONFIRMED_ENV, team_process
+from tests.team_stack import asks, member
 
 pytestmark = pytest.mark.timeout(120)
 WAIT = 60.0
 DENIED = "the tool-call limit of the top reply is spent"
-
-
-def _member(
-    folder: Path, name: str, turns: list[Any], middlewares: list[Any], per_reply: bool = False
-) -> Path:
-    path = folder / f"{name}.yaml"
-    model = {"type": "scripted", "turns": turns, "repeat": False, "per_reply": per_reply}
-    config = {
-        "store": f"sqlite:///{folder / name}.db",
-        "grace_seconds": 0.5,
-        "agent": {"name": name, "description": f"The {name} agent."},
-        "models": {"default": model},
-        "tools": ["tests.durable_app:record_effect", "tests.team_process:confirmed_effect"],
-        "middlewares": middlewares,
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-def _asks(peer: str, url: str) -> dict[str, Any]:
-    return {
-        "type": "local",
-        "import": "hookmesh.middleware.builtin.remote_agent:RemoteAgentMiddleware",
-        "params": {"agents": [{"name": peer, "url": url}]},
-    }
 
 
 def _record(note: str) -> dict[str, Any]:
@@ -66,13 +41,13 @@ async def _chain(folder: Path, inner_turns: list[Any], env: dict[str, str]) -> A
     """The inner agent (scripted `inner_turns`, the record_effect tool) and the middle one (asks
     the inner once, then answers); yields the middle's A2A URL."""
     async with AsyncExitStack() as stack:
-        inner = _member(folder, "inner", inner_turns, [])
+        inner = member(folder, "inner", inner_turns, [])
         inner_url = (await stack.enter_async_context(team_process(inner, env))).url
         middle_turns = [
             {"tool_calls": [{"name": "inner", "arguments": {"message": "do the work"}}]},
             "The middle agent is done.",
         ]
-        middle = _member(folder, "middle", middle_turns, [_asks("inner", inner_url)])
+        middle = member(folder, "middle", middle_turns, [asks("inner", inner_url)])
         yield (await stack.enter_async_context(team_process(middle, env))).url
 
 
@@ -165,9 +140,9 @@ async def test_an_inner_confirmation_reaches_the_top_and_survives_a_middle_resta
         "The middle agent is done.",
     ]
     async with AsyncExitStack() as stack:
-        inner = _member(tmp_path, "inner", inner_turns, [], per_reply=True)
+        inner = member(tmp_path, "inner", inner_turns, [], per_reply=True)
         inner_url = (await stack.enter_async_context(team_process(inner, env))).url
-        middle = _member(tmp_path, "middle", middle_turns, [_asks("inner", inner_url)], True)
+        middle = member(tmp_path, "middle", middle_turns, [asks("inner", inner_url)], True)
         async with (
             team_process(middle, env) as first,
             RemoteAgentMiddleware([{"name": "middle", "url": first.url}]) as remote,
@@ -212,10 +187,10 @@ async def test_parallel_children_across_hops_never_exceed_the_top_pool(tmp_path:
     `per_child` share, lends the rest to the inner agent, and the totals hold."""
     effects_file = str(tmp_path / "effects")
     inner_turns = [_record(str(i)) for i in range(3)] + ["The inner agent is done."]
-    inner = _member(tmp_path, "inner", inner_turns, [], per_reply=True)
+    inner = member(tmp_path, "inner", inner_turns, [], per_reply=True)
     async with (
-        team_process(inner, {EFFECTS_ENV: effects_file}) as member,
-        RemoteAgentMiddleware([{"name": "inner", "url": member.url}]) as remote,
+        team_process(inner, {EFFECTS_ENV: effects_file}) as running,
+        RemoteAgentMiddleware([{"name": "inner", "url": running.url}]) as remote,
     ):
         workers = [
             Worker(

@@ -6,80 +6,51 @@ resumes the worker from the session: the call runs there, once, and the reply co
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-import yaml
 
 from hookmesh.agent import Confirmation
 from hookmesh.client import AgentClient
-from hookmesh.schema import AgentEvent, text_of, tool_results
-from hookmesh.testing import EnvoyProxy, ServerProcess, hookmesh_process
-from tests.envoy import CONFIG as ENVOY_CONFIG
-from tests.session_backends import postgres_schema
-from tests.sidecar_process import ROOT
+from hookmesh.schema import text_of, tool_results
 from tests.team_app import RUNS_ENV, runs
+from tests.team_stack import drain, replicas
 
 pytestmark = pytest.mark.timeout(300)
 WAIT = 120.0
 """Seconds one call may take (the machine may be loaded)."""
 
 
-@asynccontextmanager
-async def _replicas(
-    postgres_url: str, folder: Path, runs_file: Path
-) -> AsyncIterator[tuple[list[ServerProcess], EnvoyProxy]]:
-    """Two replicas of a supervisor agent (`tests.team_app:ops_team`) on one PostgreSQL schema,
-    behind Envoy."""
-    async with AsyncExitStack() as stack:
-        backend = await stack.enter_async_context(postgres_schema(postgres_url))
-        top = {
-            "type": "scripted",
-            "per_reply": True,
-            "turns": [
-                {"tool_calls": [{"name": "where", "arguments": {}}]},
-                {"tool_calls": [{"name": "ask_ops", "arguments": {"task": "wipe the cache"}}]},
-                "unused: the supervisor's confirm_ops call stands in for this step",
-                "All done.",
-            ],
-        }
-        config = {
-            **backend.config(),
-            "grace_seconds": 0.5,
-            "agent": {"name": "front"},
-            "models": {"default": top},
-            "tools": ["tests.team_app:where"],
-            "middlewares": [{"type": "local", "import": "tests.team_app:ops_team"}],
-        }
-        path = folder / "agent.yaml"
-        path.write_text(yaml.safe_dump(config))
-        args = ["serve", "agent", "--config", str(path), "--listen", "127.0.0.1:0"]
-        args += ["--app-dir", str(ROOT)]
-        ready, env = "agent service listening on ", {RUNS_ENV: str(runs_file)}
-        replicas = [
-            await stack.enter_async_context(hookmesh_process(*args, ready=ready, env=env))
-            for _ in range(2)
-        ]
-        envoy = await stack.enter_async_context(
-            EnvoyProxy({"agent": [r.address for r in replicas]}, ENVOY_CONFIG)
-        )
-        yield replicas, envoy
-
-
-async def _all(stream: AsyncIterator[AgentEvent]) -> list[AgentEvent]:
-    return [event async for event in stream]
+def _front() -> dict[str, Any]:
+    """A supervisor agent (`tests.team_app:ops_team`) whose first step says where it runs."""
+    top = {
+        "type": "scripted",
+        "per_reply": True,
+        "turns": [
+            {"tool_calls": [{"name": "where", "arguments": {}}]},
+            {"tool_calls": [{"name": "ask_ops", "arguments": {"task": "wipe the cache"}}]},
+            "unused: the supervisor's confirm_ops call stands in for this step",
+            "All done.",
+        ],
+    }
+    return {
+        "agent": {"name": "front"},
+        "models": {"default": top},
+        "tools": ["tests.team_app:where"],
+        "middlewares": [{"type": "local", "import": "tests.team_app:ops_team"}],
+    }
 
 
 async def test_a_nested_approval_asked_on_one_replica_is_answered_through_another(
     postgres_url: str, tmp_path: Path
 ) -> None:
     runs_file = tmp_path / "runs"
-    async with _replicas(postgres_url, tmp_path, runs_file) as (replicas, envoy):
-        pids = {r.pid for r in replicas}
+    env = {RUNS_ENV: str(runs_file)}
+    async with replicas(postgres_url, tmp_path, _front(), env) as (running, envoy):
+        pids = {r.pid for r in running}
         async with AgentClient(envoy.address("agent"), timeout=WAIT) as client:
-            paused = await _all(client.reply("Wipe the cache, please.", session_id="ops"))
+            paused = await drain(client.reply("Wipe the cache, please.", session_id="ops"))
             assert paused[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
             (asked,) = [e for e in paused if e.type == "require_user_confirm" and not e.source_path]
             (call,) = asked.tool_calls  # type: ignore[union-attr]
@@ -91,7 +62,7 @@ async def test_a_nested_approval_asked_on_one_replica_is_answered_through_anothe
 
             # Envoy spreads calls round robin: the Resume lands on the other replica.
             yes = Confirmation(call_id=call.id, confirmed=True)
-            resumed = await _all(client.resume("ops", confirmations=[yes]))
+            resumed = await drain(client.resume("ops", confirmations=[yes]))
             info = await client.get_session("ops")
 
     assert resumed[-1].finish_reason == "completed", resumed[-1]  # type: ignore[union-attr]
