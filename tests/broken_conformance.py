@@ -275,6 +275,68 @@ class ModelIgnoresErrorAfter(ConformanceMiddleware):
         return await super().on_model_call(agent, kwargs, next_handler)
 
 
+class ReplyIgnoresErrorAfter(ConformanceMiddleware):
+    """Ends on_reply well despite the `error-after` marker."""
+
+    def on_reply(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "error-after":
+            return _events(next_handler)
+        return super().on_reply(agent, kwargs, next_handler)
+
+
+class ModelForgetsState(ConformanceMiddleware):
+    """Calls the model without the `state` marker's mutation."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "state":
+            return await next_handler()
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class ModelIgnoresError(ConformanceMiddleware):
+    """Calls the model despite the `error` marker."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "error":
+            return await next_handler()
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class ModelFailsWithoutTheHook(ConformanceMiddleware):
+    """Fails the model call's `error` marker without the ``hook`` metadata."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "error":
+            raise ConformanceError("conformance error")
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class PermissionForgetsState(ConformanceMiddleware):
+    """Checks the permission without the `state` marker's mutation."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "state":
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class PermissionCountsFromZero(ConformanceMiddleware):
+    """Reads "count + 1 (0 when absent)" on the permission check as: absent stays 0."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "state":
+            state = self.state(agent)
+            state["count"] = int(state["count"]) + 1 if "count" in state else 0
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
 class PermissionFailsWithAnotherReason(ConformanceMiddleware):
     """Fails the permission check's `error` marker with reason OTHER."""
 

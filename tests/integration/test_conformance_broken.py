@@ -106,6 +106,16 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.IgnoresModelToolChoice, "on_model_call.override", "no model_call overrides"),
     (broken.ModelEmitsOnlyBefore, "on_model_call.emit", "before done: emitted []"),
     (broken.ModelIgnoresErrorAfter, "on_model_call.error_after", "done carries no error"),
+    (broken.ReplyIgnoresErrorAfter, "on_reply.error_after", "done carries no error"),
+    (broken.ModelForgetsState, "on_model_call.state", "no mutate with the state"),
+    (broken.ModelIgnoresError, "on_model_call.error", "got call_next, expected done"),
+    (broken.ModelFailsWithoutTheHook, "on_model_call.error", "metadata {'errorType'"),
+    (broken.PermissionForgetsState, "on_check_permission.state", "no mutate with the state"),
+    (
+        broken.PermissionCountsFromZero,
+        "on_check_permission.state",
+        "expected {'count': 1, 'kept': 'yes'}",
+    ),
     (broken.PermissionFailsWithAnotherReason, "on_check_permission.error", "reason 'OTHER'"),
     (
         broken.PermissionIgnoresErrorAfter,
