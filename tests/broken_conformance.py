@@ -337,6 +337,42 @@ class PermissionCountsFromZero(ConformanceMiddleware):
         return await super().on_check_permission(agent, kwargs, next_handler)
 
 
+class PermissionIgnoresEmit(ConformanceMiddleware):
+    """Emits nothing on the permission check's `emit` marker."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "emit":
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class PermissionEmitsOnlyBefore(ConformanceMiddleware):
+    """Emits `conformance.pre` but not `conformance.post` around a permission check."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "emit":
+            agent.emit(_custom(agent, "conformance.pre"))
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class DeniesSilently(ConformanceMiddleware):
+    """Short-circuits the permission check without the `conformance.short_circuit` event."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "short-circuit":
+            return PermissionDecision("deny", "short-circuited")
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
 class PermissionFailsWithAnotherReason(ConformanceMiddleware):
     """Fails the permission check's `error` marker with reason OTHER."""
 
@@ -417,6 +453,7 @@ class AllowsTheShortCircuit(ConformanceMiddleware):
         self, agent: Any, kwargs: Any, next_handler: Any
     ) -> PermissionDecision:
         if marker(agent) == "short-circuit":
+            agent.emit(_custom(agent, "conformance.short_circuit"))
             return PermissionDecision("allow", "short-circuited")
         return await super().on_check_permission(agent, kwargs, next_handler)
 
@@ -428,6 +465,7 @@ class DeniesWithAnotherReason(ConformanceMiddleware):
         self, agent: Any, kwargs: Any, next_handler: Any
     ) -> PermissionDecision:
         if marker(agent) == "short-circuit":
+            agent.emit(_custom(agent, "conformance.short_circuit"))
             return PermissionDecision("deny", "no")
         return await super().on_check_permission(agent, kwargs, next_handler)
 

@@ -116,6 +116,9 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
         "on_check_permission.state",
         "expected {'count': 1, 'kept': 'yes'}",
     ),
+    (broken.PermissionIgnoresEmit, "on_check_permission.emit", "before call_next: emitted []"),
+    (broken.PermissionEmitsOnlyBefore, "on_check_permission.emit", "before done: emitted []"),
+    (broken.DeniesSilently, "on_check_permission.short_circuit", "emitted []"),
     (broken.PermissionFailsWithAnotherReason, "on_check_permission.error", "reason 'OTHER'"),
     (
         broken.PermissionIgnoresErrorAfter,

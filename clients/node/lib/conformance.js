@@ -102,6 +102,7 @@ export const conformance = {
     }
     const decision = await next();
     if (word === 'error-after') throw failure('on_check_permission');
+    if (word === 'emit') custom(inv, 'conformance.post');
     return decision;
   },
   async onCompressContext(inv, args, next) {

@@ -199,12 +199,16 @@ class ConformanceMiddleware(Middleware):
     ) -> PermissionDecision:
         word = marker(agent)
         await self._pre(agent, "on_check_permission", word)
+        if word == "emit":
+            agent.emit(self._event(agent, "conformance.pre"))
         if word == "short-circuit":
             agent.emit(self._event(agent, "conformance.short_circuit"))
             return PermissionDecision("deny", "short-circuited")
         decision: PermissionDecision = await next_handler()
         if word == "error-after":
             raise _failure("on_check_permission")
+        if word == "emit":
+            agent.emit(self._event(agent, "conformance.post"))
         return decision
 
     async def on_compress_context(

@@ -195,6 +195,9 @@ func (conformance) OnCheckPermission(inv *sidecar.Invocation, _ *pb.CheckPermiss
 	if err == nil && word == "error-after" {
 		return nil, failure("on_check_permission")
 	}
+	if err == nil && word == "emit" {
+		emit(inv, "conformance.post")
+	}
 	return decision, err
 }
 
