@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from hookmesh.agent import tool
-from hookmesh.conformance import ConformanceMiddleware
+from hookmesh.conformance import ConformanceMiddleware, ObservingConformanceMiddleware
 from hookmesh.conformance._middleware import ConformanceError, marker
 from hookmesh.middleware import HookMode, Middleware, PermissionDecision
 from hookmesh.models import ModelResponse
@@ -919,4 +919,28 @@ class AnswersObservedOutcomes(ObservedPlainly):
 
     def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
         if request.HasField("outcome"):
+            send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))
+
+
+class ObservingPlainly(Tampered):
+    """The Python host serving the observing conformance middleware: sends nothing back."""
+
+    def __init__(self) -> None:
+        super().__init__(ObservingConformanceMiddleware())
+
+
+class EmitsWhileObservingReasoning(ObservingPlainly):
+    """Emits for each observed on_reasoning invocation (an observer cannot change a reply)."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("invocation") and request.invocation.hook == pb.HOOK_ON_REASONING:
+            emitted = ev.AgentEvent(custom=ev.CustomEvent(name="seen"))
+            send(pb.InterceptResponse(invocation_id=request.invocation_id, emit=emitted))
+
+
+class DonesObservedPermissions(ObservingPlainly):
+    """Answers each observed permission outcome with a done."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("outcome") and request.outcome.HasField("permission"):
             send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))

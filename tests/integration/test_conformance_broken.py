@@ -12,7 +12,11 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from hookmesh.conformance import ConformanceMiddleware, run_conformance
+from hookmesh.conformance import (
+    ConformanceMiddleware,
+    ObservingConformanceMiddleware,
+    run_conformance,
+)
 from hookmesh.conformance._rules import KIND_RULES, Target
 from hookmesh.conformance._session import RuleFailure
 from hookmesh.conformance._stream_rules import STREAM_RULES, token_required
@@ -384,3 +388,38 @@ async def test_generic_mode_fails_a_broken_sidecar_under_its_rule(
         return
     assert rule in failed
     assert why in failed[rule]
+
+
+async def test_the_observing_reference_passes_the_observe_rules() -> None:
+    """Described with every onion hook observing, the sidecar is checked for silence under
+    every marker (and its unary hooks and tool as usual)."""
+    running = await serve_middleware(ObservingConformanceMiddleware())
+    try:
+        results = await run_conformance(f"127.0.0.1:{running.port}", timeout=_TIMEOUT)
+    finally:
+        await running.stop(None)
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    names = [r.name for r in results]
+    assert "observe.on_check_permission[agentic]" in names
+    assert "call_tool" in names
+    assert not any(name.startswith("on_reasoning.") for name in names)
+
+
+async def test_an_observer_that_emits_fails_its_hook_s_observe_rule() -> None:
+    failed = await _servicer_failures(broken.EmitsWhileObservingReasoning())
+    assert sorted(failed) == ["observe.on_reasoning[agentic]", "observe.on_reasoning[flat]"]
+    assert failed["observe.on_reasoning[flat]"].startswith(
+        "expected silence (observe mode: the sidecar sends nothing back"
+    )
+    assert failed["observe.on_reasoning[flat]"].endswith(
+        "(docs/remote-protocol.md § Any onion hook, HOOK_MODE_OBSERVE)"
+    )
+
+
+async def test_an_observer_that_answers_outcomes_fails_its_hook_s_observe_rule() -> None:
+    failed = await _servicer_failures(broken.DonesObservedPermissions())
+    assert sorted(failed) == [
+        "observe.on_check_permission[agentic]",
+        "observe.on_check_permission[flat]",
+    ]
+    assert "got done" in failed["observe.on_check_permission[flat]"]

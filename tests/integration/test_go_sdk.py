@@ -124,14 +124,21 @@ def conformance_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return asyncio.run(build(gopath, "examples/conformance", gopath / "conformance"))
 
 
-@pytest.mark.parametrize("generic", [False, True], ids=["conformance", "generic"])
+@pytest.mark.parametrize(
+    ("generic", "observe"),
+    [(False, False), (True, False), (False, True), (True, True)],
+    ids=["conformance", "generic", "observing", "observing-generic"],
+)
 async def test_the_go_conformance_reference_passes_every_rule(
-    conformance_binary: Path, generic: bool
+    conformance_binary: Path, generic: bool, observe: bool
 ) -> None:
     env = {"CONFORMANCE_TOKEN": "s3"}
+    flags = ("--observe",) if observe else ()
     async with go_sidecar(
-        conformance_binary, "--token-env", "CONFORMANCE_TOKEN", env=env
+        conformance_binary, "--token-env", "CONFORMANCE_TOKEN", *flags, env=env
     ) as sidecar:
         results = await run_conformance(sidecar.address, token="s3", generic=generic, timeout=3)
     assert [(r.name, r.detail) for r in results if not r.passed] == []
-    assert len(results) > (12 if generic else 70)
+    observed = [r for r in results if r.name.startswith("observe.")]
+    assert len(observed) == (13 if observe and not generic else 0)
+    assert len(results) > (12 if generic or observe else 70)

@@ -136,7 +136,15 @@ export const conformance = {
   ],
 };
 
-/** The conformance MiddlewareService handlers, to pass to `createServer` or `runSidecar`. */
-export function conformanceService() {
-  return middlewareService(conformance);
+/**
+ * The conformance MiddlewareService handlers, to pass to `createServer` or `runSidecar`;
+ * with `observe`, every onion hook observes (docs/remote-protocol.md § Conformance, Observing).
+ */
+export function conformanceService({ observe = false } = {}) {
+  if (!observe) return middlewareService(conformance);
+  const hooks = Object.fromEntries(
+    Object.entries(conformance.hooks).map(([hook, spec]) => [hook, { ...spec, mode: 'HOOK_MODE_OBSERVE' }]),
+  );
+  const observing = { ...conformance, hooks: { ...hooks, onCheckPermission: { mode: 'HOOK_MODE_OBSERVE' } } };
+  return middlewareService(observing);
 }
