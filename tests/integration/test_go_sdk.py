@@ -112,10 +112,18 @@ async def test_sigterm_drains_the_stream_once_its_invocation_ends(
 
 async def test_the_sdk_s_own_go_tests_pass(tmp_path: Path) -> None:
     """clients/go/sidecar/stream_test.go: End (the unasked done) from a timer goroutine or
-    an onItem callback ends a blocked next with ErrEnded, nothing sent after the done."""
+    an onItem callback ends a blocked next with ErrEnded, nothing sent after the done;
+    PassRest answers its item with a final verdict (keeping the drop), then nothing."""
     output = await go(tmp_path, "test", "-v", f"{IMPORT_PATH}/sidecar")
     assert "--- PASS: TestEndFromAnotherGoroutineEndsABlockedNext" in output
     assert "--- PASS: TestEndInOnItemReplacesTheVerdict" in output
+    for passing in (
+        "TestPassRestInOnItemSendsAFinalVerdict",
+        "TestPassRestKeepsTheDrop",
+        "TestVerdictsAreNotFinalWithoutPassRest",
+        "TestPassRestSendsNothingWhenObserved",
+    ):
+        assert f"--- PASS: {passing}" in output
 
 
 @pytest.fixture(scope="module")
