@@ -373,6 +373,32 @@ class DeniesSilently(ConformanceMiddleware):
         return await super().on_check_permission(agent, kwargs, next_handler)
 
 
+class EmitChangesTheDecision(ConformanceMiddleware):
+    """Emits around the permission check for the `emit` marker, as asked, but then denies
+    (after a state change of its own: a mutate, then the emit, then the done)."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        decision = await super().on_check_permission(agent, kwargs, next_handler)
+        if marker(agent) == "emit":
+            self.state(agent)["changed"] = True
+            return PermissionDecision("deny", "changed")
+        return decision
+
+
+class EmitsBeforeItsError(_OnReasoning):
+    """Not broken: emits an event of its own before failing for `error-after`."""
+
+    word = "error-after"
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        async for event in next_handler():
+            yield event
+        yield _custom(agent, "conformance.failing")
+        raise ConformanceError("conformance error", metadata={"hook": "on_reasoning"})
+
+
 class PermissionFailsWithAnotherReason(ConformanceMiddleware):
     """Fails the permission check's `error` marker with reason OTHER."""
 
@@ -944,3 +970,21 @@ class DonesObservedPermissions(ObservingPlainly):
     def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
         if request.HasField("outcome") and request.outcome.HasField("permission"):
             send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))
+
+
+class PlainDones(Tampered):
+    """Not broken: answers an outcome with a plain done where the reference repeats the
+    downstream's result (the same meaning: "unchanged")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called_next: set[str] = set()
+
+    def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
+        if response.HasField("call_next"):
+            self.called_next.add(response.invocation_id)
+        elif response.HasField("done") and response.invocation_id in self.called_next:
+            self.called_next.discard(response.invocation_id)
+            if response.done.WhichOneof("result") in ("model_response", "permission"):
+                response.done.Clear()
+        return [response]

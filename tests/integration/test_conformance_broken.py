@@ -123,6 +123,7 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.PermissionIgnoresEmit, "on_check_permission.emit", "before call_next: emitted []"),
     (broken.PermissionEmitsOnlyBefore, "on_check_permission.emit", "before done: emitted []"),
     (broken.DeniesSilently, "on_check_permission.short_circuit", "emitted []"),
+    (broken.EmitChangesTheDecision, "on_check_permission.emit", "done changed the permission"),
     (broken.PermissionFailsWithAnotherReason, "on_check_permission.error", "reason 'OTHER'"),
     (
         broken.PermissionIgnoresErrorAfter,
@@ -423,3 +424,32 @@ async def test_an_observer_that_answers_outcomes_fails_its_hook_s_observe_rule()
         "observe.on_check_permission[flat]",
     ]
     assert "got done" in failed["observe.on_check_permission[flat]"]
+
+
+async def test_emits_before_an_error_and_plain_dones_pass() -> None:
+    """What the spec allows: an emit before the failing done, and a plain done ("unchanged")
+    where the reference repeats the downstream's result."""
+    running = await serve_middleware(broken.EmitsBeforeItsError())
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            t = Target(pb_grpc.MiddlewareServiceStub(channel), (), _TIMEOUT, False)
+            for kind in ("flat", "agentic"):
+                await KIND_RULES["on_reasoning.error_after"](t, kind)  # type: ignore[arg-type]
+    finally:
+        await running.stop(None)
+    service = Service(
+        SERVICE_NAME, broken.PlainDones(), pb_grpc.add_MiddlewareServiceServicer_to_server
+    )
+    running = await start_server([service], "127.0.0.1:0")
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            t = Target(pb_grpc.MiddlewareServiceStub(channel), (), _TIMEOUT, False)
+            for rule in (
+                "on_model_call.emit",
+                "on_check_permission.emit",
+                "on_model_call.full",
+                "on_check_permission.pass_through",
+            ):
+                await KIND_RULES[rule](t, "flat")
+    finally:
+        await running.stop(None)
