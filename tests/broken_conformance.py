@@ -399,6 +399,32 @@ class EmitsBeforeItsError(_OnReasoning):
         raise ConformanceError("conformance error", metadata={"hook": "on_reasoning"})
 
 
+class PermissionIgnoresShortCircuit(ConformanceMiddleware):
+    """Checks the permission downstream despite the `short-circuit` marker (with its event)."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "short-circuit":
+            agent.emit(_custom(agent, "conformance.short_circuit"))
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class ChangesTheDecisionAfterAMutate(ConformanceMiddleware):
+    """Without a marker, denies what the downstream decided, after a state change."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        decision = await super().on_check_permission(agent, kwargs, next_handler)
+        if marker(agent) == "":
+            self.state(agent)["changed"] = True
+            return PermissionDecision("deny", decision.reason)
+        return decision
+
+
 class PermissionFailsWithAnotherReason(ConformanceMiddleware):
     """Fails the permission check's `error` marker with reason OTHER."""
 

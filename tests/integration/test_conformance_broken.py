@@ -124,6 +124,16 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.PermissionEmitsOnlyBefore, "on_check_permission.emit", "before done: emitted []"),
     (broken.DeniesSilently, "on_check_permission.short_circuit", "emitted []"),
     (broken.EmitChangesTheDecision, "on_check_permission.emit", "done changed the permission"),
+    (
+        broken.PermissionIgnoresShortCircuit,
+        "on_check_permission.short_circuit",
+        "did not short-circuit with done",
+    ),
+    (
+        broken.ChangesTheDecisionAfterAMutate,
+        "on_check_permission.pass_through",
+        "done changed the permission",
+    ),
     (broken.PermissionFailsWithAnotherReason, "on_check_permission.error", "reason 'OTHER'"),
     (
         broken.PermissionIgnoresErrorAfter,
