@@ -425,6 +425,32 @@ class ChangesTheDecisionAfterAMutate(ConformanceMiddleware):
         return decision
 
 
+class DeniesWithAnExtraEvent(ConformanceMiddleware):
+    """Short-circuits the permission check with an event more than the spec's."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "short-circuit":
+            agent.emit(_custom(agent, "conformance.short_circuit"))
+            agent.emit(_custom(agent, "conformance.extra"))
+            return PermissionDecision("deny", "short-circuited")
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class PermissionEmitsBeforeItsError(ConformanceMiddleware):
+    """Not broken: emits an event of its own before failing for `error-after`."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "error-after":
+            await next_handler()
+            agent.emit(_custom(agent, "conformance.failing"))
+            raise ConformanceError("conformance error", metadata={"hook": "on_check_permission"})
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
 class PermissionFailsWithAnotherReason(ConformanceMiddleware):
     """Fails the permission check's `error` marker with reason OTHER."""
 
@@ -511,12 +537,14 @@ class AllowsTheShortCircuit(ConformanceMiddleware):
 
 
 class DeniesWithAnotherReason(ConformanceMiddleware):
-    """Denies the permission `short-circuit` marker with another reason."""
+    """Denies the permission `short-circuit` marker with another reason (after a state
+    change: the kit reads the done, not the message before it)."""
 
     async def on_check_permission(
         self, agent: Any, kwargs: Any, next_handler: Any
     ) -> PermissionDecision:
         if marker(agent) == "short-circuit":
+            self.state(agent)["denied"] = True
             agent.emit(_custom(agent, "conformance.short_circuit"))
             return PermissionDecision("deny", "no")
         return await super().on_check_permission(agent, kwargs, next_handler)

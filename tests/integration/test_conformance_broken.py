@@ -134,6 +134,11 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
         "on_check_permission.pass_through",
         "done changed the permission",
     ),
+    (
+        broken.DeniesWithAnExtraEvent,
+        "on_check_permission.short_circuit",
+        "emitted ['conformance.short_circuit', 'conformance.extra']",
+    ),
     (broken.PermissionFailsWithAnotherReason, "on_check_permission.error", "reason 'OTHER'"),
     (
         broken.PermissionIgnoresErrorAfter,
@@ -439,14 +444,17 @@ async def test_an_observer_that_answers_outcomes_fails_its_hook_s_observe_rule()
 async def test_emits_before_an_error_and_plain_dones_pass() -> None:
     """What the spec allows: an emit before the failing done, and a plain done ("unchanged")
     where the reference repeats the downstream's result."""
-    running = await serve_middleware(broken.EmitsBeforeItsError())
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
-            t = Target(pb_grpc.MiddlewareServiceStub(channel), (), _TIMEOUT, False)
-            for kind in ("flat", "agentic"):
-                await KIND_RULES["on_reasoning.error_after"](t, kind)  # type: ignore[arg-type]
-    finally:
-        await running.stop(None)
+    for middleware, rule in (
+        (broken.EmitsBeforeItsError(), "on_reasoning.error_after"),
+        (broken.PermissionEmitsBeforeItsError(), "on_check_permission.error_after"),
+    ):
+        running = await serve_middleware(middleware)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+                t = Target(pb_grpc.MiddlewareServiceStub(channel), (), _TIMEOUT, False)
+                await KIND_RULES[rule](t, "flat")
+        finally:
+            await running.stop(None)
     service = Service(
         SERVICE_NAME, broken.PlainDones(), pb_grpc.add_MiddlewareServiceServicer_to_server
     )
