@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from hookmesh.agent import tool
-from hookmesh.conformance import ConformanceMiddleware
+from hookmesh.conformance import ConformanceMiddleware, ObservingConformanceMiddleware
 from hookmesh.conformance._middleware import ConformanceError, marker
 from hookmesh.middleware import HookMode, Middleware, PermissionDecision
 from hookmesh.models import ModelResponse
@@ -275,6 +275,182 @@ class ModelIgnoresErrorAfter(ConformanceMiddleware):
         return await super().on_model_call(agent, kwargs, next_handler)
 
 
+class ReplyIgnoresErrorAfter(ConformanceMiddleware):
+    """Ends on_reply well despite the `error-after` marker."""
+
+    def on_reply(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "error-after":
+            return _events(next_handler)
+        return super().on_reply(agent, kwargs, next_handler)
+
+
+class ModelForgetsState(ConformanceMiddleware):
+    """Calls the model without the `state` marker's mutation."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "state":
+            return await next_handler()
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class ModelIgnoresError(ConformanceMiddleware):
+    """Calls the model despite the `error` marker."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "error":
+            return await next_handler()
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class ModelFailsWithoutTheHook(ConformanceMiddleware):
+    """Fails the model call's `error` marker without the ``hook`` metadata."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "error":
+            raise ConformanceError("conformance error")
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class PermissionForgetsState(ConformanceMiddleware):
+    """Checks the permission without the `state` marker's mutation."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "state":
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class PermissionCountsFromZero(ConformanceMiddleware):
+    """Reads "count + 1 (0 when absent)" on the permission check as: absent stays 0."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "state":
+            state = self.state(agent)
+            state["count"] = int(state["count"]) + 1 if "count" in state else 0
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class PermissionIgnoresEmit(ConformanceMiddleware):
+    """Emits nothing on the permission check's `emit` marker."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "emit":
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class PermissionEmitsOnlyBefore(ConformanceMiddleware):
+    """Emits `conformance.pre` but not `conformance.post` around a permission check."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "emit":
+            agent.emit(_custom(agent, "conformance.pre"))
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class DeniesSilently(ConformanceMiddleware):
+    """Short-circuits the permission check without the `conformance.short_circuit` event."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "short-circuit":
+            return PermissionDecision("deny", "short-circuited")
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class EmitChangesTheDecision(ConformanceMiddleware):
+    """Emits around the permission check for the `emit` marker, as asked, but then denies
+    (after a state change of its own: a mutate, then the emit, then the done)."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        decision = await super().on_check_permission(agent, kwargs, next_handler)
+        if marker(agent) == "emit":
+            self.state(agent)["changed"] = True
+            return PermissionDecision("deny", "changed")
+        return decision
+
+
+class EmitsBeforeItsError(_OnReasoning):
+    """Not broken: emits an event of its own before failing for `error-after`."""
+
+    word = "error-after"
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        async for event in next_handler():
+            yield event
+        yield _custom(agent, "conformance.failing")
+        raise ConformanceError("conformance error", metadata={"hook": "on_reasoning"})
+
+
+class PermissionIgnoresShortCircuit(ConformanceMiddleware):
+    """Checks the permission downstream despite the `short-circuit` marker (with its event)."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "short-circuit":
+            agent.emit(_custom(agent, "conformance.short_circuit"))
+            decision: PermissionDecision = await next_handler()
+            return decision
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class ChangesTheDecisionAfterAMutate(ConformanceMiddleware):
+    """Without a marker, denies what the downstream decided, after a state change."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        decision = await super().on_check_permission(agent, kwargs, next_handler)
+        if marker(agent) == "":
+            self.state(agent)["changed"] = True
+            return PermissionDecision("deny", decision.reason)
+        return decision
+
+
+class DeniesWithAnExtraEvent(ConformanceMiddleware):
+    """Short-circuits the permission check with an event more than the spec's."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "short-circuit":
+            agent.emit(_custom(agent, "conformance.short_circuit"))
+            agent.emit(_custom(agent, "conformance.extra"))
+            return PermissionDecision("deny", "short-circuited")
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class PermissionEmitsBeforeItsError(ConformanceMiddleware):
+    """Not broken: emits an event of its own before failing for `error-after`."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "error-after":
+            await next_handler()
+            agent.emit(_custom(agent, "conformance.failing"))
+            raise ConformanceError("conformance error", metadata={"hook": "on_check_permission"})
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
 class PermissionFailsWithAnotherReason(ConformanceMiddleware):
     """Fails the permission check's `error` marker with reason OTHER."""
 
@@ -355,17 +531,21 @@ class AllowsTheShortCircuit(ConformanceMiddleware):
         self, agent: Any, kwargs: Any, next_handler: Any
     ) -> PermissionDecision:
         if marker(agent) == "short-circuit":
+            agent.emit(_custom(agent, "conformance.short_circuit"))
             return PermissionDecision("allow", "short-circuited")
         return await super().on_check_permission(agent, kwargs, next_handler)
 
 
 class DeniesWithAnotherReason(ConformanceMiddleware):
-    """Denies the permission `short-circuit` marker with another reason."""
+    """Denies the permission `short-circuit` marker with another reason (after a state
+    change: the kit reads the done, not the message before it)."""
 
     async def on_check_permission(
         self, agent: Any, kwargs: Any, next_handler: Any
     ) -> PermissionDecision:
         if marker(agent) == "short-circuit":
+            self.state(agent)["denied"] = True
+            agent.emit(_custom(agent, "conformance.short_circuit"))
             return PermissionDecision("deny", "no")
         return await super().on_check_permission(agent, kwargs, next_handler)
 
@@ -820,3 +1000,45 @@ class AnswersObservedOutcomes(ObservedPlainly):
     def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
         if request.HasField("outcome"):
             send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))
+
+
+class ObservingPlainly(Tampered):
+    """The Python host serving the observing conformance middleware: sends nothing back."""
+
+    def __init__(self) -> None:
+        super().__init__(ObservingConformanceMiddleware())
+
+
+class EmitsWhileObservingReasoning(ObservingPlainly):
+    """Emits for each observed on_reasoning invocation (an observer cannot change a reply)."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("invocation") and request.invocation.hook == pb.HOOK_ON_REASONING:
+            emitted = ev.AgentEvent(custom=ev.CustomEvent(name="seen"))
+            send(pb.InterceptResponse(invocation_id=request.invocation_id, emit=emitted))
+
+
+class DonesObservedPermissions(ObservingPlainly):
+    """Answers each observed permission outcome with a done."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("outcome") and request.outcome.HasField("permission"):
+            send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))
+
+
+class PlainDones(Tampered):
+    """Not broken: answers an outcome with a plain done where the reference repeats the
+    downstream's result (the same meaning: "unchanged")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called_next: set[str] = set()
+
+    def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
+        if response.HasField("call_next"):
+            self.called_next.add(response.invocation_id)
+        elif response.HasField("done") and response.invocation_id in self.called_next:
+            self.called_next.discard(response.invocation_id)
+            if response.done.WhichOneof("result") in ("model_response", "permission"):
+                response.done.Clear()
+        return [response]

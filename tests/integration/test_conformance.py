@@ -34,9 +34,9 @@ async def _command(*args: str) -> tuple[int, list[str]]:
     return process.returncode or 0, out.decode().splitlines()
 
 
-def _node_conformance(listen: str) -> Any:
+def _node_conformance(listen: str, *flags: str) -> Any:
     """The Node reference (clients/node/conformance.js) listening on `listen`."""
-    return listening(node_binary(), str(NODE_DIR / "conformance.js"), listen=listen)
+    return listening(node_binary(), str(NODE_DIR / "conformance.js"), *flags, listen=listen)
 
 
 async def test_the_python_reference_passes_every_rule(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,3 +115,17 @@ async def test_the_node_reference_passes_the_generic_rules(tmp_path: Path) -> No
         results = await run_conformance(sidecar.address, generic=True)
     assert [(r.name, r.detail) for r in results if not r.passed] == []
     assert len(results) >= 12
+
+
+async def test_the_observing_references_pass_the_observe_rules(tmp_path: Path) -> None:
+    """Python and Node, every onion hook observing: silent whatever the marker."""
+    async with sidecar_process("hookmesh.conformance:ObservingConformanceMiddleware") as sidecar:
+        code, lines = await _command("--sidecar", sidecar.address)
+    assert [line for line in lines if line.startswith("FAIL")] == []
+    names = {line.split()[1] for line in lines if line.startswith("PASS")}
+    assert {"observe.describe", "observe.on_reply[flat]", "call_tool"} <= names
+    assert code == 0
+    async with _node_conformance(f"unix://{tmp_path}/node.sock", "--observe") as sidecar:
+        results = await run_conformance(sidecar.address)
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    assert len([r for r in results if r.name.startswith("observe.")]) == 13

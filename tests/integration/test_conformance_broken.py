@@ -12,7 +12,11 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from hookmesh.conformance import ConformanceMiddleware, run_conformance
+from hookmesh.conformance import (
+    ConformanceMiddleware,
+    ObservingConformanceMiddleware,
+    run_conformance,
+)
 from hookmesh.conformance._rules import KIND_RULES, Target
 from hookmesh.conformance._session import RuleFailure
 from hookmesh.conformance._stream_rules import STREAM_RULES, token_required
@@ -106,6 +110,35 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.IgnoresModelToolChoice, "on_model_call.override", "no model_call overrides"),
     (broken.ModelEmitsOnlyBefore, "on_model_call.emit", "before done: emitted []"),
     (broken.ModelIgnoresErrorAfter, "on_model_call.error_after", "done carries no error"),
+    (broken.ReplyIgnoresErrorAfter, "on_reply.error_after", "done carries no error"),
+    (broken.ModelForgetsState, "on_model_call.state", "no mutate with the state"),
+    (broken.ModelIgnoresError, "on_model_call.error", "got call_next, expected done"),
+    (broken.ModelFailsWithoutTheHook, "on_model_call.error", "metadata {'errorType'"),
+    (broken.PermissionForgetsState, "on_check_permission.state", "no mutate with the state"),
+    (
+        broken.PermissionCountsFromZero,
+        "on_check_permission.state",
+        "expected {'count': 1, 'kept': 'yes'}",
+    ),
+    (broken.PermissionIgnoresEmit, "on_check_permission.emit", "before call_next: emitted []"),
+    (broken.PermissionEmitsOnlyBefore, "on_check_permission.emit", "before done: emitted []"),
+    (broken.DeniesSilently, "on_check_permission.short_circuit", "emitted []"),
+    (broken.EmitChangesTheDecision, "on_check_permission.emit", "done changed the permission"),
+    (
+        broken.PermissionIgnoresShortCircuit,
+        "on_check_permission.short_circuit",
+        "did not short-circuit with done",
+    ),
+    (
+        broken.ChangesTheDecisionAfterAMutate,
+        "on_check_permission.pass_through",
+        "done changed the permission",
+    ),
+    (
+        broken.DeniesWithAnExtraEvent,
+        "on_check_permission.short_circuit",
+        "emitted ['conformance.short_circuit', 'conformance.extra']",
+    ),
     (broken.PermissionFailsWithAnotherReason, "on_check_permission.error", "reason 'OTHER'"),
     (
         broken.PermissionIgnoresErrorAfter,
@@ -371,3 +404,70 @@ async def test_generic_mode_fails_a_broken_sidecar_under_its_rule(
         return
     assert rule in failed
     assert why in failed[rule]
+
+
+async def test_the_observing_reference_passes_the_observe_rules() -> None:
+    """Described with every onion hook observing, the sidecar is checked for silence under
+    every marker (and its unary hooks and tool as usual)."""
+    running = await serve_middleware(ObservingConformanceMiddleware())
+    try:
+        results = await run_conformance(f"127.0.0.1:{running.port}", timeout=_TIMEOUT)
+    finally:
+        await running.stop(None)
+    assert [(r.name, r.detail) for r in results if not r.passed] == []
+    names = [r.name for r in results]
+    assert "observe.on_check_permission[agentic]" in names
+    assert "call_tool" in names
+    assert not any(name.startswith("on_reasoning.") for name in names)
+
+
+async def test_an_observer_that_emits_fails_its_hook_s_observe_rule() -> None:
+    failed = await _servicer_failures(broken.EmitsWhileObservingReasoning())
+    assert sorted(failed) == ["observe.on_reasoning[agentic]", "observe.on_reasoning[flat]"]
+    assert failed["observe.on_reasoning[flat]"].startswith(
+        "expected silence (observe mode: the sidecar sends nothing back"
+    )
+    assert failed["observe.on_reasoning[flat]"].endswith(
+        "(docs/remote-protocol.md § Any onion hook, HOOK_MODE_OBSERVE)"
+    )
+
+
+async def test_an_observer_that_answers_outcomes_fails_its_hook_s_observe_rule() -> None:
+    failed = await _servicer_failures(broken.DonesObservedPermissions())
+    assert sorted(failed) == [
+        "observe.on_check_permission[agentic]",
+        "observe.on_check_permission[flat]",
+    ]
+    assert "got done" in failed["observe.on_check_permission[flat]"]
+
+
+async def test_emits_before_an_error_and_plain_dones_pass() -> None:
+    """What the spec allows: an emit before the failing done, and a plain done ("unchanged")
+    where the reference repeats the downstream's result."""
+    for middleware, rule in (
+        (broken.EmitsBeforeItsError(), "on_reasoning.error_after"),
+        (broken.PermissionEmitsBeforeItsError(), "on_check_permission.error_after"),
+    ):
+        running = await serve_middleware(middleware)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+                t = Target(pb_grpc.MiddlewareServiceStub(channel), (), _TIMEOUT, False)
+                await KIND_RULES[rule](t, "flat")
+        finally:
+            await running.stop(None)
+    service = Service(
+        SERVICE_NAME, broken.PlainDones(), pb_grpc.add_MiddlewareServiceServicer_to_server
+    )
+    running = await start_server([service], "127.0.0.1:0")
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            t = Target(pb_grpc.MiddlewareServiceStub(channel), (), _TIMEOUT, False)
+            for rule in (
+                "on_model_call.emit",
+                "on_check_permission.emit",
+                "on_model_call.full",
+                "on_check_permission.pass_through",
+            ):
+                await KIND_RULES[rule](t, "flat")
+    finally:
+        await running.stop(None)

@@ -112,10 +112,18 @@ async def test_sigterm_drains_the_stream_once_its_invocation_ends(
 
 async def test_the_sdk_s_own_go_tests_pass(tmp_path: Path) -> None:
     """clients/go/sidecar/stream_test.go: End (the unasked done) from a timer goroutine or
-    an onItem callback ends a blocked next with ErrEnded, nothing sent after the done."""
+    an onItem callback ends a blocked next with ErrEnded, nothing sent after the done;
+    PassRest answers its item with a final verdict (keeping the drop), then nothing."""
     output = await go(tmp_path, "test", "-v", f"{IMPORT_PATH}/sidecar")
     assert "--- PASS: TestEndFromAnotherGoroutineEndsABlockedNext" in output
     assert "--- PASS: TestEndInOnItemReplacesTheVerdict" in output
+    for passing in (
+        "TestPassRestInOnItemSendsAFinalVerdict",
+        "TestPassRestKeepsTheDrop",
+        "TestVerdictsAreNotFinalWithoutPassRest",
+        "TestPassRestSendsNothingWhenObserved",
+    ):
+        assert f"--- PASS: {passing}" in output
 
 
 @pytest.fixture(scope="module")
@@ -124,14 +132,21 @@ def conformance_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return asyncio.run(build(gopath, "examples/conformance", gopath / "conformance"))
 
 
-@pytest.mark.parametrize("generic", [False, True], ids=["conformance", "generic"])
+@pytest.mark.parametrize(
+    ("generic", "observe"),
+    [(False, False), (True, False), (False, True), (True, True)],
+    ids=["conformance", "generic", "observing", "observing-generic"],
+)
 async def test_the_go_conformance_reference_passes_every_rule(
-    conformance_binary: Path, generic: bool
+    conformance_binary: Path, generic: bool, observe: bool
 ) -> None:
     env = {"CONFORMANCE_TOKEN": "s3"}
+    flags = ("--observe",) if observe else ()
     async with go_sidecar(
-        conformance_binary, "--token-env", "CONFORMANCE_TOKEN", env=env
+        conformance_binary, "--token-env", "CONFORMANCE_TOKEN", *flags, env=env
     ) as sidecar:
         results = await run_conformance(sidecar.address, token="s3", generic=generic, timeout=3)
     assert [(r.name, r.detail) for r in results if not r.passed] == []
-    assert len(results) > (12 if generic else 70)
+    observed = [r for r in results if r.name.startswith("observe.")]
+    assert len(observed) == (13 if observe and not generic else 0)
+    assert len(results) > (12 if generic or observe else 70)

@@ -132,3 +132,19 @@ async def test_an_observer_on_the_sdk_sends_nothing_and_passes_the_generic_rules
     assert {"generic.on_reply.answers", "generic.on_model_call.answers"} <= {
         r.name for r in results
     }
+
+
+async def test_the_sdk_s_own_node_tests_pass() -> None:
+    """clients/node/test/pass-rest.test.js (node --test): passRest answers its item with a
+    final verdict (keeping the drop) and sends nothing after; plain verdicts without it;
+    nothing when observed."""
+    process = await asyncio.create_subprocess_exec(
+        node_binary(), "--test", "test/pass-rest.test.js",
+        cwd=NODE_DIR, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    async with asyncio.timeout(60):
+        out, _ = await process.communicate()
+    output = out.decode()
+    assert process.returncode == 0, output
+    assert "# pass 4" in output
+    assert "# fail 0" in output

@@ -940,7 +940,9 @@ type InterceptResponse_Emit struct {
 	// (it lands before the item it answers) and before `done`. In event
 	// hooks it joins the hook's own event stream; in on_model_call,
 	// on_check_permission and on_compress_context it is queued and yielded
-	// after the model call or tool run, before its closing event. An empty
+	// after the model call or tool run, before its closing event
+	// (on_check_permission's: after the tool run it allowed, or before
+	// require_user_confirm when the call waits for confirmation). An empty
 	// reply_id is filled with the invocation's; another reply's id fails the
 	// invocation.
 	Emit *AgentEvent `protobuf:"bytes,3,opt,name=emit,proto3,oneof"`

@@ -23,7 +23,14 @@ func recorded(mode pb.HookMode) (*Invocation, func() []string) {
 		case *pb.InterceptResponse_Done:
 			arms = append(arms, "done")
 		case *pb.InterceptResponse_Verdict:
-			arms = append(arms, "verdict")
+			switch v := r.GetVerdict(); {
+			case v.Final && v.Drop:
+				arms = append(arms, "final dropping verdict")
+			case v.Final:
+				arms = append(arms, "final verdict")
+			default:
+				arms = append(arms, "verdict")
+			}
 		case *pb.InterceptResponse_Emit:
 			arms = append(arms, "emit")
 		}
@@ -43,6 +50,11 @@ func recorded(mode pb.HookMode) (*Invocation, func() []string) {
 func item() *pb.InterceptRequest {
 	ev := &pb.AgentEvent{Event: &pb.AgentEvent_TextBlockDelta{TextBlockDelta: &pb.TextBlockDeltaEvent{Delta: "x"}}}
 	return &pb.InterceptRequest{Message: &pb.InterceptRequest_Item{Item: &pb.DownstreamItem{Item: &pb.DownstreamItem_Event{Event: ev}}}}
+}
+
+// outcome is the downstream's end: a next still reading items returns at it.
+func outcome() *pb.InterceptRequest {
+	return &pb.InterceptRequest{Message: &pb.InterceptRequest_Outcome{Outcome: &pb.DownstreamOutcome{}}}
 }
 
 // End from another goroutine (a deadline of the hook's own) wakes the blocked next with
@@ -87,6 +99,65 @@ func TestEndSendsNothingWhenObserved(t *testing.T) {
 	inv, sent := recorded(pb.HookMode_HOOK_MODE_OBSERVE)
 	inv.End(nil)
 	_ = inv.Mutate(&pb.StateMutation{})
+	if got := sent(); len(got) != 0 {
+		t.Fatalf("sent %v while observed", got)
+	}
+}
+
+// PassRest in onItem answers that item with verdict {final: true} (kept) and next returns
+// nil at once: the items still queued are not read, and nothing is sent after it.
+func TestPassRestInOnItemSendsAFinalVerdict(t *testing.T) {
+	inv, sent := recorded(pb.HookMode_HOOK_MODE_INTERCEPT)
+	inv.box.put(item())
+	inv.box.put(item())
+	inv.box.put(outcome())
+	seen := 0
+	err := inv.eventNext()(nil, func(*pb.AgentEvent) bool { seen++; inv.PassRest(); return false })
+	if err != nil {
+		t.Fatalf("next returned %v, want nil", err)
+	}
+	if seen != 1 {
+		t.Fatalf("onItem ran %d times, want 1", seen)
+	}
+	_ = inv.Emit(&pb.AgentEvent{})
+	inv.finish(&pb.InterceptResponse{Message: &pb.InterceptResponse_Done{Done: &pb.HookDone{}}})
+	if got := sent(); len(got) != 2 || got[0] != "call_next" || got[1] != "final verdict" {
+		t.Fatalf("sent %v, want [call_next, final verdict]", got)
+	}
+}
+
+// PassRest with onItem dropping the item: the final verdict drops it.
+func TestPassRestKeepsTheDrop(t *testing.T) {
+	inv, sent := recorded(pb.HookMode_HOOK_MODE_INTERCEPT)
+	inv.box.put(item())
+	inv.box.put(outcome())
+	if err := inv.eventNext()(nil, func(*pb.AgentEvent) bool { inv.PassRest(); return true }); err != nil {
+		t.Fatalf("next returned %v, want nil", err)
+	}
+	if got := sent(); len(got) != 2 || got[1] != "final dropping verdict" {
+		t.Fatalf("sent %v, want [call_next, final dropping verdict]", got)
+	}
+}
+
+// Without PassRest each item gets a plain verdict: the final one is PassRest's doing.
+func TestVerdictsAreNotFinalWithoutPassRest(t *testing.T) {
+	inv, sent := recorded(pb.HookMode_HOOK_MODE_INTERCEPT)
+	inv.box.put(item())
+	inv.box.put(outcome())
+	if err := inv.eventNext()(nil, func(*pb.AgentEvent) bool { return false }); err != nil {
+		t.Fatalf("next returned %v, want nil", err)
+	}
+	if got := sent(); len(got) != 2 || got[1] != "verdict" {
+		t.Fatalf("sent %v, want [call_next, verdict]", got)
+	}
+}
+
+// Observed, PassRest sends nothing.
+func TestPassRestSendsNothingWhenObserved(t *testing.T) {
+	inv, sent := recorded(pb.HookMode_HOOK_MODE_OBSERVE)
+	inv.box.put(item())
+	inv.box.put(outcome())
+	_ = inv.eventNext()(nil, func(*pb.AgentEvent) bool { inv.PassRest(); return false })
 	if got := sent(); len(got) != 0 {
 		t.Fatalf("sent %v while observed", got)
 	}

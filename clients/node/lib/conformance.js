@@ -102,6 +102,7 @@ export const conformance = {
     }
     const decision = await next();
     if (word === 'error-after') throw failure('on_check_permission');
+    if (word === 'emit') custom(inv, 'conformance.post');
     return decision;
   },
   async onCompressContext(inv, args, next) {
@@ -135,7 +136,15 @@ export const conformance = {
   ],
 };
 
-/** The conformance MiddlewareService handlers, to pass to `createServer` or `runSidecar`. */
-export function conformanceService() {
-  return middlewareService(conformance);
+/**
+ * The conformance MiddlewareService handlers, to pass to `createServer` or `runSidecar`;
+ * with `observe`, every onion hook observes (docs/remote-protocol.md § Conformance, Observing).
+ */
+export function conformanceService({ observe = false } = {}) {
+  if (!observe) return middlewareService(conformance);
+  const hooks = Object.fromEntries(
+    Object.entries(conformance.hooks).map(([hook, spec]) => [hook, { ...spec, mode: 'HOOK_MODE_OBSERVE' }]),
+  );
+  const observing = { ...conformance, hooks: { ...hooks, onCheckPermission: { mode: 'HOOK_MODE_OBSERVE' } } };
+  return middlewareService(observing);
 }

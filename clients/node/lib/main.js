@@ -10,9 +10,11 @@ import { createServer, stopServer } from './server.js';
  *
  * @param {string} script The script's file name, for messages.
  * @param {string} usage The usage text.
- * @param {(log: (message: string) => void) => object} makeService Builds the RPC handlers.
+ * @param {(log: (message: string) => void, flags: object) => object} makeService Builds the RPC
+ *   handlers, given the parsed flags.
+ * @param {object} [flags] The script's own boolean flags' names (parsed with the others).
  */
-export async function runSidecar(script, usage, makeService) {
+export async function runSidecar(script, usage, makeService, flags = []) {
   const fail = (message) => {
     process.stderr.write(`${script}: ${message}\n${usage}\n`);
     process.exit(2);
@@ -26,6 +28,7 @@ export async function runSidecar(script, usage, makeService) {
         'token-env': { type: 'string' },
         grace: { type: 'string', default: '5' },
         help: { type: 'boolean', short: 'h', default: false },
+        ...Object.fromEntries(flags.map((name) => [name, { type: 'boolean', default: false }])),
       },
     }));
   } catch (err) {
@@ -50,7 +53,7 @@ export async function runSidecar(script, usage, makeService) {
   if (!Number.isFinite(grace) || grace < 0) fail('--grace must be a number of seconds >= 0');
 
   let bound;
-  const service = makeService(log);
+  const service = makeService(log, values);
   try {
     bound = await createServer(address, { token, log, service });
   } catch (err) {

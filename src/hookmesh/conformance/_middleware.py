@@ -199,12 +199,16 @@ class ConformanceMiddleware(Middleware):
     ) -> PermissionDecision:
         word = marker(agent)
         await self._pre(agent, "on_check_permission", word)
+        if word == "emit":
+            agent.emit(self._event(agent, "conformance.pre"))
         if word == "short-circuit":
             agent.emit(self._event(agent, "conformance.short_circuit"))
             return PermissionDecision("deny", "short-circuited")
         decision: PermissionDecision = await next_handler()
         if word == "error-after":
             raise _failure("on_check_permission")
+        if word == "emit":
+            agent.emit(self._event(agent, "conformance.post"))
         return decision
 
     async def on_compress_context(
@@ -222,3 +226,21 @@ class ConformanceMiddleware(Middleware):
 
     async def after_agent(self, agent: AgentView, final: Message) -> None:
         self.state(agent)["after"] = True
+
+
+class ObservingConformanceMiddleware(ConformanceMiddleware):
+    """The conformance middleware with every onion hook observing: whatever its marker, the
+    served host must send nothing back (``hookmesh conformance`` recognises it from its
+    Describe and checks just that)."""
+
+    hook_modes: Mapping[str, HookMode] = dict.fromkeys(
+        (
+            "on_reply",
+            "on_reasoning",
+            "on_model_call",
+            "on_acting",
+            "on_check_permission",
+            "on_compress_context",
+        ),
+        "observe",
+    )

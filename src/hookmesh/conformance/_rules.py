@@ -457,7 +457,10 @@ async def permission_short_circuit(t: Target, kind: MessageKind) -> None:
         t, kind, pb.HOOK_ON_CHECK_PERMISSION, "short-circuit", **_permission_args()
     )
     try:
-        done = (await session.expect("1", "done", "call_next"))[-1].done
+        got = await session.expect("1", "done", "call_next")
+        check(_arm(got[-1]) == "done", "did not short-circuit with done")
+        check(customs(got) == ["conformance.short_circuit"], f"emitted {customs(got)}")
+        done = got[-1].done
         check(done.permission.behavior == pb.PERMISSION_BEHAVIOR_DENY, "not denied")
         check(done.permission.reason == "short-circuited", f"reason {done.permission.reason!r}")
     finally:
@@ -528,18 +531,23 @@ async def awaitable_error_after(t: Target, kind: MessageKind, h: EventHook) -> N
         session.cancel()
 
 
-async def model_emit(t: Target, kind: MessageKind) -> None:
-    """`conformance.pre` before call_next, `conformance.post` before the done answering a
-    full response (which keeps it)."""
-    session = await _open(t, kind, pb.HOOK_ON_MODEL_CALL, "emit", **_model_args())
+async def awaitable_emit(t: Target, kind: MessageKind, h: EventHook) -> None:
+    """`conformance.pre` before call_next, `conformance.post` before the done answering the
+    downstream's result (which it keeps): emits are allowed on the awaitable hooks too."""
+    session = await _open(t, kind, h.hook, "emit", **h.args)
     try:
         got = await session.expect("1", "call_next")
         check(customs(got) == ["conformance.pre"], f"before call_next: emitted {customs(got)}")
-        await session.send(_req("1", outcome=_result("on_model_call", kind)))
+        outcome = _result(h.name, kind)
+        await session.send(_req("1", outcome=outcome))
         got = await session.expect("1", "done")
         check(customs(got) == ["conformance.post"], f"before done: emitted {customs(got)}")
-        result = got[-1].done.WhichOneof("result")
-        check(result in (None, "model_response"), f"done carries {result}")
+        done = got[-1].done
+        result = done.WhichOneof("result")
+        arm = outcome.WhichOneof("result")
+        check(result in (None, arm), f"done carries {result}")
+        if result == arm:
+            check(getattr(done, arm) == getattr(outcome, arm), f"done changed the {arm}")
     finally:
         session.cancel()
 
@@ -585,7 +593,7 @@ KIND_RULES: dict[str, Rule] = {
         for name, rule in (("state", state), ("error", error))
     },
     **{f"{h.name}.error_after": _on(h, awaitable_error_after) for h in (MODEL, PERMISSION)},
-    "on_model_call.emit": model_emit,
+    **{f"{h.name}.emit": _on(h, awaitable_emit) for h in (MODEL, PERMISSION)},
     "on_model_call.full": model_full,
     "on_model_call.stream": model_stream,
     "on_model_call.stop": model_stop,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import grpc
 
 from hookmesh.conformance._generic import Generic
+from hookmesh.conformance._observe import observing, observing_rules
 from hookmesh.conformance._rules import KIND_RULES, STOPPING_HOOKS, Target
 from hookmesh.conformance._session import RuleFailure
 from hookmesh.conformance._stream_rules import STREAM_RULES, token_required
@@ -17,6 +18,8 @@ from hookmesh.v1 import middleware_pb2 as pb
 from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
 
 KINDS: tuple[MessageKind, ...] = ("flat", "agentic")
+_OBSERVED_TOO = ("transform_system_prompt", "after_agent", "call_tool")
+"""The stream rules the observing variant runs too: its unary hooks and tool intercept."""
 DOC = "docs/remote-protocol.md"
 
 _SECTIONS: tuple[tuple[str, str], ...] = (
@@ -28,6 +31,8 @@ _SECTIONS: tuple[tuple[str, str], ...] = (
     ("generic.unary", "Unary RPCs"),
     ("generic.call_tool", "Tools (CallTool)"),
     ("generic.", "Message sequences"),
+    ("observe.describe", "Conformance"),
+    ("observe.", "Any onion hook, HOOK_MODE_OBSERVE"),
     ("describe", "Conformance"),
     ("on_model_call.stream", "on_model_call, HOOK_MODE_INTERCEPT"),
     ("transform_system_prompt", "Unary RPCs"),
@@ -87,7 +92,8 @@ async def run_conformance(
     """Check the sidecar at `target` (``host:port`` or ``unix:///path``) against every rule.
 
     Args:
-        target: The sidecar serving the conformance middleware (any sidecar with `generic`).
+        target: The sidecar serving the conformance middleware (any sidecar with `generic`);
+            when it describes every onion hook observing, the observe-mode rules run.
         token: Bearer token the sidecar requires (a secret: never printed).
         timeout: Seconds to wait for each expected message.
         generic: Check only the rules every middleware obeys, from its own Describe.
@@ -104,6 +110,10 @@ async def run_conformance(
         rules: list[tuple[str, Callable[[], Awaitable[None]]]] = []
         if generic:
             rules.extend(Generic(t, described).rules())
+        elif observing(described):
+            rules.extend((name, _bound(rule, t)) for name, rule in observing_rules(KINDS))
+            for name in _OBSERVED_TOO:
+                rules.append((name, _bound(STREAM_RULES[name], t)))
         else:
             for name, stream_rule in STREAM_RULES.items():
                 rules.append((name, _bound(stream_rule, t)))

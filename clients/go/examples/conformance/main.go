@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"strings"
 
 	pb "github.com/hookmesh/hookmesh/clients/go/hookmeshv1"
@@ -13,18 +14,30 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
+// observe serves the observing variant (docs/remote-protocol.md § Conformance): every onion
+// hook in HOOK_MODE_OBSERVE; read once the flags are parsed (sidecar.Main parses them).
+var observe = flag.Bool("observe", false, "describe every onion hook in HOOK_MODE_OBSERVE")
+
 type conformance struct{}
 
 func (conformance) Key() string        { return "conformance" }
 func (conformance) NeedsContext() bool { return true }
 func (conformance) Hooks() map[pb.Hook]sidecar.HookOptions {
-	return map[pb.Hook]sidecar.HookOptions{
+	hooks := map[pb.Hook]sidecar.HookOptions{
 		pb.Hook_HOOK_ON_REPLY:            {ReadOnly: []string{"*"}},
 		pb.Hook_HOOK_ON_REASONING:        {Subscriptions: []string{"*"}},
 		pb.Hook_HOOK_ON_MODEL_CALL:       {Subscriptions: []string{"chunk"}},
 		pb.Hook_HOOK_ON_ACTING:           {Subscriptions: []string{"*"}},
 		pb.Hook_HOOK_ON_COMPRESS_CONTEXT: {Mode: pb.HookMode_HOOK_MODE_PRE_ONLY},
 	}
+	if *observe {
+		hooks[pb.Hook_HOOK_ON_CHECK_PERMISSION] = sidecar.HookOptions{}
+		for hook, options := range hooks {
+			options.Mode = pb.HookMode_HOOK_MODE_OBSERVE
+			hooks[hook] = options
+		}
+	}
+	return hooks
 }
 
 func text(m *pb.Message) string {
@@ -194,6 +207,9 @@ func (conformance) OnCheckPermission(inv *sidecar.Invocation, _ *pb.CheckPermiss
 	decision, err := next()
 	if err == nil && word == "error-after" {
 		return nil, failure("on_check_permission")
+	}
+	if err == nil && word == "emit" {
+		emit(inv, "conformance.post")
 	}
 	return decision, err
 }
