@@ -3,17 +3,32 @@ it takes from Describe, when it is ready, and what it sends in each hook's argum
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import grpc
 import pytest
 
-from hookmesh.middleware import Middleware
-from hookmesh.remote import SERVICE_NAME, RemoteMiddleware, serve_middleware
+from hookmesh.agent import Agent
+from hookmesh.middleware import FailureMode, Middleware
+from hookmesh.models import ScriptedChatModel
+from hookmesh.remote import (
+    SERVICE_NAME,
+    BreakerSettings,
+    RemoteMiddleware,
+    SidecarError,
+    serve_middleware,
+)
+from hookmesh.remote._codec import description_to_pb
+from hookmesh.schema import AgentEvent, CustomEvent
 from hookmesh.server import RunningServer
+from hookmesh.v1 import middleware_pb2 as pb
 from tests import middlewares as mws
-from tests.agent_helpers import SHORT_TIMEOUT
+from tests.agent_helpers import SHORT_TIMEOUT, collect, customs
+from tests.scripted_sidecar import ScriptedSidecar, describe, serve_scripted
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,3 +66,86 @@ async def test_the_description_taken_is_the_sidecars_with_the_configured_failure
     assert remote.middleware_key() == mws.ToolGiver().middleware_key()
     assert [t.name for t in remote.list_tools()] == ["shout"]
     assert remote.described_now and remote.serving
+
+
+async def test_a_sidecar_speaking_another_protocol_version_is_refused_at_connect() -> None:
+    description = describe(pb.HOOK_ON_REASONING)
+    description.protocol_version = 2
+    running = await serve_scripted(ScriptedSidecar(description))
+    try:
+        with pytest.raises(SidecarError) as caught:
+            await RemoteMiddleware.connect(f"127.0.0.1:{running.port}", timeout=SHORT_TIMEOUT)
+    finally:
+        await running.stop(None)
+    assert caught.value.reason == "SIDECAR_PROTOCOL_ERROR"
+    assert "speaks protocol 2, not 1" in str(caught.value)
+
+
+async def test_a_new_description_is_logged_once_and_the_same_one_is_not(
+    serve: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, remote = await serve(mws.ToolGiver())
+    with caplog.at_level(logging.WARNING, logger="hookmesh.remote"):
+        remote._adopt(description_to_pb(mws.ToolGiver().describe(), [mws.shout], 0))
+        assert "described itself anew" not in caplog.text
+        remote._adopt(describe(pb.HOOK_ON_REASONING, key="other"))
+    [line] = [r.getMessage() for r in caplog.records if "anew" in r.getMessage()]
+    assert "(key other, hooks on_reasoning)" in line
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="hookmesh.remote"):
+        remote._adopt(pb.DescribeResponse(protocol_version=1, middleware_key="bare"))
+    [line] = [r.getMessage() for r in caplog.records if "anew" in r.getMessage()]
+    assert "(key bare, hooks none)" in line
+    assert remote.middleware_key() == "bare" and not remote.implements("on_reasoning")
+
+
+async def _until_down(remote: RemoteMiddleware) -> None:
+    """Wait for the channel to fail to connect (its server gone), on its state changes."""
+    channel = remote.link.channel
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        state = channel.get_state(try_to_connect=True)
+        while state != grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            await channel.wait_for_state_change(state)
+            state = channel.get_state(try_to_connect=True)
+
+
+@pytest.mark.parametrize("mode", ["fail_open", "fail_closed"])
+async def test_only_a_fail_open_sidecar_withdraws_its_tools_while_down(
+    serve: Serve, mode: FailureMode
+) -> None:
+    running, remote = await serve(mws.ToolGiver(), failure_mode=mode)
+    assert [t.name for t in remote.list_tools()] == ["shout"]
+    await running.stop(None)
+    await _until_down(remote)
+    assert [t.name for t in remote.list_tools()] == ([] if mode == "fail_open" else ["shout"])
+    assert not remote.serving
+
+
+@pytest.mark.parametrize("mode", ["fail_open", "fail_closed"])
+async def test_only_a_fail_open_sidecar_withdraws_its_tools_while_its_circuit_is_open(
+    serve: Serve, mode: FailureMode
+) -> None:
+    _, remote = await serve(mws.ToolGiver(), failure_mode=mode, breaker=BreakerSettings(misses=1))
+    remote.link.missed()  # one missed deadline opens this circuit
+    assert remote.link.breaker.open and not remote.serving
+    assert [t.name for t in remote.list_tools()] == ([] if mode == "fail_open" else ["shout"])
+
+
+class ResumeProbe(Middleware):
+    """Emits whether its on_reply was told the reply resumes a paused one."""
+
+    async def on_reply(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[AgentEvent]:
+        yield CustomEvent(
+            reply_id=agent.reply_id, name="resume", value=kwargs["resume"] is not None
+        )
+        async for event in next_handler():
+            yield event
+
+
+async def test_a_fresh_reply_is_not_sent_as_a_resumed_one(serve: Serve) -> None:
+    _, remote = await serve(ResumeProbe())
+    agent = Agent(ScriptedChatModel(["hi"]), middlewares=[remote])
+    events = await collect(agent.reply("go"))
+    assert [e.value for e in customs(events) if e.name == "resume"] == [False]
