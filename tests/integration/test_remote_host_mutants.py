@@ -3,12 +3,16 @@ each message an agent may send, well-formed or not."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
 
-from hookmesh.remote import serve_middleware
+from hookmesh.middleware import GUARDRAIL_TRIPPED, GuardrailTripped, Middleware
+from hookmesh.remote import SERVICE_NAME, MiddlewareServicer, RemoteHookError, serve_middleware
+from hookmesh.schema import make_assistant, message_to_proto
 from hookmesh.server import RunningServer
 from hookmesh.v1 import middleware_pb2 as pb
 from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
@@ -52,3 +56,101 @@ async def test_the_4097th_invocation_running_on_one_stream_is_refused(
     assert [r.invocation_id for r in refused] == ["4096", "4097"]
     assert {r.done.error.reason for r in refused} == {"TOO_MANY_INVOCATIONS"}
     assert "4096 invocations" in refused[0].done.error.message
+
+
+async def _exchange(
+    running: RunningServer, *requests: pb.InterceptRequest, answers: int = 1
+) -> tuple[list[pb.InterceptResponse], grpc.StatusCode]:
+    """Send `requests` on one Intercept stream, read `answers` responses, end the stream
+    (done writing) and return what came back with the status the stream ended on."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        stream = pb_grpc.MiddlewareServiceStub(channel).Intercept(timeout=DEADLINE)
+        for request in requests:
+            await stream.write(request)
+        got = [await stream.read() for _ in range(answers)]
+        await stream.done_writing()
+        assert await stream.read() == grpc.aio.EOF
+        return got, await stream.code()
+
+
+async def test_an_invocation_with_a_bad_context_message_ends_at_once_invalid(
+    stuck: tuple[rmws.Stuck, RunningServer],
+) -> None:
+    mw, running = stuck
+    bad = reasoning("1")
+    bad.invocation.context.add()  # a message of no kind
+    got, code = await _exchange(running, bad)
+    assert code == grpc.StatusCode.OK
+    [done] = got
+    assert done.invocation_id == "1" and done.done.error.reason == "INVALID_SCHEMA"
+    assert "invocation.context" in done.done.error.message
+    assert not mw.entered.is_set()
+
+
+async def test_a_cancel_ends_its_invocation_and_unknown_ids_are_ignored(
+    stuck: tuple[rmws.Stuck, RunningServer],
+) -> None:
+    mw, running = stuck
+    unknown = [
+        pb.InterceptRequest(invocation_id="nobody", cancel=pb.CancelInvocation()),
+        pb.InterceptRequest(invocation_id="nobody", outcome=pb.DownstreamOutcome()),
+    ]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        stream = pb_grpc.MiddlewareServiceStub(channel).Intercept(timeout=DEADLINE)
+        await stream.write(reasoning("1"))
+        async with asyncio.timeout(DEADLINE):
+            await mw.entered.wait()
+        for request in unknown:
+            await stream.write(request)
+        await stream.write(pb.InterceptRequest(invocation_id="1", cancel=pb.CancelInvocation()))
+        async with asyncio.timeout(DEADLINE):
+            await mw.cancelled.wait()
+        await stream.done_writing()
+        assert await stream.read() == grpc.aio.EOF
+        assert await stream.code() == grpc.StatusCode.OK
+    assert running.servicers[SERVICE_NAME].received == {"invocation": 1, "cancel": 2, "outcome": 1}
+
+
+class Raises(Middleware):
+    """Its unary hooks raise what it was given."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    async def on_system_prompt(self, agent: Any, prompt: str) -> str:
+        raise self.exc
+
+    async def after_agent(self, agent: Any, final: Any) -> None:
+        raise self.exc
+
+
+def _after_agent() -> pb.AfterAgentRequest:
+    return pb.AfterAgentRequest(
+        reply_id="r1", final_message=message_to_proto(make_assistant("flat", "done"))
+    )
+
+
+async def test_a_unary_hooks_error_without_a_message_is_named_by_its_type() -> None:
+    host = MiddlewareServicer(Raises(RuntimeError()))
+    with pytest.raises(RemoteHookError) as caught:
+        await host.TransformSystemPrompt(pb.TransformSystemPromptRequest(prompt="p"), None)  # type: ignore[arg-type]
+    assert str(caught.value) == "RuntimeError"
+    assert caught.value.reason == "MIDDLEWARE_FAILED"
+    assert caught.value.metadata == {"hook": "on_system_prompt", "errorType": "RuntimeError"}
+    with pytest.raises(RemoteHookError) as caught:
+        await host.AfterAgent(_after_agent(), None)  # type: ignore[arg-type]
+    assert caught.value.metadata == {"hook": "after_agent", "errorType": "RuntimeError"}
+
+
+async def test_a_guardrail_trip_in_a_unary_hook_keeps_its_reason_and_details() -> None:
+    trip = GuardrailTripped("words", "output", "a banned word", {"word": "x"})
+    host = MiddlewareServicer(Raises(trip))
+    for call in (
+        host.TransformSystemPrompt(pb.TransformSystemPromptRequest(prompt="p"), None),  # type: ignore[arg-type]
+        host.AfterAgent(_after_agent(), None),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(RemoteHookError) as caught:
+            await call
+        assert caught.value.reason == GUARDRAIL_TRIPPED
+        assert str(caught.value) == str(trip)
+        assert caught.value.metadata == {"word": "x", "guardrail": "words", "stage": "output"}
