@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -27,7 +28,8 @@ from hookmesh.schema import AgentEvent, CustomEvent
 from hookmesh.server import RunningServer
 from hookmesh.v1 import middleware_pb2 as pb
 from tests import middlewares as mws
-from tests.agent_helpers import SHORT_TIMEOUT, collect, customs
+from tests.agent_helpers import SHORT_TIMEOUT, collect, customs, report
+from tests.middlewares import Reporting
 from tests.scripted_sidecar import ScriptedSidecar, describe, serve_scripted
 
 pytestmark = pytest.mark.timeout(60)
@@ -61,7 +63,9 @@ async def test_the_description_taken_is_the_sidecars_with_the_configured_failure
 ) -> None:
     running, remote = await serve(mws.ToolGiver(), failure_mode="fail_open")
     sent = running.servicers[SERVICE_NAME].description
-    assert remote.description_hash == hashlib.sha256(sent.SerializeToString()).hexdigest()
+    # Map entries (a tool schema's) serialize in any order unless asked to sort them.
+    digest = hashlib.sha256(sent.SerializeToString(deterministic=True)).hexdigest()
+    assert remote.description_hash == digest
     assert remote.describe().failure_mode == remote.failure_mode == "fail_open"
     assert remote.middleware_key() == mws.ToolGiver().middleware_key()
     assert [t.name for t in remote.list_tools()] == ["shout"]
@@ -149,3 +153,50 @@ async def test_a_fresh_reply_is_not_sent_as_a_resumed_one(serve: Serve) -> None:
     agent = Agent(ScriptedChatModel(["hi"]), middlewares=[remote])
     events = await collect(agent.reply("go"))
     assert [e.value for e in customs(events) if e.name == "resume"] == [False]
+
+
+class ModelCallProbe(Reporting):
+    """Reports how many messages its on_model_call was given."""
+
+    async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        self.state(agent)["messages"] = len(kwargs["messages"])
+        return await next_handler()
+
+
+class ContextModelCallProbe(ModelCallProbe):
+    needs_context = True
+
+
+@pytest.mark.parametrize("probe", [ModelCallProbe, ContextModelCallProbe])
+async def test_a_model_call_carries_the_messages_only_to_a_sidecar_that_asks(
+    serve: Serve, probe: type[ModelCallProbe]
+) -> None:
+    _, remote = await serve(probe())
+    events = await collect(Agent(ScriptedChatModel(["hi"]), middlewares=[remote]).reply("go"))
+    assert report(events, probe.__name__)["messages"] == (1 if probe.needs_context else 0)
+
+
+async def test_a_sidecar_that_never_describes_itself_fails_the_call_at_its_deadline() -> None:
+    with socket.socket() as held:  # a port nothing answers on while the test runs
+        held.bind(("127.0.0.1", 0))
+        remote = await RemoteMiddleware.connect(
+            f"127.0.0.1:{held.getsockname()[1]}",
+            failure_mode="fail_closed",
+            timeout=0.3,
+            wait=False,
+            breaker=BreakerSettings(misses=1),
+        )
+        try:
+            agent = Agent(ScriptedChatModel(["hi"]), middlewares=[remote])
+            with pytest.raises(SidecarError) as caught:
+                await remote.on_model_call(agent, {}, _never)  # type: ignore[arg-type]
+            assert remote.link.breaker.open  # the missed deadline counted
+        finally:
+            await remote.aclose()
+    assert caught.value.reason == "SIDECAR_UNAVAILABLE"
+    assert caught.value.metadata["timeoutSeconds"] == "0.3"
+    assert "did not come back within 0.3 s" in str(caught.value)
+
+
+async def _never() -> Any:
+    raise AssertionError("the downstream ran without the sidecar")
