@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 import pytest
+from opentelemetry import trace
 
 from hookmesh.middleware import GUARDRAIL_TRIPPED, GuardrailTripped, Middleware
 from hookmesh.remote import SERVICE_NAME, MiddlewareServicer, RemoteHookError, serve_middleware
@@ -154,3 +155,33 @@ async def test_a_guardrail_trip_in_a_unary_hook_keeps_its_reason_and_details() -
         assert caught.value.reason == GUARDRAIL_TRIPPED
         assert str(caught.value) == str(trip)
         assert caught.value.metadata == {"word": "x", "guardrail": "words", "stage": "output"}
+
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@pytest.mark.parametrize("traced", [False, True])
+async def test_each_invocation_runs_in_a_server_span_under_the_agents_trace(
+    stuck: tuple[rmws.Stuck, RunningServer], span_exporter: Any, traced: bool
+) -> None:
+    mw, running = stuck
+    span_exporter.clear()
+    invocation = reasoning("1")
+    if traced:
+        invocation.invocation.trace_context["traceparent"] = TRACEPARENT
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        stream = pb_grpc.MiddlewareServiceStub(channel).Intercept(timeout=DEADLINE)
+        await stream.write(invocation)
+        async with asyncio.timeout(DEADLINE):
+            await mw.entered.wait()
+        await stream.write(pb.InterceptRequest(invocation_id="1", cancel=pb.CancelInvocation()))
+        await stream.done_writing()
+        assert await stream.read() == grpc.aio.EOF
+    [span] = [s for s in span_exporter.get_finished_spans() if s.name.startswith("middleware ")]
+    assert span.name == f"middleware {mw.middleware_key()} on_reasoning"
+    assert span.kind == trace.SpanKind.SERVER
+    if traced:
+        assert f"{span.context.trace_id:032x}" == TRACEPARENT.split("-")[1]
+        assert f"{span.parent.span_id:016x}" == TRACEPARENT.split("-")[2]
+    else:
+        assert span.parent is None
