@@ -49,7 +49,8 @@ async def test_the_4097th_invocation_running_on_one_stream_is_refused(
 ) -> None:
     _, running = stuck
     async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
-        stream = pb_grpc.MiddlewareServiceStub(channel).Intercept(timeout=DEADLINE)
+        # 4098 invocations take seconds on a loaded machine: a longer deadline.
+        stream = pb_grpc.MiddlewareServiceStub(channel).Intercept(timeout=3 * DEADLINE)
         for n in range(4098):
             await stream.write(reasoning(str(n), reply_id=f"r{n}"))
         refused = [await stream.read(), await stream.read()]
