@@ -72,9 +72,12 @@ async def test_the_description_taken_is_the_sidecars_with_the_configured_failure
     assert remote.described_now and remote.serving
 
 
-async def test_a_sidecar_speaking_another_protocol_version_is_refused_at_connect() -> None:
+@pytest.mark.parametrize("version", [0, 2])
+async def test_a_sidecar_speaking_another_protocol_version_is_refused_at_connect(
+    version: int,
+) -> None:
     description = describe(pb.HOOK_ON_REASONING)
-    description.protocol_version = 2
+    description.protocol_version = version
     running = await serve_scripted(ScriptedSidecar(description))
     try:
         with pytest.raises(SidecarError) as caught:
@@ -82,7 +85,7 @@ async def test_a_sidecar_speaking_another_protocol_version_is_refused_at_connect
     finally:
         await running.stop(None)
     assert caught.value.reason == "SIDECAR_PROTOCOL_ERROR"
-    assert "speaks protocol 2, not 1" in str(caught.value)
+    assert f"speaks protocol {version}, not 1" in str(caught.value)
 
 
 async def test_a_new_description_is_logged_once_and_the_same_one_is_not(
@@ -174,6 +177,7 @@ async def test_a_model_call_carries_the_messages_only_to_a_sidecar_that_asks(
     _, remote = await serve(probe())
     events = await collect(Agent(ScriptedChatModel(["hi"]), middlewares=[remote]).reply("go"))
     assert report(events, probe.__name__)["messages"] == (1 if probe.needs_context else 0)
+    assert remote.link.calls == 2  # on_reply and on_model_call, each invoked once
 
 
 async def test_a_sidecar_that_never_describes_itself_fails_the_call_at_its_deadline() -> None:
