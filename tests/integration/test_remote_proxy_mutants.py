@@ -15,7 +15,7 @@ import pytest
 
 from hookmesh.agent import Agent
 from hookmesh.middleware import FailureMode, Middleware
-from hookmesh.models import ScriptedChatModel
+from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.remote import (
     SERVICE_NAME,
     BreakerSettings,
@@ -28,7 +28,8 @@ from hookmesh.schema import AgentEvent, CustomEvent
 from hookmesh.server import RunningServer
 from hookmesh.v1 import middleware_pb2 as pb
 from tests import middlewares as mws
-from tests.agent_helpers import SHORT_TIMEOUT, collect, customs, report
+from tests import remote_middlewares as rmws
+from tests.agent_helpers import SHORT_TIMEOUT, collect, customs, echo, report
 from tests.middlewares import Reporting
 from tests.scripted_sidecar import ScriptedSidecar, describe, serve_scripted
 
@@ -204,3 +205,14 @@ async def test_a_sidecar_that_never_describes_itself_fails_the_call_at_its_deadl
 
 async def _never() -> Any:
     raise AssertionError("the downstream ran without the sidecar")
+
+
+async def test_a_fresh_permission_check_and_compression_are_each_admitted_once(
+    serve: Serve,
+) -> None:
+    _, remote = await serve(rmws.WatchesChecks("intercept"))
+    turns = [ScriptedTurn(tool_calls=[("echo", {"text": "x"})]), "done"]
+    agent = Agent(ScriptedChatModel(turns), tools=[echo], middlewares=[remote])
+    events = await collect(agent.reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert remote.link.calls == 3  # one permission check, a compression before each model call
