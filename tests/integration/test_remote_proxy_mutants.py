@@ -216,3 +216,22 @@ async def test_a_fresh_permission_check_and_compression_are_each_admitted_once(
     events = await collect(agent.reply("go"))
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
     assert remote.link.calls == 3  # one permission check, a compression before each model call
+
+
+async def test_a_refused_description_is_asked_for_again_by_the_next_wait() -> None:
+    sidecar = ScriptedSidecar(describe(pb.HOOK_ON_REASONING))
+    running = await serve_scripted(sidecar)
+    remote = await RemoteMiddleware.connect(f"127.0.0.1:{running.port}", timeout=SHORT_TIMEOUT)
+    try:
+        sidecar.description = pb.DescribeResponse(protocol_version=2, middleware_key="next")
+        remote._stale()  # the connection went, as when the sidecar restarts
+        with pytest.raises(SidecarError) as caught:
+            await remote.wait_ready(SHORT_TIMEOUT)
+        assert caught.value.reason == "SIDECAR_PROTOCOL_ERROR"
+        assert not remote.described_now
+        sidecar.description = describe(pb.HOOK_ON_REASONING, key="fixed")
+        await remote.wait_ready(SHORT_TIMEOUT)
+        assert remote.described_now and remote.middleware_key() == "fixed"
+    finally:
+        await remote.aclose()
+        await running.stop(None)
