@@ -161,6 +161,39 @@ async def test_a_guardrail_trip_in_a_unary_hook_keeps_its_reason_and_details() -
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
+class TraceProbe(Middleware):
+    """Records the trace its on_reasoning runs under, then waits until cancelled."""
+
+    def __init__(self) -> None:
+        self.trace_ids: asyncio.Queue[int] = asyncio.Queue()
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[Any]:
+        self.trace_ids.put_nowait(trace.get_current_span().get_span_context().trace_id)
+        await asyncio.Event().wait()
+        yield  # an event hook; never reached
+
+
+async def test_a_hook_runs_under_the_agents_trace_with_or_without_an_sdk() -> None:
+    """Before any SDK provider is installed (the test below installs one), the hook's calls
+    still carry the agent's trace on."""
+    probe = TraceProbe()
+    running = await serve_middleware(probe)
+    invocation = reasoning("1")
+    invocation.invocation.trace_context["traceparent"] = TRACEPARENT
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stream = pb_grpc.MiddlewareServiceStub(channel).Intercept(timeout=DEADLINE)
+            await stream.write(invocation)
+            async with asyncio.timeout(DEADLINE):
+                trace_id = await probe.trace_ids.get()
+            stream.cancel()
+    finally:
+        await running.stop(None)
+    assert f"{trace_id:032x}" == TRACEPARENT.split("-")[1]
+
+
 @pytest.mark.parametrize("traced", [False, True])
 async def test_each_invocation_runs_in_a_server_span_under_the_agents_trace(
     stuck: tuple[rmws.Stuck, RunningServer], span_exporter: Any, traced: bool
