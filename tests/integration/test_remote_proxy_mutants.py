@@ -235,3 +235,14 @@ async def test_a_refused_description_is_asked_for_again_by_the_next_wait() -> No
     finally:
         await remote.aclose()
         await running.stop(None)
+
+
+async def test_the_first_calls_after_a_reconnect_still_go_to_the_sidecar(serve: Serve) -> None:
+    running, remote = await serve(rmws.WatchesChecks("intercept"))
+    remote._stale()  # the connection went, as when the sidecar restarts
+    turns = [ScriptedTurn(tool_calls=[("echo", {"text": "x"})]), "done"]
+    agent = Agent(ScriptedChatModel(turns), tools=[echo], middlewares=[remote])
+    events = await collect(agent.reply("go"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    # A compression before each model call and one permission check, none skipped.
+    assert running.servicers[SERVICE_NAME].received["invocation"] == 3
