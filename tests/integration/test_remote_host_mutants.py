@@ -219,3 +219,38 @@ async def test_each_invocation_runs_in_a_server_span_under_the_agents_trace(
         assert f"{span.parent.span_id:016x}" == TRACEPARENT.split("-")[2]
     else:
         assert span.parent is None
+
+
+class ObservesReasoning(Middleware):
+    """Observes on_reasoning under a mode named at run time (as read from a config file: a
+    string equal to "observe" but not the same object) and intercepts on_model_call."""
+
+    def __init__(self) -> None:
+        self.hook_modes = {"on_reasoning": "".join(["obs", "erve"])}  # type: ignore[dict-item]
+
+    async def on_reasoning(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> AsyncIterator[Any]:
+        async for event in next_handler():
+            yield event
+
+    async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        return await next_handler()
+
+
+async def test_an_observe_invocation_sends_nothing_back_whatever_string_names_its_mode() -> None:
+    running = await serve_middleware(ObservesReasoning())
+    model_call = pb.InterceptRequest(
+        invocation_id="2", invocation=pb.HookInvocation(hook=pb.HOOK_ON_MODEL_CALL, reply_id="r1")
+    )
+    model_call.invocation.model_call.SetInParent()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stream = pb_grpc.MiddlewareServiceStub(channel).Intercept(timeout=DEADLINE)
+            await stream.write(reasoning("1"))  # observed: never answered
+            await stream.write(model_call)
+            first = await stream.read()
+            stream.cancel()
+    finally:
+        await running.stop(None)
+    assert first.invocation_id == "2" and first.HasField("call_next")
