@@ -237,12 +237,39 @@ async def test_a_refused_description_is_asked_for_again_by_the_next_wait() -> No
         await running.stop(None)
 
 
-async def test_the_first_calls_after_a_reconnect_still_go_to_the_sidecar(serve: Serve) -> None:
-    running, remote = await serve(rmws.WatchesChecks("intercept"))
+class ChecksPermission(Middleware):
+    """Only checks permissions (allowing every call)."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: dict[str, Any], next_handler: Any
+    ) -> Any:
+        return await next_handler()
+
+
+class CallsModel(Middleware):
+    """Only wraps model calls."""
+
+    async def on_model_call(self, agent: Any, kwargs: dict[str, Any], next_handler: Any) -> Any:
+        return await next_handler()
+
+
+@pytest.mark.parametrize(
+    ("make", "invocations"),
+    [
+        # A compression before each model call and one permission check.
+        (lambda: rmws.WatchesChecks("intercept"), 3),
+        (ChecksPermission, 1),
+        (CallsModel, 2),
+    ],
+    ids=["compress-first", "permission-first", "model-call-first"],
+)
+async def test_the_first_calls_after_a_reconnect_still_go_to_the_sidecar(
+    serve: Serve, make: Callable[[], Middleware], invocations: int
+) -> None:
+    running, remote = await serve(make())
     remote._stale()  # the connection went, as when the sidecar restarts
     turns = [ScriptedTurn(tool_calls=[("echo", {"text": "x"})]), "done"]
     agent = Agent(ScriptedChatModel(turns), tools=[echo], middlewares=[remote])
     events = await collect(agent.reply("go"))
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
-    # A compression before each model call and one permission check, none skipped.
-    assert running.servicers[SERVICE_NAME].received["invocation"] == 3
+    assert running.servicers[SERVICE_NAME].received["invocation"] == invocations
