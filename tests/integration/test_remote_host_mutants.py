@@ -13,7 +13,7 @@ from opentelemetry import trace
 
 from hookmesh.middleware import GUARDRAIL_TRIPPED, GuardrailTripped, Middleware
 from hookmesh.remote import SERVICE_NAME, MiddlewareServicer, RemoteHookError, serve_middleware
-from hookmesh.schema import make_assistant, message_to_proto
+from hookmesh.schema import StructuredOutput, make_assistant, message_to_proto, output_to_proto
 from hookmesh.server import RunningServer
 from hookmesh.v1 import middleware_pb2 as pb
 from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
@@ -254,3 +254,25 @@ async def test_an_observe_invocation_sends_nothing_back_whatever_string_names_it
     finally:
         await running.stop(None)
     assert first.invocation_id == "2" and first.HasField("call_next")
+
+
+class SeesOutput(Middleware):
+    """Records the structured output its after_agent saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def after_agent(self, agent: Any, final: Any) -> None:
+        self.seen.append(agent.output)
+
+
+async def test_after_agent_sees_the_output_only_when_one_was_sent() -> None:
+    mw = SeesOutput()
+    host = MiddlewareServicer(mw)
+    await host.AfterAgent(_after_agent(), None)  # type: ignore[arg-type]
+    with_output = _after_agent()
+    answer = StructuredOutput(value={"city": "Oslo"}, schema_name="Weather")
+    with_output.output.CopyFrom(output_to_proto(answer))
+    await host.AfterAgent(with_output, None)  # type: ignore[arg-type]
+    assert mw.seen[0] is None
+    assert mw.seen[1] == answer

@@ -121,7 +121,8 @@ async def _until_down(remote: RemoteMiddleware) -> None:
 async def test_only_a_fail_open_sidecar_withdraws_its_tools_while_down(
     serve: Serve, mode: FailureMode
 ) -> None:
-    running, remote = await serve(mws.ToolGiver(), failure_mode=mode)
+    # A mode read from a config file: equal to the literal, not the same object.
+    running, remote = await serve(mws.ToolGiver(), failure_mode="".join(list(mode)))
     assert [t.name for t in remote.list_tools()] == ["shout"]
     await running.stop(None)
     await _until_down(remote)
@@ -273,3 +274,27 @@ async def test_the_first_calls_after_a_reconnect_still_go_to_the_sidecar(
     events = await collect(agent.reply("go"))
     assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
     assert running.servicers[SERVICE_NAME].received["invocation"] == invocations
+
+
+class CountsDescribes(ScriptedSidecar):
+    """A scripted sidecar counting the Describe calls it answers."""
+
+    describes = 0
+
+    async def Describe(self, request: Any, context: Any) -> pb.DescribeResponse:
+        self.describes += 1
+        return await super().Describe(request, context)
+
+
+async def test_a_call_waiting_for_a_describe_under_way_does_not_start_another() -> None:
+    sidecar = CountsDescribes(describe(pb.HOOK_ON_REASONING))
+    running = await serve_scripted(sidecar)
+    remote = await RemoteMiddleware.connect(f"127.0.0.1:{running.port}", timeout=SHORT_TIMEOUT)
+    try:
+        remote._stale()  # the connection went: one Describe starts in the background
+        await remote.wait_ready(SHORT_TIMEOUT)
+        assert remote.described_now
+        assert sidecar.describes == 2  # at connect, and once after the connection went
+    finally:
+        await remote.aclose()
+        await running.stop(None)
