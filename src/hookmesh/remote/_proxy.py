@@ -152,7 +152,9 @@ class RemoteMiddleware(Middleware):
                 ", ".join(described.hooks) or "none",
             )
         self._description = described
-        self.description_hash = hashlib.sha256(description.SerializeToString()).hexdigest()
+        self.description_hash = hashlib.sha256(
+            description.SerializeToString(deterministic=True)
+        ).hexdigest()
         self.needs_context = described.needs_context
         self.failure_mode = described.failure_mode
         self.link.max_message_bytes = description.max_message_bytes or GRPC_DEFAULT_MESSAGE_BYTES
