@@ -1507,7 +1507,8 @@ type SidecarStatus struct {
 	// Whether it described itself on its current connection (false while the
 	// agent waits for a Describe, for instance after a restart).
 	Described bool `protobuf:"varint,4,opt,name=described,proto3" json:"described,omitempty"`
-	// Hex SHA-256 of its last DescribeResponse as sent (serialized bytes):
+	// Hex SHA-256 of its last DescribeResponse, serialized deterministically
+	// (map entries in key order, so equal descriptions give equal bytes):
 	// changes when a sidecar replaced at the same address describes itself
 	// otherwise (key, hooks, subscriptions, tools, ...); two versions with the
 	// same description hash alike. Empty while it never described itself.
