@@ -83,6 +83,12 @@ async def test_a_batch_holds_up_to_max_batch_chars_exactly(service: Any) -> None
     ]
 
 
+async def test_a_batch_fills_to_the_character_bound_before_it_closes(service: Any) -> None:
+    """Not halves of a batch that would have been too long: the longest run that fits."""
+    target = await service(max_document_chars=100, max_batch_chars=100)
+    assert await _commits(target, _docs(30, 30, 30, 30)) == [["d0", "d1", "d2"], ["d3"]]
+
+
 async def test_the_characters_of_a_closed_batch_do_not_count_in_the_next(service: Any) -> None:
     target = await service(max_document_chars=10, max_batch_chars=20)
     assert await _commits(target, _docs(10, 10, 10, 5, 5, 1)) == [

@@ -7,6 +7,7 @@ test_session_store.py has the lease basics (busy, expiry, a dead holder, fencing
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -147,6 +148,64 @@ async def test_a_closed_store_is_unusable(postgres_backend: SessionBackend) -> N
     await store.close()
     with pytest.raises(RuntimeError, match="the session store is closed"):
         await store.get("alice", "s")
+
+
+def _named(url: str, name: str) -> str:
+    """`url` with every connection made through it labelled `name` in pg_stat_activity."""
+    return f"{url}{'&' if '?' in url else '?'}application_name={name}"
+
+
+async def _backends(url: str, name: str) -> int:
+    """How many server processes serve connections labelled `name`."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+        )
+        [(count,)] = await cursor.fetchall()
+    return int(count)
+
+
+async def _until_none_left(url: str, name: str) -> None:
+    """Wait until the server has ended every process of `name`'s connections (each one
+    exits once its client has closed it)."""
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        while await _backends(url, name):
+            pass  # each poll is a round trip; bounded by the timeout
+
+
+async def test_close_ends_the_pool_the_holder_and_the_listener_connections(
+    postgres_backend: SessionBackend,
+) -> None:
+    name = f"hm_{uuid.uuid4().hex[:12]}"
+    url = _named(postgres_backend.url, name)
+    store = await PostgresSessionStore.open(url, namespace=postgres_backend.namespace)
+    # What close must end (held here, so none is closed by being collected instead).
+    opened = [store._pool, store._lock_conn, store._listen_conn]
+    assert await _backends(postgres_backend.url, name) >= 3
+    await store.close()
+    assert [part.closed for part in opened] == [True, True, True]
+    await _until_none_left(postgres_backend.url, name)
+    await store.close()  # a second close has nothing left to do
+
+
+async def test_an_open_that_fails_ends_the_connections_it_made(
+    postgres_backend: SessionBackend,
+) -> None:
+    """The holder and listener connections are made before the pool: a pool that cannot
+    fill in time (here, no time at all) must not leave them, and the holder's lock, open."""
+    from psycopg_pool import PoolTimeout
+
+    name = f"hm_{uuid.uuid4().hex[:12]}"
+    url = _named(postgres_backend.url, name)
+    with pytest.raises(PoolTimeout) as failed:
+        await PostgresSessionStore.open(
+            url, namespace=postgres_backend.namespace, connect_timeout=1e-6
+        )
+    # The error's frames still hold the half-opened store: nothing is closed by collection.
+    await _until_none_left(postgres_backend.url, name)
+    assert failed.traceback
 
 
 # --- a reply that outlives its lease ---------------------------------------------------------
