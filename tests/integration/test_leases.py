@@ -7,6 +7,7 @@ test_session_store.py has the lease basics (busy, expiry, a dead holder, fencing
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from hookmesh.services.agent import (
     load_config,
     start_agent_service,
 )
+from hookmesh.services.agent._store import JournalStep
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.mesh_app import PARK, Gate
 from tests.service_tools import GateState
@@ -109,6 +111,40 @@ async def test_a_released_lease_is_no_longer_renewed(replicas: Replicas) -> None
     assert lease is not None
     await first.release(lease)
     assert await first.renew() == []
+
+
+async def test_a_lost_lease_is_reported_by_one_renewal_only(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """Reported lost, a lease leaves the holder's table: a later renewal does not report it
+    again (which would interrupt the reply running that session a second time)."""
+    first, second, _ = replicas
+    stale = await first.acquire("alice", "s")
+    kept = await first.acquire("alice", "t")
+    assert stale is not None and kept is not None
+    await postgres_backend.expire_leases()
+    assert await second.acquire("alice", "s") is not None
+    assert await first.renew() == [stale]
+    assert await first.renew() == []
+    assert await second.acquire("alice", "t") is None  # renewed: no longer expired
+
+
+async def test_each_journal_step_is_announced_on_the_commits_channel(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """The payload names the session, the reply, its status and its last event's number: what
+    a watcher on another replica needs to read the new events."""
+    import psycopg
+
+    first, _, _ = replicas
+    step = JournalStep("r1", "running", 3, 0, "step", b"request", [(1, b"a"), (2, b"b"), (3, b"c")])
+    async with await psycopg.AsyncConnection.connect(
+        postgres_backend.url, autocommit=True
+    ) as watcher:
+        await watcher.execute(f"LISTEN {first.commits_channel}")  # type: ignore[arg-type]
+        await first.put("alice", "s", "agent", AgentState(), step=step)
+        notes = [n async for n in watcher.notifies(timeout=SHORT_TIMEOUT, stop_after=1)]
+    assert [json.loads(n.payload) for n in notes] == [["alice", "s", "r1", "running", 3]]
 
 
 async def test_a_late_release_of_an_old_lease_keeps_the_newer_one(
