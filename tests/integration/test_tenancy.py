@@ -160,6 +160,48 @@ async def _handbook_intact(alice: RetrievalClient) -> None:
     assert (await alice.get_document("handbook", "pay")).text == "Salaries are paid monthly."
 
 
+@pytest.mark.parametrize("size", [0, 1, 100])  # the default, the least, the most
+async def test_a_user_lists_their_own_documents_only(
+    bases: dict[str, RetrievalClient], size: int
+) -> None:
+    """Alice and Bob (sorting before and after ``anonymous``, the caller of a service without
+    credentials, who owns nothing) each see what they ingested, in pages of up to 100."""
+    bob = bases["bob"]
+    await bob.create_knowledge_base("faq")
+    await bob.ingest("faq", [Document("q1", "Bob asks."), Document("q2", "Bob asks again.")])
+    for name, owned in (("alice", [("handbook", "pay")]), ("bob", [("faq", "q1"), ("faq", "q2")])):
+        found: list[tuple[str, str]] = []
+        token = ""
+        while True:
+            docs, token = await bases[name].list_user_documents(page_size=size, page_token=token)
+            found += [(d.knowledge_base, d.id) for d in docs]
+            if not token:
+                break
+        assert found == owned
+
+
+@pytest.mark.parametrize("size", [-1, 101])
+async def test_a_page_of_user_documents_beyond_its_bounds_is_refused(
+    bases: dict[str, RetrievalClient], size: int
+) -> None:
+    refused = await _refused(bases["alice"].list_user_documents(page_size=size))
+    assert refused == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
+
+
+async def test_a_user_erases_their_own_documents_only(bases: dict[str, RetrievalClient]) -> None:
+    alice, bob = bases["alice"], bases["bob"]
+    await bob.create_knowledge_base("faq")
+    await bob.ingest("faq", [Document("q1", "Bob asks.")])
+    assert await alice.delete_user_documents() == 1
+    assert await _refused(alice.get_document("handbook", "pay")) == (
+        grpc.StatusCode.NOT_FOUND,
+        "DOCUMENT_NOT_FOUND",
+    )
+    assert (await bob.get_document("faq", "q1")).text == "Bob asks."
+    assert await bob.delete_user_documents() == 1
+    assert await bob.delete_user_documents() == 0
+
+
 async def test_a_read_grant_cannot_delete_a_document(bases: dict[str, RetrievalClient]) -> None:
     bob = bases["bob"]
     assert (await bob.get_document("handbook", "pay")).text == "Salaries are paid monthly."
