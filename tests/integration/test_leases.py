@@ -129,6 +129,20 @@ async def test_a_lost_lease_is_reported_by_one_renewal_only(
     assert await second.acquire("alice", "t") is None  # renewed: no longer expired
 
 
+async def test_two_renewals_at_once_both_report_the_lost_lease(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """Each judges the leases held when it began: the one finishing second finds the lease
+    already forgotten by the first, and reports it all the same."""
+    first, second, _ = replicas
+    stale = await first.acquire("alice", "s")
+    assert stale is not None
+    await postgres_backend.expire_leases()
+    assert await second.acquire("alice", "s") is not None
+    assert await asyncio.gather(first.renew(), first.renew()) == [[stale], [stale]]
+    assert await first.renew() == []
+
+
 async def test_each_journal_step_is_announced_on_the_commits_channel(
     replicas: Replicas, postgres_backend: SessionBackend
 ) -> None:
