@@ -113,6 +113,29 @@ async def test_a_released_lease_is_no_longer_renewed(replicas: Replicas) -> None
     assert await first.renew() == []
 
 
+async def test_a_holder_connection_the_server_ended_is_retaken_at_the_next_renewal(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """The server ends the connection holding the holder's lock (a restart, an idle timeout,
+    an administrator): the client sees nothing until it uses it. The next renewal retakes
+    the lock, so the replica's live leases stay its own."""
+    import psycopg
+
+    first, second, _ = replicas
+    lease = await first.acquire("alice", "s")
+    assert lease is not None
+    async with await psycopg.AsyncConnection.connect(postgres_backend.url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_locks WHERE locktype = 'advisory'"
+            " AND ((classid::bigint << 32) | objid::bigint) = %s AND objsubid = 1",
+            (first.holder,),
+        )
+        assert await cursor.fetchall() == [(True,)]
+    assert await first.renew() == []
+    assert await second.acquire("alice", "s") is None
+    await first.put("alice", "s", "agent", AgentState(), lease=lease)  # still its lease
+
+
 async def test_a_lost_lease_is_reported_by_one_renewal_only(
     replicas: Replicas, postgres_backend: SessionBackend
 ) -> None:
