@@ -261,6 +261,9 @@ async def test_close_ends_the_pool_the_holder_and_the_listener_connections(
     assert [part.closed for part in opened] == [True, True, True]
     await _until_none_left(postgres_backend.url, name)
     await store.close()  # a second close has nothing left to do
+    with pytest.raises(RuntimeError, match="the session store is closed"):
+        await store.renew()  # a renewal still running when the store closed, say
+    assert store._lock_conn is None  # it did not take the holder lock again
 
 
 async def test_an_open_that_fails_ends_the_connections_it_made(

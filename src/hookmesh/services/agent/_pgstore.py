@@ -282,7 +282,13 @@ class PostgresSessionStore(SessionStore):
 
     async def renew(self) -> list[Lease]:
         """Extend every lease this store holds; retake the holder lock if its connection
-        broke (leases taken over meanwhile are reported lost)."""
+        broke (leases taken over meanwhile are reported lost).
+
+        Raises:
+            RuntimeError: The store is closed (it must not take the holder lock again).
+        """
+        if self._pool is None:
+            raise RuntimeError("the session store is closed")
         if not await self._holding():
             log.warning("the session store's holder connection broke: reconnecting")
             await self._hold()
