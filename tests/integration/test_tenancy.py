@@ -9,6 +9,8 @@ code and reason, and that the data it aimed at is unchanged."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -186,6 +188,60 @@ async def test_a_page_of_user_documents_beyond_its_bounds_is_refused(
 ) -> None:
     refused = await _refused(bases["alice"].list_user_documents(page_size=size))
     assert refused == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
+
+
+@pytest.mark.parametrize("cursor", [[1, "pay"], ["handbook", 1], ["handbook"], "x"])
+async def test_a_page_token_no_page_returned_is_refused(
+    bases: dict[str, RetrievalClient], cursor: Any
+) -> None:
+    token = base64.urlsafe_b64encode(json.dumps(cursor).encode()).decode()
+    refused = await _refused(bases["alice"].list_user_documents(page_token=token))
+    assert refused == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
+
+
+async def test_a_user_a_gateway_names_anonymous_owns_nothing(tmp_path: Path) -> None:
+    """``anonymous`` is the caller of a service that checks no credentials, whose documents
+    are no one's: a gateway naming that user lists and erases none of them."""
+    auth = {**AUTH, "trusted_gateways": ["root"]}
+    config = load_retrieval_config(None, store=f"sqlite:///{tmp_path}/kb.db", auth=auth)
+    running = await start_retrieval_service(config, address="127.0.0.1:0")
+    as_anonymous = (("authorization", "Bearer tok-root"), ("x-hookmesh-user", "anonymous"))
+
+    async def one_document() -> AsyncIterator[retrieval_pb2.IngestRequest]:
+        document = retrieval_pb2.Document(id="d", text="Whose is this?")
+        yield retrieval_pb2.IngestRequest(knowledge_base="kb", document=document)
+
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            await stub.CreateKnowledgeBase(
+                retrieval_pb2.CreateKnowledgeBaseRequest(name="kb"),
+                metadata=as_anonymous,
+                timeout=SHORT_TIMEOUT,
+            )
+            ingested = await stub.Ingest(
+                one_document(), metadata=as_anonymous, timeout=SHORT_TIMEOUT
+            )
+            assert list(ingested.ingested_ids) == ["d"]
+            listed = await stub.ListUserDocuments(
+                retrieval_pb2.ListUserDocumentsRequest(),
+                metadata=as_anonymous,
+                timeout=SHORT_TIMEOUT,
+            )
+            deleted = await stub.DeleteUserDocuments(
+                retrieval_pb2.DeleteUserDocumentsRequest(),
+                metadata=as_anonymous,
+                timeout=SHORT_TIMEOUT,
+            )
+            kept = await stub.GetDocument(
+                retrieval_pb2.GetDocumentRequest(knowledge_base="kb", document_id="d"),
+                metadata=as_anonymous,
+                timeout=SHORT_TIMEOUT,
+            )
+        assert (list(listed.documents), deleted.deleted_count) == ([], 0)
+        assert kept.document.text == "Whose is this?"
+    finally:
+        await running.stop(None)
 
 
 async def test_a_user_erases_their_own_documents_only(bases: dict[str, RetrievalClient]) -> None:
