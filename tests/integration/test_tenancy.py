@@ -182,6 +182,17 @@ async def test_a_user_lists_their_own_documents_only(
         assert found == owned
 
 
+async def test_a_page_of_user_documents_holds_20_by_default(
+    bases: dict[str, RetrievalClient],
+) -> None:
+    alice = bases["alice"]
+    await alice.ingest("handbook", [Document(f"n{i}", f"Note {i}.") for i in range(20)])
+    docs, token = await alice.list_user_documents()  # 21 of Alice's, with "pay"
+    assert (len(docs), bool(token)) == (20, True)
+    rest, last = await alice.list_user_documents(page_token=token)
+    assert (len(rest), last) == (1, "")
+
+
 @pytest.mark.parametrize("size", [-1, 101])
 async def test_a_page_of_user_documents_beyond_its_bounds_is_refused(
     bases: dict[str, RetrievalClient], size: int
