@@ -126,6 +126,6 @@ async def test_a_chunk_overlap_left_0_is_half_the_chunk_size_up_to_the_default(
     target: str,
 ) -> None:
     async with RetrievalClient(target, timeout=SHORT_TIMEOUT) as client:
-        small = await client.create_knowledge_base("small", max_tokens=40)
+        small = await client.create_knowledge_base("small", max_tokens=41)
         large = await client.create_knowledge_base("large", max_tokens=200)
     assert (small.chunking.overlap_tokens, large.chunking.overlap_tokens) == (20, 32)

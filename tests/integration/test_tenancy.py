@@ -201,7 +201,7 @@ async def test_a_page_of_user_documents_beyond_its_bounds_is_refused(
     assert refused == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
 
 
-@pytest.mark.parametrize("cursor", [[1, "pay"], ["handbook", 1], ["handbook"], "x"])
+@pytest.mark.parametrize("cursor", [[1, "pay"], ["handbook", 1], ["handbook"], "x", 1])
 async def test_a_page_token_no_page_returned_is_refused(
     bases: dict[str, RetrievalClient], cursor: Any
 ) -> None:
