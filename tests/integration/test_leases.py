@@ -7,6 +7,8 @@ test_session_store.py has the lease basics (busy, expiry, a dead holder, fencing
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +26,7 @@ from hookmesh.services.agent import (
     load_config,
     start_agent_service,
 )
+from hookmesh.services.agent._store import JournalStep
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.mesh_app import PARK, Gate
 from tests.service_tools import GateState
@@ -110,6 +113,77 @@ async def test_a_released_lease_is_no_longer_renewed(replicas: Replicas) -> None
     assert await first.renew() == []
 
 
+async def test_a_holder_connection_the_server_ended_is_retaken_at_the_next_renewal(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """The server ends the connection holding the holder's lock (a restart, an idle timeout,
+    an administrator): the client sees nothing until it uses it. The next renewal retakes
+    the lock, so the replica's live leases stay its own."""
+    import psycopg
+
+    first, second, _ = replicas
+    lease = await first.acquire("alice", "s")
+    assert lease is not None
+    async with await psycopg.AsyncConnection.connect(postgres_backend.url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_locks WHERE locktype = 'advisory'"
+            " AND ((classid::bigint << 32) | objid::bigint) = %s AND objsubid = 1",
+            (first.holder,),
+        )
+        assert await cursor.fetchall() == [(True,)]
+    assert await first.renew() == []
+    assert await second.acquire("alice", "s") is None
+    await first.put("alice", "s", "agent", AgentState(), lease=lease)  # still its lease
+
+
+async def test_a_lost_lease_is_reported_by_one_renewal_only(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """Reported lost, a lease leaves the holder's table: a later renewal does not report it
+    again (which would interrupt the reply running that session a second time)."""
+    first, second, _ = replicas
+    stale = await first.acquire("alice", "s")
+    kept = await first.acquire("alice", "t")
+    assert stale is not None and kept is not None
+    await postgres_backend.expire_leases()
+    assert await second.acquire("alice", "s") is not None
+    assert await first.renew() == [stale]
+    assert await first.renew() == []
+    assert await second.acquire("alice", "t") is None  # renewed: no longer expired
+
+
+async def test_two_renewals_at_once_both_report_the_lost_lease(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """Each judges the leases held when it began: the one finishing second finds the lease
+    already forgotten by the first, and reports it all the same."""
+    first, second, _ = replicas
+    stale = await first.acquire("alice", "s")
+    assert stale is not None
+    await postgres_backend.expire_leases()
+    assert await second.acquire("alice", "s") is not None
+    assert await asyncio.gather(first.renew(), first.renew()) == [[stale], [stale]]
+    assert await first.renew() == []
+
+
+async def test_each_journal_step_is_announced_on_the_commits_channel(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """The payload names the session, the reply, its status and its last event's number: what
+    a watcher on another replica needs to read the new events."""
+    import psycopg
+
+    first, _, _ = replicas
+    step = JournalStep("r1", "running", 3, 0, "step", b"request", [(1, b"a"), (2, b"b"), (3, b"c")])
+    async with await psycopg.AsyncConnection.connect(
+        postgres_backend.url, autocommit=True
+    ) as watcher:
+        await watcher.execute(f"LISTEN {first.commits_channel}")  # type: ignore[arg-type]
+        await first.put("alice", "s", "agent", AgentState(), step=step)
+        notes = [n async for n in watcher.notifies(timeout=SHORT_TIMEOUT, stop_after=1)]
+    assert [json.loads(n.payload) for n in notes] == [["alice", "s", "r1", "running", 3]]
+
+
 async def test_a_late_release_of_an_old_lease_keeps_the_newer_one(
     replicas: Replicas, postgres_backend: SessionBackend
 ) -> None:
@@ -147,6 +221,67 @@ async def test_a_closed_store_is_unusable(postgres_backend: SessionBackend) -> N
     await store.close()
     with pytest.raises(RuntimeError, match="the session store is closed"):
         await store.get("alice", "s")
+
+
+def _named(url: str, name: str) -> str:
+    """`url` with every connection made through it labelled `name` in pg_stat_activity."""
+    return f"{url}{'&' if '?' in url else '?'}application_name={name}"
+
+
+async def _backends(url: str, name: str) -> int:
+    """How many server processes serve connections labelled `name`."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+        )
+        [(count,)] = await cursor.fetchall()
+    return int(count)
+
+
+async def _until_none_left(url: str, name: str) -> None:
+    """Wait until the server has ended every process of `name`'s connections (each one
+    exits once its client has closed it)."""
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        while await _backends(url, name):
+            pass  # each poll is a round trip; bounded by the timeout
+
+
+async def test_close_ends_the_pool_the_holder_and_the_listener_connections(
+    postgres_backend: SessionBackend,
+) -> None:
+    name = f"hm_{uuid.uuid4().hex[:12]}"
+    url = _named(postgres_backend.url, name)
+    store = await PostgresSessionStore.open(url, namespace=postgres_backend.namespace)
+    # What close must end (held here, so none is closed by being collected instead).
+    opened = [store._pool, store._lock_conn, store._listen_conn]
+    assert await _backends(postgres_backend.url, name) >= 3
+    await store.close()
+    assert [part.closed for part in opened] == [True, True, True]
+    await _until_none_left(postgres_backend.url, name)
+    await store.close()  # a second close has nothing left to do
+    with pytest.raises(RuntimeError, match="the session store is closed"):
+        await store.renew()  # a renewal still running when the store closed, say
+    assert store._lock_conn is None  # it did not take the holder lock again
+
+
+async def test_an_open_that_fails_ends_the_connections_it_made(
+    postgres_backend: SessionBackend,
+) -> None:
+    """The holder and listener connections are made before the pool: a pool that cannot
+    fill in time (here, no time at all) must not leave them, and the holder's lock, open."""
+    from psycopg_pool import PoolTimeout
+
+    name = f"hm_{uuid.uuid4().hex[:12]}"
+    url = _named(postgres_backend.url, name)
+    with pytest.raises(PoolTimeout) as failed:
+        await PostgresSessionStore.open(
+            url, namespace=postgres_backend.namespace, connect_timeout=1e-6
+        )
+    # The error's frames still hold the half-opened store: nothing is closed by collection.
+    await _until_none_left(postgres_backend.url, name)
+    assert failed.traceback
 
 
 # --- a reply that outlives its lease ---------------------------------------------------------

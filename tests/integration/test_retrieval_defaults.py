@@ -120,3 +120,12 @@ async def test_a_bad_document_is_its_own_error_and_a_repeated_id_keeps_the_last(
     assert [e.index for e in answer.errors] == [1, 2]
     async with RetrievalClient(target, timeout=SHORT_TIMEOUT) as client:
         assert (await client.get_document("kb", "d1")).text == "new text"
+
+
+async def test_a_chunk_overlap_left_0_is_half_the_chunk_size_up_to_the_default(
+    target: str,
+) -> None:
+    async with RetrievalClient(target, timeout=SHORT_TIMEOUT) as client:
+        small = await client.create_knowledge_base("small", max_tokens=41)
+        large = await client.create_knowledge_base("large", max_tokens=200)
+    assert (small.chunking.overlap_tokens, large.chunking.overlap_tokens) == (20, 32)

@@ -212,8 +212,9 @@ NOT_FOUND = [
         (pb.SearchRequest(query="q", top_k=100), "top_k"),
         (pb.SearchRequest(query=" "), "query"),
         (pb.SearchRequest(query="q", mode=9), "mode"),  # type: ignore[arg-type]
+        (pb.SearchRequest(query="q", score_threshold=float("inf")), "score_threshold"),
     ],
-    ids=["top_k", "query", "mode"],
+    ids=["top_k", "query", "mode", "score_threshold"],
 )
 async def test_a_bad_search_of_every_base_is_refused_when_there_is_none(
     start: Start, request_pb: pb.SearchRequest, field: str

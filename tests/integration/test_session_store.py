@@ -271,7 +271,7 @@ async def test_an_expired_lease_is_taken_over_and_the_old_holder_is_fenced_out(
     fresh = await second.acquire("alice", "s")
     assert fresh is not None and fresh.token > stale.token
     await second.put("alice", "s", "agent", AgentState(context=[make_user_text("flat", "new")]))
-    with pytest.raises(LeaseLostError):
+    with pytest.raises(LeaseLostError, match=r"^session s was taken over"):
         await first.put("alice", "s", "agent", AgentState(), lease=stale)
     saved = await second.get("alice", "s")
     assert saved is not None and len(saved.state.context) == 1  # the new holder's write stands

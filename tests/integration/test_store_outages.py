@@ -27,9 +27,12 @@ Call = Callable[[Any], Awaitable[Any]]
 
 
 @asynccontextmanager
-async def _service(postgres_url: str, kind: str) -> AsyncIterator[tuple[grpc.aio.Channel, Any]]:
-    """A memory or retrieval service on its own schema of the test PostgreSQL; yields a
-    channel to it and a function that ends every connection the service holds."""
+async def _service(
+    postgres_url: str, kind: str, **settings: Any
+) -> AsyncIterator[tuple[grpc.aio.Channel, Any]]:
+    """A memory or retrieval service (with `settings`) on its own schema of the test
+    PostgreSQL; yields a channel to it and a function that ends every connection the service
+    holds."""
     application = f"outage_{uuid.uuid4().hex[:8]}"
     namespace = f"o_{uuid.uuid4().hex[:12]}"
     store = f"{postgres_url}?application_name={application}"
@@ -37,7 +40,7 @@ async def _service(postgres_url: str, kind: str) -> AsyncIterator[tuple[grpc.aio
         config: Any = load_memory_config(None, store=store, namespace=namespace)
         running: Any = await start_memory_service(config, address="127.0.0.1:0")
     else:
-        config = load_retrieval_config(None, store=store, namespace=namespace)
+        config = load_retrieval_config(None, store=store, namespace=namespace, **settings)
         running = await start_retrieval_service(config, address="127.0.0.1:0")
 
     async def cut() -> None:
@@ -159,5 +162,32 @@ async def test_every_retrieval_rpc_answers_an_outage_unavailable(postgres_url: s
         for call in RETRIEVAL_CALLS.values():
             listed = await _served(RETRIEVAL_CALLS["ListKnowledgeBases"], stub)
             assert [kb.name for kb in listed.knowledge_bases] == ["kb"]
+            await cut()
+            await _unavailable(call(stub))
+
+
+ALICE = (("authorization", "Bearer tok-alice"),)
+
+USER_CALLS: dict[str, Call] = {
+    "ListUserDocuments": lambda s: s.ListUserDocuments(
+        retrieval_pb2.ListUserDocumentsRequest(), metadata=ALICE, timeout=SHORT_TIMEOUT
+    ),
+    "DeleteUserDocuments": lambda s: s.DeleteUserDocuments(
+        retrieval_pb2.DeleteUserDocumentsRequest(), metadata=ALICE, timeout=SHORT_TIMEOUT
+    ),
+}
+
+
+async def test_a_users_document_rpcs_answer_an_outage_unavailable(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With credentials checked (without, the caller owns nothing and the store is not read)."""
+    monkeypatch.setenv("HOOKMESH_TEST_TOKENS", "alice:tok-alice")
+    auth = {"token_env": "HOOKMESH_TEST_TOKENS"}
+    async with _service(postgres_url, "retrieval", auth=auth) as (channel, cut):
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+        for call in USER_CALLS.values():
+            listed = await _served(USER_CALLS["ListUserDocuments"], stub)
+            assert list(listed.documents) == []
             await cut()
             await _unavailable(call(stub))

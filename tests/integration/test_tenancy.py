@@ -9,6 +9,8 @@ code and reason, and that the data it aimed at is unchanged."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -158,6 +160,113 @@ async def bases(tmp_path: Path) -> AsyncIterator[dict[str, RetrievalClient]]:
 
 async def _handbook_intact(alice: RetrievalClient) -> None:
     assert (await alice.get_document("handbook", "pay")).text == "Salaries are paid monthly."
+
+
+@pytest.mark.parametrize("size", [0, 1, 100])  # the default, the least, the most
+async def test_a_user_lists_their_own_documents_only(
+    bases: dict[str, RetrievalClient], size: int
+) -> None:
+    """Alice and Bob (sorting before and after ``anonymous``, the caller of a service without
+    credentials, who owns nothing) each see what they ingested, in pages of up to 100."""
+    bob = bases["bob"]
+    await bob.create_knowledge_base("faq")
+    await bob.ingest("faq", [Document("q1", "Bob asks."), Document("q2", "Bob asks again.")])
+    for name, owned in (("alice", [("handbook", "pay")]), ("bob", [("faq", "q1"), ("faq", "q2")])):
+        found: list[tuple[str, str]] = []
+        token = ""
+        while True:
+            docs, token = await bases[name].list_user_documents(page_size=size, page_token=token)
+            found += [(d.knowledge_base, d.id) for d in docs]
+            if not token:
+                break
+        assert found == owned
+
+
+async def test_a_page_of_user_documents_holds_20_by_default(
+    bases: dict[str, RetrievalClient],
+) -> None:
+    alice = bases["alice"]
+    await alice.ingest("handbook", [Document(f"n{i}", f"Note {i}.") for i in range(20)])
+    docs, token = await alice.list_user_documents()  # 21 of Alice's, with "pay"
+    assert (len(docs), bool(token)) == (20, True)
+    rest, last = await alice.list_user_documents(page_token=token)
+    assert (len(rest), last) == (1, "")
+
+
+@pytest.mark.parametrize("size", [-1, 101])
+async def test_a_page_of_user_documents_beyond_its_bounds_is_refused(
+    bases: dict[str, RetrievalClient], size: int
+) -> None:
+    refused = await _refused(bases["alice"].list_user_documents(page_size=size))
+    assert refused == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
+
+
+@pytest.mark.parametrize("cursor", [[1, "pay"], ["handbook", 1], ["handbook"], "x", 1])
+async def test_a_page_token_no_page_returned_is_refused(
+    bases: dict[str, RetrievalClient], cursor: Any
+) -> None:
+    token = base64.urlsafe_b64encode(json.dumps(cursor).encode()).decode()
+    refused = await _refused(bases["alice"].list_user_documents(page_token=token))
+    assert refused == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SCHEMA")
+
+
+async def test_a_user_a_gateway_names_anonymous_owns_nothing(tmp_path: Path) -> None:
+    """``anonymous`` is the caller of a service that checks no credentials, whose documents
+    are no one's: a gateway naming that user lists and erases none of them."""
+    auth = {**AUTH, "trusted_gateways": ["root"]}
+    config = load_retrieval_config(None, store=f"sqlite:///{tmp_path}/kb.db", auth=auth)
+    running = await start_retrieval_service(config, address="127.0.0.1:0")
+    as_anonymous = (("authorization", "Bearer tok-root"), ("x-hookmesh-user", "anonymous"))
+
+    async def one_document() -> AsyncIterator[retrieval_pb2.IngestRequest]:
+        document = retrieval_pb2.Document(id="d", text="Whose is this?")
+        yield retrieval_pb2.IngestRequest(knowledge_base="kb", document=document)
+
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            await stub.CreateKnowledgeBase(
+                retrieval_pb2.CreateKnowledgeBaseRequest(name="kb"),
+                metadata=as_anonymous,
+                timeout=SHORT_TIMEOUT,
+            )
+            ingested = await stub.Ingest(
+                one_document(), metadata=as_anonymous, timeout=SHORT_TIMEOUT
+            )
+            assert list(ingested.ingested_ids) == ["d"]
+            listed = await stub.ListUserDocuments(
+                retrieval_pb2.ListUserDocumentsRequest(),
+                metadata=as_anonymous,
+                timeout=SHORT_TIMEOUT,
+            )
+            deleted = await stub.DeleteUserDocuments(
+                retrieval_pb2.DeleteUserDocumentsRequest(),
+                metadata=as_anonymous,
+                timeout=SHORT_TIMEOUT,
+            )
+            kept = await stub.GetDocument(
+                retrieval_pb2.GetDocumentRequest(knowledge_base="kb", document_id="d"),
+                metadata=as_anonymous,
+                timeout=SHORT_TIMEOUT,
+            )
+        assert (list(listed.documents), deleted.deleted_count) == ([], 0)
+        assert kept.document.text == "Whose is this?"
+    finally:
+        await running.stop(None)
+
+
+async def test_a_user_erases_their_own_documents_only(bases: dict[str, RetrievalClient]) -> None:
+    alice, bob = bases["alice"], bases["bob"]
+    await bob.create_knowledge_base("faq")
+    await bob.ingest("faq", [Document("q1", "Bob asks.")])
+    assert await alice.delete_user_documents() == 1
+    assert await _refused(alice.get_document("handbook", "pay")) == (
+        grpc.StatusCode.NOT_FOUND,
+        "DOCUMENT_NOT_FOUND",
+    )
+    assert (await bob.get_document("faq", "q1")).text == "Bob asks."
+    assert await bob.delete_user_documents() == 1
+    assert await bob.delete_user_documents() == 0
 
 
 async def test_a_read_grant_cannot_delete_a_document(bases: dict[str, RetrievalClient]) -> None:

@@ -250,6 +250,22 @@ class PostgresSessionStore(SessionStore):
         await conn.execute("SELECT pg_advisory_lock(%s)", (self.holder,))
         self._lock_conn = conn
 
+    async def _holding(self) -> bool:
+        """Whether the holder connection still answers: one the server ended (a restart, an
+        idle timeout, pg_terminate_backend) looks open until it is used, and its lock is gone."""
+        import psycopg
+
+        conn = self._lock_conn
+        if conn is None or conn.closed:
+            return False
+        try:
+            await conn.execute("SELECT 1")
+        except psycopg.OperationalError:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            return False
+        return True
+
     def _ns(self, sql: str) -> Any:
         """`sql` with ``{ns}`` naming this store's schema."""
         return sql.replace("{ns}", self.namespace)
@@ -307,8 +323,14 @@ class PostgresSessionStore(SessionStore):
 
     async def renew(self) -> list[Lease]:
         """Extend every lease this store holds; retake the holder lock if its connection
-        broke (leases taken over meanwhile are reported lost)."""
-        if self._lock_conn is None or self._lock_conn.closed:
+        broke (leases taken over meanwhile are reported lost).
+
+        Raises:
+            RuntimeError: The store is closed (it must not take the holder lock again).
+        """
+        if self._pool is None:
+            raise RuntimeError("the session store is closed")
+        if not await self._holding():
             log.warning("the session store's holder connection broke: reconnecting")
             await self._hold()
         # NOTE(sessions): only the leases held before the renewal is sent are judged: one
