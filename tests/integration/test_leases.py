@@ -152,17 +152,19 @@ async def test_a_lost_lease_is_reported_by_one_renewal_only(
     assert await second.acquire("alice", "t") is None  # renewed: no longer expired
 
 
-async def test_two_renewals_at_once_both_report_the_lost_lease(
+async def test_two_renewals_at_once_report_the_lost_lease_once(
     replicas: Replicas, postgres_backend: SessionBackend
 ) -> None:
-    """Each judges the leases held when it began: the one finishing second finds the lease
-    already forgotten by the first, and reports it all the same."""
+    """Both begin with the lease held; the one finishing second finds it already forgotten
+    by the first (as after a release while a renewal runs) and does not report it again, so
+    its reply is not interrupted twice."""
     first, second, _ = replicas
     stale = await first.acquire("alice", "s")
     assert stale is not None
     await postgres_backend.expire_leases()
     assert await second.acquire("alice", "s") is not None
-    assert await asyncio.gather(first.renew(), first.renew()) == [[stale], [stale]]
+    both = await asyncio.gather(first.renew(), first.renew())
+    assert sorted(both, key=len) == [[], [stale]]
     assert await first.renew() == []
 
 
