@@ -431,7 +431,10 @@ def _rejected(
 ) -> list[tuple[dict[str, Any], str]]:
     """The waiting receivers whose ``confirm_<name>`` call has a result in `messages`
     without having run (the user rejected it), taken out of `confirming`: the remote ones
-    with the rejection's text (a local one's run is just dropped)."""
+    with the rejection's text (a local one's run is just dropped). Runs before every model
+    call: with nothing waiting, the results are not read at all."""
+    if not confirming:
+        return []
     answered = {r.call_id: r.text for m in messages for r in tool_results(m)}
     out = []
     for call_id in [c for c in confirming if c in answered]:
