@@ -21,11 +21,7 @@ from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import ForkOutcome
 from hookmesh.middleware.builtin._support._tool_io import output_text
 from hookmesh.middleware.builtin.propagated_limits import remote_share
-from hookmesh.middleware.builtin.remote_agent._a2a import (
-    RemoteAgent,
-    RemoteAgentConfig,
-    TaskOutcome,
-)
+from hookmesh.middleware.builtin.remote_agent import RemoteAgent, RemoteAgentConfig, TaskOutcome
 from hookmesh.models import ChatModel
 from hookmesh.schema import AgentEvent, EventSource, ToolCall, nest
 
@@ -40,7 +36,7 @@ _CALL_FAILURES = (A2AClientError, httpx.HTTPError, grpc.RpcError, OSError)
 def check_handoff(name: str, input_filter: str) -> None:
     """Refuse a handoff (local or remote) whose name cannot name its tool, or an unknown
     history filter, at construction rather than at the first transfer."""
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ValueError(f"handoff name {name!r} must match {_NAME.pattern} (it names a tool)")
     if input_filter not in _FILTERS:
         raise ValueError(f"input_filter must be one of {', '.join(_FILTERS)}, not {input_filter!r}")
