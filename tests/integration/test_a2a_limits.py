@@ -148,3 +148,29 @@ async def test_a_past_deadline_fails_the_task_with_the_reason(stack: A2AStack) -
     (details,) = data_of_parts(final.status.message.parts)
     assert details == {"reason": "DEADLINE_EXCEEDED"}
     assert "2001-01-01T00:00:00.000Z" in final.status.message.parts[0].text
+
+
+async def test_bad_limits_on_the_answer_keep_the_task_asking_and_the_reply_paused(
+    stack: A2AStack,
+) -> None:
+    """Bad limits on the message answering an input-required task: the task asks again with
+    the error (the reply stays paused, not stuck), and a right answer then resumes it."""
+    from tests.integration.test_a2a_server import send, states
+
+    client = await client_for(stack)
+    try:
+        events = await send(client, user("delete my notes"))
+        assert states(events)[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
+        task_id, context_id = events[0].task.id, events[0].task.context_id
+        bad = user("yes", task_id=task_id, context_id=context_id)
+        bad.metadata.update({LIMITS_METADATA_KEY: {"toolCalls": -1}})
+        events = await send(client, bad)
+        assert states(events)[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
+        message = events[-1].status_update.status.message
+        assert "toolCalls" in message.parts[0].text
+        (pending,) = data_of_parts(message.parts)
+        assert [c["name"] for c in pending["tool_calls"]] == ["delete_file"]
+        events = await send(client, user("yes", task_id=task_id, context_id=context_id))
+        assert states(events)[-1] == TaskState.TASK_STATE_COMPLETED
+    finally:
+        await client.close()

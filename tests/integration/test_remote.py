@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -24,6 +24,7 @@ from hookmesh.v1 import middleware_pb2, middleware_pb2_grpc
 from tests import middlewares as mws
 from tests import remote_middlewares as rmws
 from tests.agent_helpers import SHORT_TIMEOUT, collect, echo, report, types
+from tests.served_middleware import Serve
 from tests.sidecar_process import sidecar_process
 
 pytestmark = pytest.mark.timeout(60)
@@ -35,30 +36,6 @@ RECONNECT_DEADLINE = 3.0
 @pytest.fixture(params=["flat", "agentic"])
 def kind(request: pytest.FixtureRequest) -> MessageKind:
     return request.param  # type: ignore[no-any-return]
-
-
-Serve = Callable[..., Awaitable[tuple[RunningServer, RemoteMiddleware]]]
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Serve]:
-    """Serve a middleware in process on loopback and connect a RemoteMiddleware to it."""
-    opened: list[tuple[RunningServer, RemoteMiddleware]] = []
-
-    async def start(mw: Middleware, **connect: Any) -> tuple[RunningServer, RemoteMiddleware]:
-        running = await serve_middleware(mw)
-        remote = await RemoteMiddleware.connect(
-            f"127.0.0.1:{running.port}", **{"timeout": SHORT_TIMEOUT, **connect}
-        )
-        opened.append((running, remote))
-        return running, remote
-
-    try:
-        yield start
-    finally:
-        for running, remote in opened:
-            await remote.aclose()
-            await running.stop(None)
 
 
 def received(running: RunningServer) -> dict[str, int]:

@@ -7,7 +7,7 @@ import asyncio
 import hashlib
 import logging
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -21,42 +21,18 @@ from hookmesh.remote import (
     BreakerSettings,
     RemoteMiddleware,
     SidecarError,
-    serve_middleware,
 )
 from hookmesh.remote._codec import description_to_pb
 from hookmesh.schema import AgentEvent, CustomEvent
-from hookmesh.server import RunningServer
 from hookmesh.v1 import middleware_pb2 as pb
 from tests import middlewares as mws
 from tests import remote_middlewares as rmws
 from tests.agent_helpers import SHORT_TIMEOUT, collect, customs, echo, report
 from tests.middlewares import Reporting
 from tests.scripted_sidecar import ScriptedSidecar, describe, serve_scripted
+from tests.served_middleware import Serve
 
 pytestmark = pytest.mark.timeout(60)
-
-Serve = Callable[..., Awaitable[tuple[RunningServer, RemoteMiddleware]]]
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Serve]:
-    """Serve a middleware in process on loopback and connect a RemoteMiddleware to it."""
-    opened: list[tuple[RunningServer, RemoteMiddleware]] = []
-
-    async def start(mw: Middleware, **connect: Any) -> tuple[RunningServer, RemoteMiddleware]:
-        running = await serve_middleware(mw)
-        remote = await RemoteMiddleware.connect(
-            f"127.0.0.1:{running.port}", **{"timeout": SHORT_TIMEOUT, **connect}
-        )
-        opened.append((running, remote))
-        return running, remote
-
-    try:
-        yield start
-    finally:
-        for running, remote in opened:
-            await remote.aclose()
-            await running.stop(None)
 
 
 async def test_the_description_taken_is_the_sidecars_with_the_configured_failure_mode(

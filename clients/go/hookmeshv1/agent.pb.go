@@ -730,7 +730,15 @@ type ResumeRequest struct {
 	// bounded caller sends its share as it is now (it counted the paused
 	// step's report already), and the resumed step reports only its own
 	// spending. Unset: the reply goes on with what was left of its own limits.
-	// Checked as ReplyOptions.limits are (field `limits.<member>`).
+	// Present but empty (no member set): the caller's limits are removed (the
+	// rest of the reply is unbounded by them; the spend is still reported).
+	// The agent's configured limits apply either way, with what they had left
+	// at the pause, never afresh. The sent limits are saved as the reply's
+	// limits, so a later resume without limits, or another replica continuing
+	// the reply, goes on from them. The deadline is absolute, as in
+	// ReplyLimits. Checked as ReplyOptions.limits are: a bad value fails the
+	// call with INVALID_ARGUMENT, reason INVALID_OPTIONS, naming the field
+	// (`limits.<member>`), and the reply stays paused (resume it again).
 	Limits *ReplyLimits `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
 }
 

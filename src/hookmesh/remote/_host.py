@@ -187,7 +187,8 @@ class MiddlewareServicer(_mw_grpc.MiddlewareServiceServicer):
         described = middleware.describe()
         self.modes: dict[str, str] = {hook: spec.mode for hook, spec in described.hooks.items()}
         self.routes = {hook: Routes.of(spec) for hook, spec in described.hooks.items()}
-        self.tools = {t.name: t for t in middleware.list_tools()}
+        # Only the tools the description names: a middleware may serve fewer than it has.
+        self.tools = {t.name: t for t in middleware.list_tools() if t.name in described.tools}
         self.description = c.description_to_pb(
             described, list(self.tools.values()), max_message_bytes
         )

@@ -280,3 +280,17 @@ async def test_a_receivers_ask_pauses_the_reply_and_its_answer_comes_after_appro
     else:
         assert text_of(final) == "Refunded order 7." and parent.prompts == []
         assert final.name == "billing"
+
+
+def test_with_no_receiver_waiting_the_tool_results_are_not_read() -> None:
+    """`_rejected` runs before every model call: with nothing confirming it must not walk the
+    whole context (here, walking it fails)."""
+    from collections.abc import Iterator
+
+    from hookmesh.middleware.builtin.handoff import _rejected
+
+    class Unread(list[Any]):
+        def __iter__(self) -> Iterator[Any]:
+            raise AssertionError("the context was read with no receiver waiting")
+
+    assert _rejected({}, Unread()) == []

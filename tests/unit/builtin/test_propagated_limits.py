@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from hookmesh.a2a import Limits
 from hookmesh.agent import Agent, tool
+from hookmesh.middleware import Middleware
 from hookmesh.middleware.builtin.handoff import Handoff, HandoffMiddleware
-from hookmesh.middleware.builtin.propagated_limits import Pool, PropagatedLimitMiddleware
+from hookmesh.middleware.builtin.propagated_limits import (
+    Pool,
+    PropagatedLimitMiddleware,
+    RequestLimitMiddleware,
+)
 from hookmesh.models import ScriptedTurn
 from hookmesh.schema import MessageKind, tool_results
 from tests.agent_helpers import collect
@@ -276,3 +282,37 @@ async def test_a_resumed_reply_keeps_what_is_left_of_every_nested_limit(
     assert "(10 calls in all; this agent had 4)" in denied.text
     (report,) = [e for e in resumed if e.type == "custom" and e.name == SPENT_EVENT]
     assert report.value["toolCalls"] == 1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(None, RequestLimitMiddleware(Limits(tool_calls=100), fresh=True)), (Limits(10), None)],
+    ids=["caller-limits-added-on-resume", "caller-limits-gone-on-resume"],
+)
+async def test_a_configured_limit_keeps_its_remainder_whatever_caller_limits_surround_it(
+    kind: MessageKind, before: Limits | None, after: RequestLimitMiddleware | None
+) -> None:
+    """The configured limit of four has one left after the pause (two lookups and the
+    refund). A resume that brings caller limits (a hundred calls) or loses them (a missing
+    journal record) must not start it at four again, nor hand it the caller's remainder:
+    one more lookup runs, the rest are denied."""
+    from hookmesh.agent import AgentState
+    from hookmesh.schema import Confirmation, Resume
+
+    def agent(model: Recorded, caller: Middleware | None) -> Agent:
+        limits = [*([] if caller is None else [caller]), PropagatedLimitMiddleware(4)]
+        return Agent(model.model, kind=kind, tools=[lookup, refund], middlewares=limits)
+
+    first = Recorded([_lookups(2), ScriptedTurn(tool_calls=[("refund", {"order": "7"})])])
+    paused = agent(first, None if before is None else RequestLimitMiddleware(before))
+    events = await collect(paused.reply("Refund order 7."))
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    (asked,) = [e for e in events if e.type == "require_user_confirm"]
+
+    rest = Recorded([_lookups(4), "Done."])
+    again = agent(rest, after)
+    again.state = AgentState.model_validate_json(paused.state.model_dump_json())
+    ok = Confirmation(call_id=asked.tool_calls[0].id, confirmed=True)  # type: ignore[union-attr]
+    resumed = await collect(again.resume(Resume(confirmations=[ok])))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert _states(rest, 1)[-4:] == ["success", "denied", "denied", "denied"]

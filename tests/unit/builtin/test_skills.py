@@ -523,3 +523,18 @@ async def test_a_forked_skill_is_bound_by_the_parents_propagated_limit(
     # the skill call took 1 of 3; the fork reserved the 2 left
     states = [r.state for m in sub.prompts[1] for r in tool_results(m)]
     assert states == ["success", "success", "denied"]
+
+
+async def test_served_from_a_sidecar_it_costs_no_round_trip_per_model_call(skills: Path) -> None:
+    """A sidecar cannot pause, so the pause hook (called before every model call) and its
+    hidden confirmation tool are not served: only the listing and the skill tool."""
+    from hookmesh.remote import RemoteMiddleware, serve_middleware
+
+    server = await serve_middleware(SkillsMiddleware(skills, model=Recorded([]).model))
+    mw = await RemoteMiddleware.connect(f"127.0.0.1:{server.port}", timeout=10.0)
+    try:
+        assert sorted(mw.describe().hooks) == ["on_system_prompt"]
+        assert [t.name for t in mw.list_tools()] == ["skill"]
+    finally:
+        await mw.aclose()
+        await server.stop(None)

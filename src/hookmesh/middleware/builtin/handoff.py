@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -38,6 +37,7 @@ from hookmesh.middleware.builtin._support._remote_handoff import (
     OPEN_FAILURES,
     RemoteHandoff,
     approval_parts,
+    check_handoff,
     run_remote,
     transfer_parts,
 )
@@ -75,9 +75,7 @@ SUMMARY_INSTRUCTION = (
 )
 """The system message of the summarising model call."""
 
-_FILTERS = ("all", "last", "summary", "none")
 log = logging.getLogger("hookmesh.middleware.handoff")
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +110,7 @@ class Handoff:
     summary_model: ChatModel | None = None
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise ValueError(
-                f"handoff name {self.name!r} must match {_NAME.pattern} (it names a tool)"
-            )
-        if self.input_filter not in _FILTERS:
-            raise ValueError(
-                f"input_filter must be one of {', '.join(_FILTERS)}, not {self.input_filter!r}"
-            )
+        check_handoff(self.name, self.input_filter)
         check.whole("last_n", self.last_n)
         check.whole("max_iters", self.max_iters)
 
@@ -440,7 +431,10 @@ def _rejected(
 ) -> list[tuple[dict[str, Any], str]]:
     """The waiting receivers whose ``confirm_<name>`` call has a result in `messages`
     without having run (the user rejected it), taken out of `confirming`: the remote ones
-    with the rejection's text (a local one's run is just dropped)."""
+    with the rejection's text (a local one's run is just dropped). Runs before every model
+    call: with nothing waiting, the results are not read at all."""
+    if not confirming:
+        return []
     answered = {r.call_id: r.text for m in messages for r in tool_results(m)}
     out = []
     for call_id in [c for c in confirming if c in answered]:

@@ -206,8 +206,9 @@ class _Open:
     per_child: int | None
     top: int | None
     owner: PropagatedLimitMiddleware
-    depth: int = 0
-    """How many limits of the same reply enclose this one."""
+    configured: int = 0
+    """How many configured limits (not a caller's) of the same reply are open at this one,
+    itself included: the next configured limit inside is that deep among them."""
 
 
 _OPEN: dict[str, _Open] = {}
@@ -316,11 +317,25 @@ class PropagatedLimitMiddleware(Middleware):
     def _top(self, outer: _Open | None, pool: Pool) -> int | None:
         return outer.top if outer is not None else pool.reserved
 
-    def _resume(self, pool: Pool, kept: dict[str, Any]) -> None:
+    def _slot(self, outer: _Open | None) -> tuple[str, int]:
+        """Where this limit keeps its remainder over a pause, and how many configured limits
+        are open with it. Only configured limits count toward the depth: a caller's come
+        and go between a reply's steps (sent with a resume, or lost with its record), and
+        each configured limit must find its own remainder whatever surrounds it."""
+        depth = outer.configured if outer is not None else 0
+        return _slot(depth), depth + 1
+
+    def _go_on(self, pool: Pool, left: dict[str, Any], outer: _Open | None) -> None:
+        if outer is None:
+            self._resume(pool, left)
+        else:
+            self._resume_nested(pool, left)
+
+    def _resume(self, pool: Pool, left: dict[str, Any]) -> None:
         """Go on from what this reply had left at its pause, and count what it had spent
         (nobody above it counted that)."""
-        _restore(pool, kept["left"])
-        pool.used_calls, pool.used_tokens, pool.used_cost = kept["left"]["used"]
+        _restore(pool, left)
+        pool.used_calls, pool.used_tokens, pool.used_cost = left["used"]
 
     def _resume_nested(self, pool: Pool, left: dict[str, Any]) -> None:
         """A limit inside another on the same reply goes on from what it had left at the
@@ -344,15 +359,13 @@ class PropagatedLimitMiddleware(Middleware):
         rid = agent.reply_id
         outer = _OPEN.get(rid)
         pool = self._open(outer)
-        depth = outer.depth + 1 if outer is not None else 0
         kept = self.state(agent)
-        slot = _slot(depth)
-        if outer is None and "left" in kept:
-            self._resume(pool, kept)
-        elif slot in kept.get("nested", {}):
-            self._resume_nested(pool, kept["nested"][slot])
+        slot, configured = self._slot(outer)
+        saved = kept.get(slot)
+        if saved is not None:
+            self._go_on(pool, saved, outer)
         top = self._top(outer, pool)
-        _OPEN[rid] = _Open(pool, self.per_child, top, self, depth)
+        _OPEN[rid] = _Open(pool, self.per_child, top, self, configured)
         try:
             async for event in next_handler():
                 if not event.source_path:
@@ -362,15 +375,10 @@ class PropagatedLimitMiddleware(Middleware):
                         if _OPEN[rid].pool is pool:
                             pool.charge_usage(event.usage.input_tokens, event.usage.output_tokens)
                     elif event.type == "reply_end":
-                        paused = event.finish_reason.startswith("awaiting")
-                        if outer is None and paused:
-                            kept["left"] = _kept(pool)
-                        elif outer is None:
-                            kept.pop("left", None)
-                        elif paused:
-                            kept.setdefault("nested", {})[slot] = _kept(pool)
+                        if event.finish_reason.startswith("awaiting"):
+                            kept[slot] = _kept(pool)
                         else:
-                            kept.get("nested", {}).pop(slot, None)
+                            kept.pop(slot, None)
                         if self.report:
                             yield CustomEvent(
                                 reply_id=rid, name=SPENT_EVENT, value=spent_json(pool.spent())
@@ -428,10 +436,15 @@ class PropagatedLimitMiddleware(Middleware):
         return _cut_run(agent, pool, kwargs["tool_call"].id, next_handler())
 
 
+CALLER_SLOT = "caller"
+"""Where a caller's limits keep their remainder over a pause."""
+
+
 def _slot(depth: int) -> str:
-    """Where the limit `depth` levels inside a reply's outermost one keeps its remainder
-    (``kept["nested"][slot]``; the outermost's is ``kept["left"]``)."""
-    return str(depth)
+    """Where the configured limit with `depth` configured limits of the same reply around
+    it keeps its remainder (``kept[slot]``): ``left`` for the outermost, ``nested.<depth>``
+    inside others."""
+    return "left" if depth == 0 else f"nested.{depth}"
 
 
 def _kept(pool: Pool) -> dict[str, Any]:
@@ -555,11 +568,11 @@ class _Reserved(PropagatedLimitMiddleware):
     def _top(self, outer: _Open | None, pool: Pool) -> int | None:
         return self.top
 
-    def _resume(self, pool: Pool, kept: dict[str, Any]) -> None:
+    def _resume(self, pool: Pool, left: dict[str, Any]) -> None:
         """Only the deadline: the fresh reservation is what the parent has left now (the
         parent restored its own remainder), and what the child spent before its pause is
         counted in the parent's restored totals already."""
-        _restore_deadline(pool, kept["left"])
+        _restore_deadline(pool, left)
 
 
 class RequestLimitMiddleware(PropagatedLimitMiddleware):
@@ -585,12 +598,16 @@ class RequestLimitMiddleware(PropagatedLimitMiddleware):
     def _limits(self) -> Limits:
         return self.limits
 
-    def _resume(self, pool: Pool, kept: dict[str, Any]) -> None:
+    def _slot(self, outer: _Open | None) -> tuple[str, int]:
+        """A slot of its own, and no depth among the configured limits (see the base's)."""
+        return CALLER_SLOT, outer.configured if outer is not None else 0
+
+    def _go_on(self, pool: Pool, left: dict[str, Any], outer: _Open | None) -> None:
         """What is left, not what was spent: the caller was sent the report of the step
         before the pause and counted it, so this step's report holds only its own. Fresh
         limits are the caller's own count of what is left: nothing to restore."""
         if not self.fresh:
-            _restore(pool, kept["left"])
+            _restore(pool, left)
 
 
 def inherited(agent: AgentView, call_id: str = "") -> list[Middleware]:

@@ -209,8 +209,11 @@ class HookmeshAgentExecutor(AgentExecutor):
             await updater.failed(_message(updater, "the paused reply is gone"))
             return None
         try:
+            # Limits first: bad ones must leave the task asking, as a bad answer does, since
+            # the reply underneath stays paused (a failed task would strand it).
+            limits = _limits_of(message)
             answer = answer_of(awaiting, info.pending_calls, message.parts)
-        except AnswerError as exc:
+        except (AnswerError, LimitsError) as exc:
             await updater.requires_input(
                 updater.new_agent_message(
                     [a2a_pb2.Part(text=str(exc)), *pause_parts(awaiting, info.pending_calls)[1:]]
@@ -226,7 +229,7 @@ class HookmeshAgentExecutor(AgentExecutor):
             ],
             timeout=self.run_timeout,
             token=token,
-            limits=_limits_of(message),
+            limits=limits,
         )
 
     async def follow(

@@ -21,11 +21,7 @@ from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._nested import ForkOutcome
 from hookmesh.middleware.builtin._support._tool_io import output_text
 from hookmesh.middleware.builtin.propagated_limits import remote_share
-from hookmesh.middleware.builtin.remote_agent._a2a import (
-    RemoteAgent,
-    RemoteAgentConfig,
-    TaskOutcome,
-)
+from hookmesh.middleware.builtin.remote_agent import RemoteAgent, RemoteAgentConfig, TaskOutcome
 from hookmesh.models import ChatModel
 from hookmesh.schema import AgentEvent, EventSource, ToolCall, nest
 
@@ -35,6 +31,17 @@ HISTORY_PREFIX = "The conversation so far:\n"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 _FILTERS = ("all", "last", "summary", "none")
 _CALL_FAILURES = (A2AClientError, httpx.HTTPError, grpc.RpcError, OSError)
+
+
+def check_handoff(name: str, input_filter: str) -> None:
+    """Refuse a handoff (local or remote) whose name cannot name its tool, or an unknown
+    history filter, at construction rather than at the first transfer."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"handoff name {name!r} must match {_NAME.pattern} (it names a tool)")
+    if input_filter not in _FILTERS:
+        raise ValueError(f"input_filter must be one of {', '.join(_FILTERS)}, not {input_filter!r}")
+
+
 OPEN_FAILURES = (A2AClientError, httpx.HTTPError, ValueError, OSError)
 """What opening a receiver's client (reading its card) may raise."""
 
@@ -72,14 +79,7 @@ class RemoteHandoff:
     remote: RemoteAgent = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise ValueError(
-                f"handoff name {self.name!r} must match {_NAME.pattern} (it names a tool)"
-            )
-        if self.input_filter not in _FILTERS:
-            raise ValueError(
-                f"input_filter must be one of {', '.join(_FILTERS)}, not {self.input_filter!r}"
-            )
+        check_handoff(self.name, self.input_filter)
         if not self.description.strip():
             raise ValueError(f"remote handoff {self.name} needs a description")
         check.whole("last_n", self.last_n)

@@ -4,6 +4,7 @@ run by a forked sub-agent."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -11,6 +12,7 @@ from typing import Any
 
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
+from hookmesh.middleware._description import MiddlewareDescription
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._confine import ConfinedRoot
 from hookmesh.middleware.builtin._support._nested import (
@@ -88,7 +90,8 @@ class SkillsMiddleware(Middleware):
     with) such a call is denied in the sub-agent instead.
 
     Hooks: `on_system_prompt` (the list, rescanned each reply), `on_model_call` (the pause;
-    otherwise it hides the confirmation tool). The tool's run does the rest (loads, files
+    otherwise it hides the confirmation tool; in process only: a sidecar serves neither
+    it nor ``confirm_skill``, see `describe`). The tool's run does the rest (loads, files
     and forks; it takes the run context for the agent's kind, model and conversation),
     through ``CallTool`` in a sidecar, so other tool calls never reach this middleware.
     State: the paused sub-agents, in the reply's middleware state. In a sidecar there is no
@@ -163,6 +166,14 @@ class SkillsMiddleware(Middleware):
 
     def list_tools(self) -> list[Tool]:
         return [self._tool, self._confirm]
+
+    def describe(self) -> MiddlewareDescription:
+        """What a sidecar serving it offers: not the pause hook nor its hidden tool. A
+        sidecar cannot pause (a sub-agent's ask is denied there), and the hook would cost
+        a round trip before every model call for nothing."""
+        full = super().describe()
+        hooks = {hook: spec for hook, spec in full.hooks.items() if hook != "on_model_call"}
+        return dataclasses.replace(full, hooks=hooks, tools=(self._tool.name,))
 
     async def on_model_call(
         self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
