@@ -518,3 +518,152 @@ async def test_a_durable_reply_whose_replica_hung_past_its_lease_goes_on_on_the_
     assert first[-1].type == second[-1].type == "reply_end"
     assert first[-1].finish_reason == second[-1].finish_reason == "completed"
     assert [text_of(m) for m in session.context] == [PARK, "hello there"]
+
+
+# --- review fixes: renewal scope, the holder lock, the cached read, the schema -------------
+
+
+async def test_a_lease_row_the_holder_no_longer_knows_expires(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """A release whose delete failed (an outage) or an acquire whose reply was lost leaves a
+    row of this holder that it does not hold: renewals must not keep it alive for ever."""
+    first, second, _ = replicas
+    forgotten = await first.acquire("alice", "s")
+    kept = await first.acquire("alice", "t")
+    assert forgotten is not None and kept is not None
+    del first._held["alice", "s"]  # its release's DELETE never reached the server
+    await postgres_backend.expire_leases()
+    assert await first.renew() == []
+    assert await second.acquire("alice", "s") is not None
+    assert await second.acquire("alice", "t") is None  # the one it holds was renewed
+
+
+async def test_a_renewal_holding_nothing_renews_no_forgotten_row(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    first, second, _ = replicas
+    assert await first.acquire("alice", "s") is not None
+    first._held.clear()
+    await postgres_backend.expire_leases()
+    assert await first.renew() == []
+    assert await second.acquire("alice", "s") is not None
+
+
+async def test_a_holder_lock_still_held_elsewhere_fails_the_renewal_at_once(
+    postgres_backend: SessionBackend,
+) -> None:
+    """The holder's old connection broke on the client's side while the server still keeps
+    it (and its lock): the renewal must not wait for the lock, nor leave its new connection
+    open; once the server lets the old one go, the next renewal retakes the lock."""
+    import psycopg
+
+    name = f"hm_{uuid.uuid4().hex[:12]}"
+    store = await PostgresSessionStore.open(
+        _named(postgres_backend.url, name), namespace=postgres_backend.namespace
+    )
+    try:
+        await store._lock_conn.close()
+        async with await psycopg.AsyncConnection.connect(
+            postgres_backend.url, autocommit=True
+        ) as stale:
+            await stale.execute("SELECT pg_advisory_lock(%s)", (store.holder,))
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                with pytest.raises(RuntimeError, match="holder lock is still held"):
+                    await store.renew()
+            assert store._lock_conn is None or store._lock_conn.closed
+        async with asyncio.timeout(SHORT_TIMEOUT):
+            assert await store.renew() == []
+        assert store._lock_conn is not None and not store._lock_conn.closed
+    finally:
+        await store.close()
+    await _until_none_left(postgres_backend.url, name)
+
+
+async def test_a_renewal_that_reconnects_while_the_store_closes_keeps_no_lock(
+    postgres_backend: SessionBackend,
+) -> None:
+    """close() runs while the renewal makes its new holder connection: the renewal must give
+    that connection up rather than hold the lock of a closed store."""
+    name = f"hm_{uuid.uuid4().hex[:12]}"
+    store = await PostgresSessionStore.open(
+        _named(postgres_backend.url, name), namespace=postgres_backend.namespace
+    )
+    await store._lock_conn.close()  # the renewal reconnects without a probe
+    renewal, _ = await asyncio.gather(store.renew(), store.close(), return_exceptions=True)
+    assert isinstance(renewal, RuntimeError)
+    assert store._lock_conn is None
+    await _until_none_left(postgres_backend.url, name)
+
+
+async def test_a_renewal_whose_holder_connection_hangs_fails_in_time(
+    postgres_backend: SessionBackend,
+) -> None:
+    """A half-open holder connection (here: its server process stopped) never answers the
+    probe: the renewal fails within a third of a lease, and drops that connection."""
+    import os
+    import signal
+
+    store = await PostgresSessionStore.open(
+        postgres_backend.url, namespace=postgres_backend.namespace, lease_seconds=1.5
+    )
+    try:
+        cursor = await store._lock_conn.execute("SELECT pg_backend_pid()")
+        [(pid,)] = await cursor.fetchall()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            renewal = asyncio.create_task(store.renew())
+            done, _ = await asyncio.wait({renewal}, timeout=SHORT_TIMEOUT)
+            if not done:
+                renewal.cancel()
+            assert done == {renewal}, "the renewal waited on the hung connection"
+            assert isinstance(renewal.exception(), TimeoutError)
+            assert store._lock_conn.closed
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    finally:
+        await store.close()
+
+
+async def test_the_read_made_with_a_lease_goes_with_a_delete_a_forget_and_a_loss(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """The session read with the lease answers the holder's first get only while it is
+    still what the store has."""
+    first, second, _ = replicas
+    for sid in ("deleted", "forgotten", "lost"):
+        await first.put("alice", sid, "agent", AgentState())
+        assert await first.acquire("alice", sid) is not None
+    assert await first.delete("alice", "deleted")
+    assert await first.get("alice", "deleted") is None
+    await postgres_backend.expire_leases()
+    taken = await second.acquire("alice", "lost")
+    assert taken is not None
+    await second.put("alice", "lost", "other agent", AgentState(), lease=taken)
+    assert [lease.session_id for lease in await first.renew()] == ["lost"]
+    found = await first.get("alice", "lost")
+    assert found is not None and found.agent_name == "other agent"
+    await first.forget("alice")
+    assert await first.get("alice", "forgotten") is None
+
+
+async def test_a_start_leaves_an_existing_fence_function_alone(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """Replacing it on every start would need every replica's role to own it."""
+    import psycopg
+
+    query = "SELECT xmin::text FROM pg_proc WHERE oid = to_regprocedure(%s)"
+    signature = f"{postgres_backend.namespace}.fence(text,text,bigint)"
+    async with await psycopg.AsyncConnection.connect(postgres_backend.url, autocommit=True) as conn:
+        before = await (await conn.execute(query, (signature,))).fetchall()
+        store = await postgres_backend.open()
+        await store.close()
+        after = await (await conn.execute(query, (signature,))).fetchall()
+    assert len(before) == 1 and after == before
+
+
+@pytest.mark.parametrize("namespace", ["agent\n", "", "Agent", "1agent", "a" * 64])
+def test_a_namespace_that_is_not_a_plain_schema_name_is_refused(namespace: str) -> None:
+    with pytest.raises(ValueError, match="namespace is 1-63 characters"):
+        PostgresSessionStore("postgresql://unused", namespace=namespace)

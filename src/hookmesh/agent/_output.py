@@ -283,7 +283,7 @@ def _compiled(key: str, field: str) -> OutputSpec:
     data = json.loads(key)
     name, schema = data["name"], data["schema"]
     violations: list[FieldViolation] = []
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         violations.append(FieldViolation(f"{field}.name", "use 1-64 characters of A-Z a-z 0-9 _ -"))
     if data["strategy"] not in _STRATEGIES:
         violations.append(FieldViolation(f"{field}.strategy", "use auto, native or tool"))

@@ -72,7 +72,7 @@ def check_user_and_id(user_id: Any, memory_id: Any) -> tuple[str, str]:
     """
     out: list[FieldViolation] = []
     user = _name(user_id, "user_id", True, out)
-    if not isinstance(memory_id, str) or not MEMORY_ID.match(memory_id):
+    if not isinstance(memory_id, str) or not MEMORY_ID.fullmatch(memory_id):
         out.append(FieldViolation("memory_id", "a memory id: 32 lowercase hexadecimal characters"))
     if out:
         raise SchemaError(out)
@@ -164,7 +164,7 @@ def check_page(page_size: Any, page_token: Any, limits: MemoryLimits) -> tuple[i
         or not 1 <= page_size <= limits.max_page_size
     ):
         out.append(FieldViolation("page_size", f"an integer 1-{limits.max_page_size} (0 means 50)"))
-    if page_token and (not isinstance(page_token, str) or not MEMORY_ID.match(page_token)):
+    if page_token and (not isinstance(page_token, str) or not MEMORY_ID.fullmatch(page_token)):
         out.append(FieldViolation("page_token", "pass back a next_page_token unchanged"))
     if out:
         raise SchemaError(out)

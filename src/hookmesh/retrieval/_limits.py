@@ -92,7 +92,7 @@ def check_knowledge_base_name(name: Any, field: str = "name") -> str:
     Raises:
         SchemaError: ``INVALID_SCHEMA`` naming `field`.
     """
-    if not isinstance(name, str) or not _KB_NAME.match(name):
+    if not isinstance(name, str) or not _KB_NAME.fullmatch(name):
         raise SchemaError.single(
             field,
             "a knowledge base name is 1-63 characters of a-z, 0-9, '_' and '-', "
@@ -288,7 +288,7 @@ def check_search(
         )
     else:
         for i, name in enumerate(knowledge_bases):
-            if not isinstance(name, str) or not _KB_NAME.match(name):
+            if not isinstance(name, str) or not _KB_NAME.fullmatch(name):
                 violations.append(
                     FieldViolation(
                         f"knowledge_bases[{i}]", f"not a knowledge base name: {name!r:.80}"

@@ -136,7 +136,7 @@ class PostgresKnowledgeStore(KnowledgeStore):
         **options: Any,
     ) -> None:
         super().__init__(embedder, **options)
-        if not _NAMESPACE.match(namespace):
+        if not _NAMESPACE.fullmatch(namespace):
             raise ValueError("namespace is 1-63 characters of a-z, 0-9 and '_'")
         self.namespace = namespace
         self._url = url

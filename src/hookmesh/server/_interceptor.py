@@ -32,7 +32,7 @@ _tracer = trace.get_tracer("hookmesh.server")
 
 def _request_id(metadata: Sequence[tuple[str, Any]]) -> str:
     for key, value in metadata:
-        if key == REQUEST_ID_HEADER and isinstance(value, str) and _REQUEST_ID.match(value):
+        if key == REQUEST_ID_HEADER and isinstance(value, str) and _REQUEST_ID.fullmatch(value):
             return value
     return os.urandom(8).hex()
 

@@ -274,7 +274,7 @@ class FileMemoryMiddleware(Middleware):
         file = name.strip()
         if not file.endswith(".md"):
             file += ".md"
-        if not _FILE_NAME.match(file) or file.lower() == INDEX.lower():
+        if not _FILE_NAME.fullmatch(file) or file.lower() == INDEX.lower():
             raise ToolArgumentError(
                 f"{name!r} is not a memory name: use 1-80 letters, digits, '_', '.' or '-' "
                 f"(no folders), other than {INDEX}"
@@ -295,7 +295,7 @@ class FileMemoryMiddleware(Middleware):
         for path in folder.iterdir():
             if path.name == INDEX or path.suffix != ".md" or path.is_symlink():
                 continue
-            if not path.is_file() or not _FILE_NAME.match(path.name):
+            if not path.is_file() or not _FILE_NAME.fullmatch(path.name):
                 continue
             found.append((path.stat().st_mtime_ns, path))
         found.sort(key=lambda item: (-item[0], item[1].name))

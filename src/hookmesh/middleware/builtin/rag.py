@@ -171,10 +171,10 @@ class RAGMiddleware(Middleware):
             raise ValueError("knowledge_bases must be a list of 1-16 knowledge base names")
         if len(set(knowledge_bases)) != len(knowledge_bases):
             raise ValueError("knowledge_bases must not repeat a name")
-        bad = [n for n in knowledge_bases if not isinstance(n, str) or not _KB_NAME.match(n)]
+        bad = [n for n in knowledge_bases if not isinstance(n, str) or not _KB_NAME.fullmatch(n)]
         if bad:
             raise ValueError(f"not a knowledge base name: {bad[0]!r}")
-        if not _TOOL_NAME.match(tool_name) or not key:
+        if not _TOOL_NAME.fullmatch(tool_name) or not key:
             raise ValueError("tool_name must be 1-64 of A-Z a-z 0-9 _ -, and key not empty")
         if (target is None) == (store is None):
             raise ValueError("pass exactly one of target (a retrieval service) or store")

@@ -68,7 +68,7 @@ class Worker:
     max_iters: int = 10
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not _NAME.fullmatch(self.name):
             raise ValueError(f"worker name {self.name!r} must match {_NAME.pattern}")
         if not self.description.strip():
             raise ValueError(f"worker {self.name} needs a description (it is how it is chosen)")

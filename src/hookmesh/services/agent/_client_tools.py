@@ -35,7 +35,7 @@ def client_tools(pbs: Sequence[_agent_pb2.ClientTool], taken: set[str]) -> list[
     out: list[Tool] = []
     for i, pb in enumerate(pbs):
         field = f"client_tools[{i}].name"
-        if not _TOOL_NAME.match(pb.name):
+        if not _TOOL_NAME.fullmatch(pb.name):
             violations.append(FieldViolation(field, "use 1-64 characters of A-Z a-z 0-9 _ -"))
         elif pb.name in names:
             violations.append(FieldViolation(field, f"{pb.name!r} is already a tool's name"))

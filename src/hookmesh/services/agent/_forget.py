@@ -44,7 +44,7 @@ def check_user(user_id: str) -> str:
     Raises:
         SchemaError: INVALID_ARGUMENT ``INVALID_USER_ID`` naming ``user_id``.
     """
-    if not _USER.match(user_id):
+    if not _USER.fullmatch(user_id):
         raise SchemaError.single(
             "user_id",
             "must be 1-128 characters without control characters",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -28,7 +29,7 @@ from hookmesh.services.agent._store import (
 
 log = logging.getLogger("hookmesh.agent_service")
 
-_NAMESPACE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_NAMESPACE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 # NOTE(sessions): one lock id for the schema migration, so replicas starting together do not
 # race on CREATE ... IF NOT EXISTS.
 _MIGRATION_LOCK = 0x686D6173  # "hmas"
@@ -115,21 +116,28 @@ _HELD = (
 )
 # NOTE(sessions): a write's fence is an error, not a row to read: it aborts the transaction
 # by itself, so COMMIT goes in the same pipeline and a write is one round trip. The row lock
-# keeps a taker waiting until the write commits. Created with the schema (a function body
-# has semicolons of its own, so it is not part of `_SCHEMA`'s split).
+# keeps a taker waiting until the write commits. Created with the schema when missing (a
+# function body has semicolons of its own, so it is not part of `_SCHEMA`'s split): replacing
+# it on every start would need every replica's role to own it.
 _LEASE_LOST = "HMLST"
 """SQLSTATE the fence raises when the write's lease is no longer held."""
 _FENCE_FUNCTION = """
-CREATE OR REPLACE FUNCTION {ns}.fence(o text, s text, t bigint) RETURNS void
-LANGUAGE plpgsql AS $fence$
+DO $create$
 BEGIN
-    PERFORM 1 FROM {ns}.session_leases
-        WHERE owner = o AND session_id = s AND token = t FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'lease lost' USING ERRCODE = 'HMLST';
+    IF to_regprocedure('{ns}.fence(text,text,bigint)') IS NULL THEN
+        CREATE FUNCTION {ns}.fence(o text, s text, t bigint) RETURNS void
+        LANGUAGE plpgsql AS $fence$
+        BEGIN
+            PERFORM 1 FROM {ns}.session_leases
+                WHERE owner = o AND session_id = s AND token = t FOR UPDATE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'lease lost' USING ERRCODE = 'HMLST';
+            END IF;
+        END
+        $fence$;
     END IF;
 END
-$fence$
+$create$
 """
 _FENCE = "SELECT {ns}.fence(%s, %s, %s)"
 _UPSERT = (
@@ -168,7 +176,7 @@ class PostgresSessionStore(SessionStore):
         max_connections: int = 10,
         connect_timeout: float = 10.0,
     ) -> None:
-        if not _NAMESPACE.match(namespace):
+        if not _NAMESPACE.fullmatch(namespace):
             raise ValueError("namespace is 1-63 characters of a-z, 0-9 and '_'")
         super().__init__(
             Dialect(
@@ -245,9 +253,25 @@ class PostgresSessionStore(SessionStore):
             await conn.execute(_FENCE_FUNCTION.format(ns=self.namespace))  # type: ignore[arg-type]
 
     async def _hold(self) -> None:
-        """Take this holder's advisory lock on a connection of its own (kept until close)."""
+        """Take this holder's advisory lock on a connection of its own (kept until close).
+
+        Raises:
+            RuntimeError: Another session has the lock: the server has not yet ended this
+                holder's previous connection (the next renewal tries again).
+        """
         conn = await self._connect()
-        await conn.execute("SELECT pg_advisory_lock(%s)", (self.holder,))
+        try:
+            # NOTE(sessions): never waits: a holder id is random, so only this holder's own
+            # broken connection can have it, and waiting for the server to notice that one
+            # would stall the renewals.
+            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (self.holder,))
+            [(taken,)] = await cursor.fetchall()
+            if not taken:
+                raise RuntimeError("the holder lock is still held by a connection that broke")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
         self._lock_conn = conn
 
     async def _holding(self) -> bool:
@@ -264,6 +288,12 @@ class PostgresSessionStore(SessionStore):
             with contextlib.suppress(Exception):
                 await conn.close()
             return False
+        except BaseException:
+            # Cut off mid-query (a timeout): the connection's state is unknown, so the next
+            # renewal makes a new one.
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
         return True
 
     def _ns(self, sql: str) -> Any:
@@ -321,27 +351,51 @@ class PostgresSessionStore(SessionStore):
             return await super().get(owner, session_id)
         return self._session(owner, session_id, fresh)
 
+    async def delete(self, owner: str, session_id: str) -> bool:
+        """`SessionStore.delete`; the session read with its lease goes too."""
+        self._fresh.pop((owner, session_id), None)
+        return await super().delete(owner, session_id)
+
+    async def forget(self, owner: str) -> tuple[tuple[str, int], ...]:
+        """`SessionStore.forget`; the sessions read with their leases go too."""
+        for key in [key for key in self._fresh if key[0] == owner]:
+            del self._fresh[key]
+        return await super().forget(owner)
+
     async def renew(self) -> list[Lease]:
         """Extend every lease this store holds; retake the holder lock if its connection
         broke (leases taken over meanwhile are reported lost).
 
         Raises:
-            RuntimeError: The store is closed (it must not take the holder lock again).
+            RuntimeError: The store is closed (it must not take the holder lock again), or
+                the holder lock could not be retaken yet.
+            TimeoutError: The holder connection did not answer within a third of a lease.
         """
         if self._pool is None:
             raise RuntimeError("the session store is closed")
-        if not await self._holding():
-            log.warning("the session store's holder connection broke: reconnecting")
-            await self._hold()
+        # NOTE(sessions): bounded, so a holder connection that hangs (half-open) fails this
+        # round instead of stalling every later one; its caller retries the next round.
+        async with asyncio.timeout(self.lease_seconds / 3):
+            if not await self._holding():
+                log.warning("the session store's holder connection broke: reconnecting")
+                await self._hold()
+                if self._pool is None:  # closed while reconnecting: give the lock up again
+                    conn, self._lock_conn = self._lock_conn, None
+                    await conn.close()
+                    raise RuntimeError("the session store is closed")
         # NOTE(sessions): only the leases held before the renewal is sent are judged: one
-        # granted while it runs may commit after its snapshot and would look lost.
+        # granted while it runs may commit after its snapshot and would look lost. Only
+        # their tokens are renewed: a row of this holder it no longer knows (a release whose
+        # delete failed, an acquire whose reply was lost) must expire.
         held = dict(self._held)
+        if not held:
+            return []
         rows = await self._rows(
             self._ns(
                 "UPDATE {ns}.session_leases SET expire_time = now() + make_interval(secs => %s)"
-                " WHERE holder = %s RETURNING owner, session_id, token"
+                " WHERE holder = %s AND token = ANY(%s) RETURNING owner, session_id, token"
             ),
-            (self.lease_seconds, self.holder),
+            (self.lease_seconds, self.holder, list(held.values())),
         )
         kept = {(o, s, int(t)) for o, s, t in rows}
         # NOTE(sessions): a lease released while the renewal ran is gone from the table
@@ -353,6 +407,7 @@ class PostgresSessionStore(SessionStore):
         ]
         for lease in lost:
             del self._held[lease.owner, lease.session_id]
+            self._fresh.pop((lease.owner, lease.session_id), None)
         return lost
 
     async def release(self, lease: Lease) -> None:

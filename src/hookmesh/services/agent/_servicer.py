@@ -118,7 +118,7 @@ def _check_id(session_id: str, *, required: bool = True, field: str = "session_i
         if required:
             raise SchemaError.single(field, "name the session")
         return
-    if not _SESSION_ID.match(session_id):
+    if not _SESSION_ID.fullmatch(session_id):
         raise SchemaError.single(field, "use 1-128 characters of A-Z a-z 0-9 . _ : -")
 
 

@@ -125,7 +125,7 @@ def parse_run_input(data: Any) -> RunRequest:
         parsed = RunAgentInput.model_validate({**data, "messages": []})
     except ValidationError as exc:
         raise SchemaError(_violations(exc)) from None
-    if not THREAD_ID.match(parsed.thread_id):
+    if not THREAD_ID.fullmatch(parsed.thread_id):
         raise SchemaError.single("threadId", "use 1-128 characters of A-Z a-z 0-9 . _ : -")
     state = parsed.state if parsed.state is not None else {}
     if not isinstance(state, dict):

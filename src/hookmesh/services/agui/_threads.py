@@ -81,7 +81,7 @@ def thread_json(session: SessionInfo) -> dict[str, Any]:
 
 def _thread_id(request: Request) -> str:
     thread_id = str(request.path_params["thread_id"])
-    if not THREAD_ID.match(thread_id):
+    if not THREAD_ID.fullmatch(thread_id):
         raise HttpError(
             400, "INVALID_SCHEMA", "threadId: use 1-128 characters of A-Z a-z 0-9 . _ : -"
         )

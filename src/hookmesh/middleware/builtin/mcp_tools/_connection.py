@@ -68,7 +68,7 @@ class McpServerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
-        if not _NAME.match(self.name):
+        if not _NAME.fullmatch(self.name):
             raise ValueError("name: use 1-32 characters of A-Z a-z 0-9 _ -")
         if bool(self.command) == bool(self.url):
             raise ValueError(f"server {self.name}: set command (stdio) or url (HTTP), not both")

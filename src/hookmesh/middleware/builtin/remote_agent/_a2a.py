@@ -65,7 +65,7 @@ class RemoteAgentConfig(BaseModel):
 
     @model_validator(mode="after")
     def _valid_name(self) -> RemoteAgentConfig:
-        if not _NAME.match(self.name):
+        if not _NAME.fullmatch(self.name):
             raise ValueError("name: use 1-48 characters of A-Z a-z 0-9 _ -")
         return self
 

@@ -90,7 +90,7 @@ def find_skill(root: ConfinedRoot, name: str, max_chars: int) -> tuple[Skill, st
     Raises:
         SkillError: No such skill, or its SKILL.md is invalid or leaves its folder.
     """
-    if not _NAME.match(name) or len(name) > 64:
+    if not _NAME.fullmatch(name) or len(name) > 64:
         raise SkillError(f"{name!r} is not a skill name")
     try:
         folder = root.sub(name, f"the skill folder {name}")
