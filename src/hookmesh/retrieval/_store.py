@@ -47,6 +47,7 @@ from ._types import (
 
 _HYBRID_DEPTH = (20, 4, 200)  # per-leg candidates: max(20, 4 * top_k), at most 200
 _MAX_LIST = 1000
+_RANKINGS = 3  # tries of a search whose ranked chunks a concurrent write deleted
 
 
 class KnowledgeStore(StoreBackend):
@@ -364,6 +365,29 @@ class KnowledgeStore(StoreBackend):
             depth = min(max(low, factor * top_k), high)
         else:
             depth = top_k
+        # NOTE(retrieval): a backend without one snapshot for ranking and reading back
+        # (SQLite: each read on a connection of its own, the dense index in memory) may rank
+        # chunks that a re-ingest deletes before they are read; ranking again finds the new
+        # version, so a search answers neither a mix nor nothing for a document that exists.
+        for _ in range(_RANKINGS - 1):
+            hits, whole = await self._search_once(query, kbs, mode, depth, wanted, top_k,
+                                                  score_threshold)  # fmt: skip
+            if whole:
+                return hits
+        hits, _ = await self._search_once(query, kbs, mode, depth, wanted, top_k, score_threshold)
+        return hits
+
+    async def _search_once(
+        self,
+        query: str,
+        kbs: list[KnowledgeBaseRef],
+        mode: SearchMode,
+        depth: int,
+        wanted: Filter,
+        top_k: int,
+        score_threshold: float | None,
+    ) -> tuple[list[Hit], bool]:
+        """One ranking and read-back; whether every ranked chunk was still there."""
         async with self._snapshot():
             rankings = await self._rankings(query, kbs, mode, depth, wanted)
             if mode != "hybrid" and score_threshold is not None:
@@ -374,7 +398,8 @@ class KnowledgeStore(StoreBackend):
                 fused = [f for f in fused if f.score >= score_threshold]
             top = fused[:top_k]
             scored = [(f.key, f.score if mode == "hybrid" else native[f.key]) for f in top]
-            return await self._hits(kbs, scored)
+            hits = await self._hits(kbs, scored)
+        return hits, len(hits) == len(scored)
 
     async def _rankings(
         self,
