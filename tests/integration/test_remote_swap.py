@@ -6,9 +6,12 @@ return do not fail, and while a fail_open sidecar is down its tools are not offe
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import Sequence
 from typing import Any
 
+import grpc
 import pytest
 
 from hookmesh.agent import Agent
@@ -74,6 +77,14 @@ async def test_a_sidecar_replaced_at_its_address_is_described_again_with_no_fail
             await remote.aclose()
 
 
+async def _left_ready(remote: RemoteMiddleware) -> None:
+    """Until the sidecar's channel has seen its connection go (the kill's reset)."""
+    channel = remote.link.channel
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        while (state := channel.get_state()) is grpc.ChannelConnectivity.READY:
+            await channel.wait_for_state_change(state)
+
+
 async def test_a_down_fail_open_sidecars_tools_are_withdrawn_and_no_address_leaks() -> None:
     offered: list[list[str]] = []
 
@@ -93,10 +104,19 @@ async def test_a_down_fail_open_sidecars_tools_are_withdrawn_and_no_address_leak
         try:
             await collect(_agent(remote, ScriptedChatModel(calls_shout)).reply("go"))
             assert offered[0] == ["shout"]
-            # An agent built while the sidecar was up offers the tool; the sidecar dies.
+            # An agent built while the sidecar was up offers the tool, and the sidecar dies
+            # while the call runs. SIGSTOP first keeps its connection up, so the tool is
+            # offered for certain (a kill alone races the channel watcher, which may withdraw
+            # the tool before the model is asked); it is killed once the call has started.
             before = _agent(remote, ScriptedChatModel(calls_shout))
-            await sidecar.kill()
-            events = await collect(before.reply("go"))
+            os.kill(sidecar.pid, signal.SIGSTOP)
+            events = []
+            async with asyncio.timeout(SHORT_TIMEOUT):
+                async for event in before.reply("go"):
+                    events.append(event)
+                    if event.type == "tool_result_start":
+                        await sidecar.kill()
+            await _left_ready(remote)
             assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
             shown = str([e.model_dump() for e in events])
             assert "SIDECAR_UNAVAILABLE" in shown or "did not come back" in shown

@@ -92,11 +92,11 @@ def tool_proxy(link: SidecarLink, spec: _mw_pb2.ToolSpec) -> Tool:
             # NOTE(hookmesh): the model reads this: gRPC's details name addresses, so only
             # the code goes in (the log has the rest).
             log.info("tool %s on sidecar %s: %s", spec.name, link.target, exc.details())
+            down = exc.code() == grpc.StatusCode.UNAVAILABLE
+            reason = "SIDECAR_UNAVAILABLE" if down else "SIDECAR_FAILED"
             raise SidecarError(
-                f"tool {spec.name}: the sidecar failed ({exc.code().name})",
-                reason="SIDECAR_UNAVAILABLE"
-                if exc.code() == grpc.StatusCode.UNAVAILABLE
-                else "SIDECAR_FAILED",
+                f"tool {spec.name}: the sidecar failed ({exc.code().name}, {reason})",
+                reason=reason,
                 metadata={"tool": spec.name, "grpcCode": exc.code().name},
             ) from None
         finally:
