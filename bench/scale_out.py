@@ -106,22 +106,12 @@ def _stat(pid: int) -> list[str]:
 def _tree_cpu(root: int) -> float:
     """CPU seconds of a process, its reaped children and its live descendants (PostgreSQL's
     backends are its postmaster's children), from the kernel's counters."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
-            except (OSError, IndexError):
-                continue
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
+    total = 0.0
+    for pid in _tree(root):
         try:
-            fields = _stat(pid)
+            total += sum(int(f) for f in _stat(pid)[11:15]) / _TICK
         except OSError:
             continue
-        total += sum(int(f) for f in fields[11:15]) / _TICK
-        todo += parents.get(pid, [])
     return total
 
 
