@@ -202,6 +202,29 @@ class FailsWithoutTheHook(_OnReasoning):
         raise ConformanceError("conformance error")
 
 
+class FailsWithAnEarlierReason(_OnReasoning):
+    """Fails the `error` marker with reason ``CONFORMANCE``, which sorts before the spec's."""
+
+    word = "error"
+
+    def broken(self, agent: Any, next_handler: Any) -> Any:
+        raise _Truncated("conformance error", metadata={"hook": "on_reasoning"})
+
+
+class _Truncated(ConformanceError):
+    reason = "CONFORMANCE"
+
+
+class EmitsBeforeTheError(_OnReasoning):
+    """Not broken: emits an event of its own before failing for `error`."""
+
+    word = "error"
+
+    async def broken(self, agent: Any, next_handler: Any) -> Any:
+        yield _custom(agent, "conformance.failing")
+        raise ConformanceError("conformance error", metadata={"hook": "on_reasoning"})
+
+
 class IgnoresErrorAfter(_OnReasoning):
     """Ends well despite the `error-after` marker."""
 
@@ -263,6 +286,32 @@ class ModelEmitsOnlyBefore(ConformanceMiddleware):
         if marker(agent) == "emit":
             agent.emit(_custom(agent, "conformance.pre"))
             return await next_handler()
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class ModelEmitsAnExtraEventBefore(ConformanceMiddleware):
+    """Emits `conformance.pre` and an event more than the spec's before a model call."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "emit":
+            agent.emit(_custom(agent, "conformance.pre"))
+            agent.emit(_custom(agent, "conformance.extra"))
+            result = await next_handler()
+            agent.emit(_custom(agent, "conformance.post"))
+            return result
+        return await super().on_model_call(agent, kwargs, next_handler)
+
+
+class ModelEmitsAnExtraEventAfter(ConformanceMiddleware):
+    """Emits `conformance.post` and an event more than the spec's after a model call."""
+
+    async def on_model_call(self, agent: Any, kwargs: Any, next_handler: Any) -> Any:
+        if marker(agent) == "emit":
+            agent.emit(_custom(agent, "conformance.pre"))
+            result = await next_handler()
+            agent.emit(_custom(agent, "conformance.post"))
+            agent.emit(_custom(agent, "conformance.extra"))
+            return result
         return await super().on_model_call(agent, kwargs, next_handler)
 
 
@@ -547,6 +596,30 @@ class DeniesWithAnotherReason(ConformanceMiddleware):
             self.state(agent)["denied"] = True
             agent.emit(_custom(agent, "conformance.short_circuit"))
             return PermissionDecision("deny", "no")
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class AsksAtTheShortCircuit(ConformanceMiddleware):
+    """Answers the permission `short-circuit` marker with ask (which sorts after deny)."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "short-circuit":
+            agent.emit(_custom(agent, "conformance.short_circuit"))
+            return PermissionDecision("ask", "short-circuited")
+        return await super().on_check_permission(agent, kwargs, next_handler)
+
+
+class DeniesWithALaterReason(ConformanceMiddleware):
+    """Denies the permission `short-circuit` marker with a reason sorting after the spec's."""
+
+    async def on_check_permission(
+        self, agent: Any, kwargs: Any, next_handler: Any
+    ) -> PermissionDecision:
+        if marker(agent) == "short-circuit":
+            agent.emit(_custom(agent, "conformance.short_circuit"))
+            return PermissionDecision("deny", "unsafe")
         return await super().on_check_permission(agent, kwargs, next_handler)
 
 

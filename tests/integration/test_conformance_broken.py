@@ -97,6 +97,7 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.IgnoresFinal, "on_reasoning.final", "call_next.final not set"),
     (broken.FailsWithAnotherReason, "on_reasoning.error", "reason 'OTHER'"),
     (broken.FailsWithoutTheHook, "on_reasoning.error", "metadata {'errorType'"),
+    (broken.FailsWithAnEarlierReason, "on_reasoning.error", "reason 'CONFORMANCE'"),
     (broken.IgnoresErrorAfter, "on_reasoning.error_after", "done carries no error"),
     (broken.IgnoresRetry, "on_reasoning.retry", "answered the failed outcome with done, no retry"),
     (broken.IgnoresFinalVerdict, "on_reasoning.final_verdict", "verdict.final not set"),
@@ -109,6 +110,16 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.ForgetsReplyState, "on_reply.state", "no mutate with the state"),
     (broken.IgnoresModelToolChoice, "on_model_call.override", "no model_call overrides"),
     (broken.ModelEmitsOnlyBefore, "on_model_call.emit", "before done: emitted []"),
+    (
+        broken.ModelEmitsAnExtraEventBefore,
+        "on_model_call.emit",
+        "before call_next: emitted ['conformance.pre', 'conformance.extra']",
+    ),
+    (
+        broken.ModelEmitsAnExtraEventAfter,
+        "on_model_call.emit",
+        "before done: emitted ['conformance.post', 'conformance.extra']",
+    ),
     (broken.ModelIgnoresErrorAfter, "on_model_call.error_after", "done carries no error"),
     (broken.ReplyIgnoresErrorAfter, "on_reply.error_after", "done carries no error"),
     (broken.ModelForgetsState, "on_model_call.state", "no mutate with the state"),
@@ -152,6 +163,8 @@ KIND_CASES: list[tuple[type[Middleware], str, str]] = [
     (broken.PicksAnotherModel, "on_model_call.model", "model 'slow'"),
     (broken.AllowsTheShortCircuit, "on_check_permission.short_circuit", "not denied"),
     (broken.DeniesWithAnotherReason, "on_check_permission.short_circuit", "reason 'no'"),
+    (broken.AsksAtTheShortCircuit, "on_check_permission.short_circuit", "not denied"),
+    (broken.DeniesWithALaterReason, "on_check_permission.short_circuit", "reason 'unsafe'"),
     (broken.ChangesTheDecision, "on_check_permission.pass_through", "done changed the permission"),
     (broken.IgnoresCompressEmit, "on_compress_context.pre_only", "emitted []"),
     (broken.ForgetsTheWrongMessage, "context.forget", "expected [m1]"),
@@ -445,6 +458,7 @@ async def test_emits_before_an_error_and_plain_dones_pass() -> None:
     """What the spec allows: an emit before the failing done, and a plain done ("unchanged")
     where the reference repeats the downstream's result."""
     for middleware, rule in (
+        (broken.EmitsBeforeTheError(), "on_reasoning.error"),
         (broken.EmitsBeforeItsError(), "on_reasoning.error_after"),
         (broken.PermissionEmitsBeforeItsError(), "on_check_permission.error_after"),
     ):
