@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from hookmesh.agent import tool
+from hookmesh.agent import external_tool, tool
 from hookmesh.services.agent import load_config, start_agent_service
 
 
@@ -40,6 +40,14 @@ def delete_file(path: str) -> str:
         path: Which file.
     """
     return f"deleted {path}"
+
+
+ask_user = external_tool(
+    "ask_user",
+    "Ask the user a question (the caller answers).",
+    {"type": "object", "properties": {"question": {"type": "string"}}},
+)
+"""An external tool: a reply calling it pauses for the caller's result."""
 
 
 @asynccontextmanager

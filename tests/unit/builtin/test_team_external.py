@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hookmesh.agent import Agent, AgentState, external_tool
+from hookmesh.agent import Agent, AgentState, external_tool, tool
 from hookmesh.middleware.builtin.handoff import HANDOFF_METADATA_KEY, Handoff, HandoffMiddleware
 from hookmesh.middleware.builtin.plan_execute import (
     EXECUTE_TOOL,
@@ -25,6 +25,7 @@ from hookmesh.middleware.builtin.supervisor import SupervisorMiddleware, Worker,
 from hookmesh.models import ScriptedChatModel, ScriptedTurn
 from hookmesh.schema import (
     AgentEvent,
+    Confirmation,
     ExternalResult,
     MessageKind,
     Resume,
@@ -328,3 +329,50 @@ def test_an_unanswered_pause_reads_no_results() -> None:
             raise AssertionError("the context was read with nothing waiting")
 
     assert answered({}, Unread()) == []
+
+
+async def test_a_confirmation_and_an_external_call_of_one_step_pause_in_turn(
+    kind: MessageKind,
+) -> None:
+    """Two workers of one step: one asks to confirm, one calls an external tool. The reply
+    asks for the confirmation first, then pauses for the external result; each reaches its
+    worker."""
+    fired: list[str] = []
+
+    @tool(needs_confirmation=True)
+    def launch(target: str) -> str:
+        """Launch something.
+
+        Args:
+            target: What.
+        """
+        fired.append(target)
+        return f"launched {target}"
+
+    both = ScriptedTurn(
+        tool_calls=[("ask_pilot", {"task": "Launch."}), ("ask_scout", {"task": "Locate."})]
+    )
+    boss = Recorded([both, "Launched, and you are in Oslo."])
+    pilot = Recorded([ScriptedTurn(tool_calls=[("launch", {"target": "rocket"})]), "Launched."])
+    scout = Recorded([ScriptedTurn(tool_calls=[("locate", {})]), "In Oslo."])
+    workers = [
+        Worker("pilot", pilot.model, "Launches.", tools=[launch]),
+        Worker("scout", scout.model, "Finds the user.", tools=[LOCATE]),
+    ]
+    agent = supervisor(boss.model, workers)
+    agent.kind = kind
+    events = await collect(agent.reply("Launch and locate."))
+    assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+    (asked,) = own([e for e in events if e.type == "require_user_confirm"])
+    (confirm,) = asked.tool_calls  # type: ignore[union-attr]
+    assert confirm.name == "confirm_pilot"
+
+    yes = Resume(confirmations=[Confirmation(call_id=confirm.id, confirmed=True)])
+    (top,) = _paused(await collect(agent.resume(yes)))
+    assert fired == ["rocket"] and top.name == "external_scout"
+    got = Resume(external_results=[ExternalResult(call_id=top.id, output="Oslo")])
+    resumed = await collect(agent.resume(got))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert fired == ["rocket"]
+    assert [r.text for m in scout.prompts[1] for r in tool_results(m)] == ["Oslo"]
+    assert text_of(agent.final_message) == "Launched, and you are in Oslo."  # type: ignore[arg-type]
