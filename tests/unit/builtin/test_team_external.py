@@ -322,7 +322,7 @@ def test_an_unanswered_pause_reads_no_results() -> None:
     must not walk the context (here, walking it fails)."""
     from collections.abc import Iterator
 
-    from hookmesh.middleware.builtin._support._nested import answered
+    from hookmesh.middleware.builtin._support._external import answered
 
     class Unread(list[Any]):
         def __iter__(self) -> Iterator[Any]:

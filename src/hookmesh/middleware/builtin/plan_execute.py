@@ -15,21 +15,23 @@ from hookmesh.agent import Agent, AgentState, new_id
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
+from hookmesh.middleware.builtin._support._external import (
+    EXTERNAL_PREFIX,
+    answered,
+    external_parameters,
+    pause_calls,
+    resume_call,
+    resuming,
+)
 from hookmesh.middleware.builtin._support._nested import (
     CONFIRM_PREFIX,
-    EXTERNAL_PREFIX,
     ForkOutcome,
     NoPause,
-    answered,
     approved,
     asks_of,
     can_pause,
     confirm_parameters,
-    external_parameters,
-    pause_calls,
     pause_step,
-    resume_call,
-    resuming,
     run_nested,
     waits_text,
 )

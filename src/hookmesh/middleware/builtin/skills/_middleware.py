@@ -15,20 +15,22 @@ from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware._description import MiddlewareDescription
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._confine import ConfinedRoot
+from hookmesh.middleware.builtin._support._external import (
+    EXTERNAL_PREFIX,
+    answered,
+    external_parameters,
+    pause_calls,
+    resume_call,
+    resuming,
+)
 from hookmesh.middleware.builtin._support._nested import (
     CONFIRM_PREFIX,
-    EXTERNAL_PREFIX,
     ForkOutcome,
-    answered,
     approved,
     asks_of,
     can_pause,
     confirm_parameters,
-    external_parameters,
-    pause_calls,
     pause_step,
-    resume_call,
-    resuming,
     waits_text,
 )
 from hookmesh.middleware.builtin.skills._catalog import (
