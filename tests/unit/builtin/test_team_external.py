@@ -376,3 +376,43 @@ async def test_a_confirmation_and_an_external_call_of_one_step_pause_in_turn(
     assert fired == ["rocket"]
     assert [r.text for m in scout.prompts[1] for r in tool_results(m)] == ["Oslo"]
     assert text_of(agent.final_message) == "Launched, and you are in Oslo."  # type: ignore[arg-type]
+
+
+async def test_under_a_tool_call_limit_the_pause_takes_its_calls_once(kind: MessageKind) -> None:
+    """Ten calls in all: the transfer, the receiver's `locate`, the hidden external_billing
+    call and the stand-in transfer take four, so the resumed receiver gets six of its ten
+    lookups, and the report counts every call once."""
+    from hookmesh.middleware.builtin.propagated_limits import (
+        SPENT_EVENT,
+        PropagatedLimitMiddleware,
+    )
+
+    @tool(read_only=True)
+    def look(q: str) -> str:
+        """Look something up.
+
+        Args:
+            q: What.
+        """
+        return f"found {q}"
+
+    def front(parent: Recorded, receiver: Recorded) -> Agent:
+        billing = Handoff("billing", receiver.model, "x", tools=[LOCATE, look], hand_back=True)
+        limit = PropagatedLimitMiddleware(10, report=True)
+        return Agent(parent.model, kind=kind, middlewares=[limit, HandoffMiddleware([billing])])
+
+    transfer = ScriptedTurn(tool_calls=[("transfer_to_billing", {"message": "Look."})])
+    receiver = Recorded([ScriptedTurn(tool_calls=[("locate", {})])])
+    agent = front(Recorded([transfer]), receiver)
+    (top,) = _paused(await collect(agent.reply("Go.")))
+
+    lookups = ScriptedTurn(tool_calls=[("look", {"q": str(i)}) for i in range(10)])
+    receiver2 = Recorded([lookups, "Looked."])
+    again = _again(agent, front(Recorded(["Done."]), receiver2))
+    given = Resume(external_results=[ExternalResult(call_id=top.id, output="Oslo")])
+    resumed = await collect(again.resume(given))
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    states = [r.state for m in receiver2.prompts[1] for r in tool_results(m)]
+    assert states == ["success"] + ["success"] * 6 + ["denied"] * 4  # locate, then lookups
+    (report,) = [e for e in resumed if e.type == "custom" and e.name == SPENT_EVENT]
+    assert report.value["toolCalls"] == 10  # type: ignore[union-attr]
