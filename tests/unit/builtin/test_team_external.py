@@ -416,3 +416,34 @@ async def test_under_a_tool_call_limit_the_pause_takes_its_calls_once(kind: Mess
     assert states == ["success"] + ["success"] * 6 + ["denied"] * 4  # locate, then lookups
     (report,) = [e for e in resumed if e.type == "custom" and e.name == SPENT_EVENT]
     assert report.value["toolCalls"] == 10  # type: ignore[union-attr]
+
+
+async def test_with_the_tool_call_limit_spent_the_pause_is_denied_and_the_parent_goes_on(
+    kind: MessageKind,
+) -> None:
+    """Two calls in all: the transfer and the receiver's `locate` take them, so the hidden
+    external_billing call is denied (no pause) and so is the stand-in transfer; the
+    receiver's run is dropped and the parent model answers."""
+    from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
+
+    billing = Handoff(
+        "billing",
+        Recorded([ScriptedTurn(tool_calls=[("locate", {})])]).model,
+        "x",
+        tools=[LOCATE],
+        hand_back=True,
+    )
+    transfer = ScriptedTurn(tool_calls=[("transfer_to_billing", {"message": "Look."})])
+    parent = Recorded([transfer, "I could not ask you."])
+    limit = PropagatedLimitMiddleware(2)
+    agent = Agent(parent.model, kind=kind, middlewares=[limit, HandoffMiddleware([billing])])
+    events = await collect(agent.reply("Go."))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert not own([e for e in events if e.type == "require_external_execution"])
+    by_name = {r.name: r.state for r in results(agent).values()}
+    assert by_name["external_billing"] == "denied"
+    assert [r.state for r in results(agent).values() if r.name == "transfer_to_billing"] == [
+        "success",
+        "denied",
+    ]
+    assert text_of(agent.final_message) == "I could not ask you."  # type: ignore[arg-type]
