@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from hookmesh.agent import tool
+from hookmesh.agent import external_tool, tool
 from hookmesh.services.agent import load_config, start_agent_service
 
 
@@ -40,6 +40,14 @@ def delete_file(path: str) -> str:
         path: Which file.
     """
     return f"deleted {path}"
+
+
+ask_user = external_tool(
+    "ask_user",
+    "Ask the user a question (the caller answers).",
+    {"type": "object", "properties": {"question": {"type": "string"}}},
+)
+"""An external tool: a reply calling it pauses for the caller's result."""
 
 
 @asynccontextmanager
@@ -120,3 +128,33 @@ async def team_service(tmp_path: Path) -> AsyncIterator[str]:
         yield f"127.0.0.1:{service.port}"
     finally:
         await service.stop(None)
+
+
+locate = external_tool(
+    "locate",
+    "Where the user is (the user's device answers).",
+    {"type": "object", "properties": {"precision": {"type": "string"}}},
+)
+"""An external tool of `locating_team`'s worker."""
+
+
+def _scout(messages: Any, tools: Any, choice: Any) -> Any:
+    """Locate the user, then say where they are (from the result, so a fresh model on
+    another service plays the rest of a resumed reply)."""
+    from hookmesh.models import ScriptedTurn
+    from hookmesh.schema import tool_results
+
+    got = tool_results(messages[-1]) if messages else []
+    if got:
+        return ScriptedTurn(f"The user is in {got[0].text}.")
+    return ScriptedTurn(tool_calls=[("locate", {"precision": "city"})])
+
+
+def locating_team() -> Any:
+    """A supervisor (for ``type: local``) whose worker ``scout`` calls the external tool
+    `locate`: an external call one level down."""
+    from hookmesh.middleware.builtin.supervisor import SupervisorMiddleware, Worker
+    from hookmesh.models import ScriptedChatModel
+
+    scout = Worker("scout", ScriptedChatModel(_scout), "Finds the user.", tools=[locate])
+    return SupervisorMiddleware([scout])
