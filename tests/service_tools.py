@@ -158,3 +158,34 @@ def locating_team() -> Any:
 
     scout = Worker("scout", ScriptedChatModel(_scout), "Finds the user.", tools=[locate])
     return SupervisorMiddleware([scout])
+
+
+@asynccontextmanager
+async def external_service(tmp_path: Path, team: bool, kind: str = "flat") -> AsyncIterator[str]:
+    """A live agent service of message kind `kind` whose reply pauses on an external call,
+    then answers "Thanks.": with `team`, its model asks the worker ``scout``
+    (`locating_team`), which calls `locate` (passed up as ``external_scout``); else it calls
+    `ask_user` itself. Yields its address."""
+    call = (
+        ("ask_scout", {"task": "Locate the user."}) if team else ("ask_user", {"question": "Who?"})
+    )
+    config = load_config(
+        None,
+        store=f"sqlite:///{tmp_path}/agent.db",
+        agent={"kind": kind},
+        tools=[] if team else ["tests.service_tools:ask_user"],
+        middlewares=[{"type": "local", "import": "tests.service_tools:locating_team"}]
+        if team
+        else [],
+        models={
+            "default": {
+                "type": "scripted",
+                "turns": [{"tool_calls": [{"name": call[0], "arguments": call[1]}]}, "Thanks."],
+            }
+        },
+    )
+    service = await start_agent_service(config, address="127.0.0.1:0")
+    try:
+        yield f"127.0.0.1:{service.port}"
+    finally:
+        await service.stop(None)
