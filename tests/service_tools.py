@@ -147,7 +147,8 @@ def _scout(messages: Any, tools: Any, choice: Any) -> Any:
     got = tool_results(messages[-1]) if messages else []
     if got:
         return ScriptedTurn(f"The user is in {got[0].text}.")
-    return ScriptedTurn(tool_calls=[("locate", {"precision": "city"})])
+    (name,) = [t["name"] for t in tools if t["name"] in ("locate", "get_location")]
+    return ScriptedTurn(tool_calls=[(name, {"precision": "city"})])
 
 
 def locating_team() -> Any:
@@ -160,12 +161,31 @@ def locating_team() -> Any:
     return SupervisorMiddleware([scout])
 
 
+get_location = external_tool(
+    "get_location",
+    "The user's location (the chat page's front-end tool answers).",
+    {"type": "object", "properties": {"precision": {"type": "string"}}},
+)
+"""An external tool named as the chat page's front-end tool."""
+
+
+def browser_locating_team() -> Any:
+    """`locating_team` whose worker calls `get_location`, which a browser runs."""
+    from hookmesh.middleware.builtin.supervisor import SupervisorMiddleware, Worker
+    from hookmesh.models import ScriptedChatModel
+
+    scout = Worker("scout", ScriptedChatModel(_scout), "Finds the user.", tools=[get_location])
+    return SupervisorMiddleware([scout])
+
+
 @asynccontextmanager
-async def external_service(tmp_path: Path, team: bool, kind: str = "flat") -> AsyncIterator[str]:
+async def external_service(
+    tmp_path: Path, team: bool, kind: str = "flat", factory: str = "locating_team"
+) -> AsyncIterator[str]:
     """A live agent service of message kind `kind` whose reply pauses on an external call,
-    then answers "Thanks.": with `team`, its model asks the worker ``scout``
-    (`locating_team`), which calls `locate` (passed up as ``external_scout``); else it calls
-    `ask_user` itself. Yields its address."""
+    then answers "Thanks.": with `team`, its model asks the worker ``scout`` (`factory`:
+    `locating_team`, whose worker calls `locate`, or `browser_locating_team`), whose call is
+    passed up as ``external_scout``; else it calls `ask_user` itself. Yields its address."""
     call = (
         ("ask_scout", {"task": "Locate the user."}) if team else ("ask_user", {"question": "Who?"})
     )
@@ -174,9 +194,7 @@ async def external_service(tmp_path: Path, team: bool, kind: str = "flat") -> As
         store=f"sqlite:///{tmp_path}/agent.db",
         agent={"kind": kind},
         tools=[] if team else ["tests.service_tools:ask_user"],
-        middlewares=[{"type": "local", "import": "tests.service_tools:locating_team"}]
-        if team
-        else [],
+        middlewares=[{"type": "local", "import": f"tests.service_tools:{factory}"}] if team else [],
         models={
             "default": {
                 "type": "scripted",
