@@ -61,7 +61,8 @@ Python processes at once needs more than 20."""
 BENCH_DIR = Path(__file__).resolve().parent
 _ECHO = "/hookmesh.bench.Echo/Echo"
 _ECHO_QUEUED = "/hookmesh.bench.Echo/EchoQueued"
-_TARGETS = {"a": 2.6, "b": 1.25, "c": 0.05}
+_TARGETS = {"a": 2.3, "b": 1.2, "c": 0.05}
+"""Issue 35's targets: added p50 over the raw round trip's p50."""
 _D_CASES = {
     "QuietReply": "intercept, subscribed to none",
     "QuietReplyPreOnly": "pre_only, subscribed to none",
@@ -130,6 +131,14 @@ async def _serve_echo(address: str) -> None:
 
 
 # --- processes ---------------------------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a process has used, from its own counters."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 async def _start(*args: str) -> tuple[asyncio.subprocess.Process, str]:
@@ -414,13 +423,22 @@ async def main() -> None:
         rounds: dict[str, list[float]] = {k: [] for k in samples}
         """Per-round p50s, for ratios taken within a round."""
         cpu: dict[str, float] = dict.fromkeys(probes, 0.0)
+        pids = [p.pid for p, _ in started]
+        serving = {"raw": pids[0], "raw_unix": pids[1], "skeleton": pids[0]}
+        serving |= {"skeleton_both": pids[0], **dict(zip([*cases, *unix], pids[2:], strict=True))}
+        """The process that answers each probe's messages: the echo server or the sidecar."""
+        peer_cpu: dict[str, float] = dict.fromkeys(probes, 0.0)
         sent_per: dict[str, Counter[str]] = {}
         for probe in [*probes.values(), *reply_probes.values()]:
             await _sample(probe, WARMUP, [])
         for _ in range(ROUNDS):
             for name, probe in probes.items():
                 before, batch = Counter(_sent), list[float]()
+                peer = serving.get(name)
+                peer_before = process_cpu(peer) if peer else 0.0
                 cpu[name] += await _sample(probe, PER_ROUND, batch) / ROUNDS
+                if peer:
+                    peer_cpu[name] += (process_cpu(peer) - peer_before) / ROUNDS / PER_ROUND * 1e6
                 samples[name] += batch
                 rounds[name].append(_pct(batch, 0.5))
                 sent_per[name] = Counter(
@@ -457,7 +475,7 @@ async def main() -> None:
     _report(
         samples,
         rounds,
-        cpu,
+        (cpu, peer_cpu),
         sent_per,
         d_counts,
         setup=(
@@ -473,12 +491,13 @@ async def main() -> None:
 def _report(
     samples: dict[str, list[float]],
     rounds: dict[str, list[float]],
-    cpu: dict[str, float],
+    cpus: tuple[dict[str, float], dict[str, float]],
     sent_per: dict[str, Counter[str]],
     d_counts: dict[str, Any],
     setup: tuple[str, int, float, float, float],
 ) -> None:
     loop, invocation_bytes, load_before, load_after, elapsed = setup
+    cpu, peer_cpu = cpus
     p50 = {k: _pct(v, 0.50) for k, v in samples.items()}
     p99 = {k: _pct(v, 0.99) for k, v in samples.items()}
     raw50, raw99 = p50["raw"], p99["raw"]
@@ -500,8 +519,11 @@ def _report(
         f"is {invocation_bytes} B); {ROUNDS * REPLIES} replies per reply row"
     )
     print()
-    head = ("p50 µs", "p99 µs", "/raw p50", "per-round", "loop cpu µs")
-    print(f"{'floor':48s} {head[0]:>8s} {head[1]:>8s} {head[2]:>9s} {head[3]:>9s} {head[4]:>11s}")
+    head = ("p50 µs", "p99 µs", "/raw p50", "per-round", "loop cpu µs", "peer cpu µs")
+    print(
+        f"{'floor':48s} {head[0]:>8s} {head[1]:>8s} {head[2]:>9s} {head[3]:>9s} {head[4]:>11s}"
+        f" {head[5]:>11s}"
+    )
     for name, label in [
         ("raw", "raw grpc.aio bidi round trip (write, then read)"),
         ("skeleton", "+ agent plumbing (queue writer, reader, inbox)"),
@@ -510,14 +532,15 @@ def _report(
     ]:
         print(
             f"  {label:46s} {p50[name]:8.1f} {p99[name]:8.1f} {p50[name] / raw50:8.2f}x"
-            f" {per_round(name):8.2f}x {cpu[name]:11.1f}"
+            f" {per_round(name):8.2f}x {cpu[name]:11.1f} {peer_cpu[name]:11.1f}"
         )
     print()
     print("added latency per hook invocation: remote on_reasoning - the same middleware in process")
     cols = ("+p50 µs", "+p99 µs", "/raw p50", "per-round", "/raw p99", "target", "loop cpu µs")
     print(
         f"{'case':32s} {cols[0]:>8s} {cols[1]:>8s} {cols[2]:>9s} {cols[3]:>9s} {cols[4]:>9s}"
-        f" {cols[5]:>8s} {cols[6]:>11s} {'reply +p50':>10s} {'reply +p99':>10s}  sent/invocation"
+        f" {cols[5]:>8s} {cols[6]:>11s} {'peer cpu µs':>11s} {'reply +p50':>10s}"
+        f" {'reply +p99':>10s}  sent/invocation"
     )
     labels = {
         "a": "(a) intercept, no subscriptions",
@@ -533,12 +556,14 @@ def _report(
         print(
             f"{label:32s} {add50:8.1f} {add99:8.1f} {add50 / raw50:8.2f}x {per_round(key):8.2f}x"
             f" {add99 / raw99:8.2f}x {target:>8s} {cpu[key] - cpu['local']:11.1f}"
-            f" {reply50:10.1f} {reply99:10.1f}  {sent}"
+            f" {peer_cpu[key]:11.1f} {reply50:10.1f} {reply99:10.1f}  {sent}"
         )
     print(
         "  /raw: pooled p50 (p99) over raw's pooled p50 (p99); per-round: median of the rounds' "
         "p50 ratios.\n  loop cpu: the agent's event-loop thread CPU per call, background tasks "
-        "included, minus local's.\n  reply: agent.reply() with the remote middleware minus "
+        "included, minus local's.\n  peer cpu: the answering process's CPU per call (every "
+        "thread, its own /proc counters): the echo server for the floor rows, the sidecar for "
+        "the cases.\n  reply: agent.reply() with the remote middleware minus "
         f"without any (baseline p50 {p50['reply_none']:.1f} µs, p99 {p99['reply_none']:.1f} µs)."
         "\n  (c) leaves its writer's work to run after the caller goes on (see loop cpu)."
     )
@@ -557,7 +582,8 @@ def _report(
         ]
         print(
             f"{label:32s} {add50:8.1f} {p99[key] - p99['local']:8.1f} {add50 / unix50:8.2f}x"
-            f" {statistics.median(ratios):8.2f}x  target <= {_TARGETS[key[0]]:g}x (TCP's)"
+            f" {statistics.median(ratios):8.2f}x  target <= {_TARGETS[key[0]]:g}x (TCP's);"
+            f" sidecar cpu {peer_cpu[key]:.1f} µs (echo {peer_cpu['raw_unix']:.1f})"
         )
     print()
     print(

@@ -33,14 +33,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from remote_hook import START_TIMEOUT, _run, _sidecar, _start_all  # noqa: E402
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu(pid: int) -> float:
-    """CPU seconds (user + system, every thread) a process has used, from its own counters."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
+from remote_hook import process_cpu as _cpu  # noqa: E402
 
 
 async def _batch(middlewares: list[Any], replies: int) -> tuple[float, list[float], int]:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -327,3 +328,56 @@ async def test_a_nested_ask_shows_who_asks_and_its_approval_runs_it(tmp_path: Pa
         finally:
             await asyncio.to_thread(browser.quit)
             await gateway.stop(0.5)
+
+
+async def test_a_workers_front_end_call_says_who_asks_and_runs_in_the_browser(
+    tmp_path: Path,
+) -> None:
+    """A worker calls the page's front-end tool `get_location` (``browser_locating_team``):
+    the page shows the call as that tool, says who asks, runs it and continues with the
+    result, which reaches the worker; and a thread left paused on it, opened later, does
+    the same from the thread's history."""
+    from hookmesh.services.agui import load_agui_config, start_agui_gateway
+    from tests.agui_stack import post_run, run_input
+    from tests.service_tools import external_service
+
+    for i, opened in enumerate((False, True)):
+        async with external_service(
+            tmp_path / str(i), team=True, factory="browser_locating_team"
+        ) as address:
+            gateway = await start_agui_gateway(
+                load_agui_config(None, agent=address), address="127.0.0.1:0"
+            )
+            url = f"http://127.0.0.1:{gateway.port}/"
+            browser = await asyncio.to_thread(_browser)
+            try:
+                if opened:  # paused by another client, which left the call to the page
+                    async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+                        user = {"id": "u1", "role": "user", "content": "where am I?"}
+                        _, events = await post_run(http, run_input("t-left", "r1", [user]))
+                    assert events[-1]["outcome"]["pendingToolCallIds"]
+                    await asyncio.to_thread(browser.get, url + "#thread=t-left")
+                else:
+                    await asyncio.to_thread(browser.get, url)
+                    await _until(browser, lambda b: _state(b) == "idle")
+                    await _ask(browser, "where am I?")
+                await _until(browser, _said("Thanks."))
+                await _ended(browser, "done")
+                zone = await _run_script(
+                    browser, "return Intl.DateTimeFormat().resolvedOptions().timeZone"
+                )
+                titles = [c.find_element(By.TAG_NAME, "h3").text.lower() for c in _cards(browser)]
+                assert titles == ["tool · ask_scout", "tool · get_location", "tool · ask_scout"]
+                card = _cards(browser)[1]  # the stand-in ask_scout call resumed the worker
+                assert card.find_element(By.CSS_SELECTOR, ".asker").text == "asked by scout"
+                assert card.get_attribute("data-state") == "ran in the browser"
+                assert f"The user is in {zone}." in _answers(browser)  # the worker got it
+                if not opened:
+                    nested = [
+                        e.text for e in browser.find_elements(By.CSS_SELECTOR, ".event.nested")
+                    ]
+                    assert any(t.startswith("[scout] asks to run get_location") for t in nested)
+                    await _shot(browser, "agui-chat-nested-front-end-tool.png")
+            finally:
+                await asyncio.to_thread(browser.quit)
+                await gateway.stop(0.5)

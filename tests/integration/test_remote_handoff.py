@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hookmesh.agent import Agent, AgentState, Confirmation, Resume
+from hookmesh.agent import Agent, AgentState, Confirmation, ExternalResult, Resume
 from hookmesh.middleware.builtin.handoff import (
     HANDOFF_METADATA_KEY,
     HISTORY_PREFIX,
@@ -198,3 +198,45 @@ async def test_rejecting_a_remote_receivers_ask_tells_its_task_why(
     final = agent.final_message
     assert final is not None and text_of(final) == "Not refunded." and final.name == "billing"
     assert len(front.prompts) == 1  # the receiver answered; the parent model never spoke again
+
+
+async def test_a_remote_receivers_external_call_pauses_the_reply_and_gets_its_result(
+    tmp_path: Path, kind: MessageKind
+) -> None:
+    """The remote agent's task stops input-required awaiting external execution: the top
+    reply pauses on ``external_billing`` naming the remote tool, and the caller's result,
+    given through another agent on the saved state, reaches the remote task, whose agent
+    goes on with it as its call's result."""
+    remote = Remote([("ask_user", {"question": "Refund to the card?"})], answer="Refunded.")
+    agent_settings = {"tools": ["tests.service_tools:ask_user"]}
+    async with a2a_stack(tmp_path, agent=agent_settings, model=remote) as stack:
+        async with HandoffMiddleware([RemoteHandoff("billing", stack.url, "Refunds.")]) as mw:
+            front = Recorded(calls([("transfer_to_billing", {"message": "Refund order 7."})]))
+            agent = Agent(front.model, kind=kind, middlewares=[mw])
+            events = await collect(agent.reply("Refund order 7."), WAIT)
+        assert events[-1].finish_reason == "awaiting_external_execution"  # type: ignore[union-attr]
+        (asked,) = [
+            e for e in events if e.type == "require_external_execution" and not e.source_path
+        ]
+        (call,) = asked.tool_calls  # type: ignore[union-attr]
+        arguments = json.loads(call.arguments)
+        assert call.name == "external_billing" and arguments["agent"] == "billing"
+        assert arguments["path"] == ["billing"] and arguments["tool"] == "ask_user"
+        assert json.loads(arguments["arguments"]) == {"question": "Refund to the card?"}
+        (deep,) = [e for e in events if e.type == "require_external_execution" and e.source_path]
+        assert [s.agent_name for s in deep.source_path] == ["billing"]  # type: ignore[union-attr]
+        assert "external_billing" not in front.tools[0]
+
+        saved = agent.state.model_dump_json()
+        async with HandoffMiddleware([RemoteHandoff("billing", stack.url, "Refunds.")]) as again:
+            elsewhere = Agent(Recorded([]).model, kind=kind, middlewares=[again])
+            elsewhere.state = AgentState.model_validate_json(saved)
+            given = Resume(external_results=[ExternalResult(call_id=call.id, output="Yes.")])
+            resumed = await collect(elsewhere.resume(given), WAIT)
+
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    (answer,) = [r for m in remote.prompts[-1] for r in tool_results(m)]
+    assert (answer.name, answer.text, answer.state) == ("ask_user", "Yes.", "success")
+    final = elsewhere.final_message
+    assert final is not None and text_of(final) == "Refunded." and final.name == "billing"
+    assert final.metadata[HANDOFF_METADATA_KEY]["agent"] == "billing"  # type: ignore[index]

@@ -5,6 +5,7 @@ across the pause (a real agent service behind a real A2A server on loopback)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 
 from hookmesh.a2a import Limits
 from hookmesh.agent import Agent, Confirmation, Resume
-from hookmesh.client import AgentClient, AgentClientError
+from hookmesh.client import AgentClient, AgentClientError, SyncAgentClient
 from hookmesh.middleware.builtin.propagated_limits import PropagatedLimitMiddleware
 from hookmesh.middleware.builtin.remote_agent import RemoteAgentMiddleware
 from hookmesh.models import ScriptedTurn
@@ -93,3 +94,35 @@ async def test_bad_limits_on_a_resume_are_refused_and_the_reply_stays_paused(
     assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_OPTIONS")
     assert [v.field for v in error.violations] == ["limits.tool_calls", "limits.cost_usd"]
     assert info.status == "awaiting_confirmation"
+
+
+async def test_the_sync_client_sends_limits_with_a_reply_and_a_resume(tmp_path: Path) -> None:
+    """`SyncAgentClient.reply` and `.resume` take `limits` as `AgentClient`'s do: a reply
+    sent no tool calls has its call denied; a resume's bad limits are refused naming the
+    fields, and the reply stays paused for a good resume."""
+
+    async with a2a_stack(tmp_path) as stack:
+
+        def use() -> tuple[list[AgentEvent], AgentClientError, str, list[AgentEvent]]:
+            target = f"127.0.0.1:{stack.agent.port}"
+            with SyncAgentClient(target, timeout=WAIT) as client:
+                bounded = list(client.reply("delete /tmp/x", session_id="a", limits=Limits(0)))
+                events = list(client.reply("delete /tmp/x", session_id="s"))
+                (asked,) = [e for e in events if e.type == "require_user_confirm"]
+                yes = Confirmation(call_id=asked.tool_calls[0].id, confirmed=True)  # type: ignore[union-attr]
+                bad = Limits(tool_calls=-1, cost_usd=float("nan"))
+                with pytest.raises(AgentClientError) as caught:
+                    list(client.resume("s", confirmations=[yes], limits=bad))
+                status = client.get_session("s").status
+                good = list(client.resume("s", confirmations=[yes], limits=Limits(5)))
+            return bounded, caught.value, status, good
+
+        bounded, error, status, good = await asyncio.to_thread(use)
+
+    assert bounded[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    (denied,) = [e for e in bounded if e.type == "tool_result_end"]
+    assert denied.state == "denied"  # type: ignore[union-attr]
+    assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_OPTIONS")
+    assert [v.field for v in error.violations] == ["limits.tool_calls", "limits.cost_usd"]
+    assert status == "awaiting_confirmation"
+    assert good[-1].finish_reason == "completed"  # type: ignore[union-attr]

@@ -3,6 +3,7 @@ ag-ui-validate) and which input goes to the agent."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,10 +26,13 @@ from hookmesh.schema import (
     ModelCallStartEvent,
     ReplyEndEvent,
     ReplyError,
+    RequireExternalExecutionEvent,
     RequireUserConfirmEvent,
     TextBlockDeltaEvent,
     TextBlockStartEvent,
     ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
     ToolResultDeltaEvent,
     ToolResultEndEvent,
@@ -292,4 +296,63 @@ def test_a_sub_agents_events_are_nested_custom_events_and_its_ask_names_who_asks
     assert interrupt["id"] == "k1"
     assert interrupt["metadata"]["hookmesh"]["askedBy"] == ["ops", "janitor"]
     assert interrupt["message"].startswith("ops/janitor asks: Allow confirm_ops with ")
+    assert_valid_agui(events, max_warnings=0)
+
+
+def _external_call(call_id: str, name: str, arguments: str) -> list[AgentEvent]:
+    return [
+        ToolCallStartEvent(reply_id=R, call_id=call_id, name=name),
+        ToolCallDeltaEvent(reply_id=R, call_id=call_id, delta=arguments[:9]),
+        ToolCallDeltaEvent(reply_id=R, call_id=call_id, delta=arguments[9:]),
+        ToolCallEndEvent(reply_id=R, call_id=call_id),
+    ]
+
+
+def test_a_sub_agents_external_call_is_the_tool_it_stands_for_and_a_clients_stays_itself() -> None:
+    """A hidden ``external_scout`` call is sent as `locate` with its arguments and who asks;
+    a client's own ``external_lookup`` tool (no tool named in its arguments) as it came."""
+    spec = {"worker": "scout", "path": ["scout"], "tool": "locate", "arguments": '{"p": 1}'}
+    own = '{"path": ["a"], "q": "x"}'
+    calls = [
+        ToolCall(id="x1", name="external_scout", arguments=json.dumps(spec)),
+        ToolCall(id="x2", name="external_lookup", arguments=own),
+    ]
+    events = _run(
+        [
+            *_external_call("x1", "external_scout", json.dumps(spec)),
+            *_external_call("x2", "external_lookup", own),
+            RequireExternalExecutionEvent(reply_id=R, tool_calls=calls),
+            _end("awaiting_external_execution"),
+        ]
+    )
+    mapped = [e for e in events if e["type"].startswith("TOOL_CALL")]
+    assert [(e["type"], e.get("toolCallName"), e.get("delta")) for e in mapped] == [
+        ("TOOL_CALL_START", "locate", None),
+        ("TOOL_CALL_ARGS", None, '{"p": 1}'),
+        ("TOOL_CALL_END", None, None),
+        ("TOOL_CALL_START", "external_lookup", None),
+        ("TOOL_CALL_ARGS", None, own),
+        ("TOOL_CALL_END", None, None),
+    ]
+    assert mapped[0]["metadata"] == {"hookmesh": {"askedBy": ["scout"], "via": "external_scout"}}
+    assert mapped[3].get("metadata") is None
+    assert events[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["x1", "x2"]}
+    assert_valid_agui(events, max_warnings=0)
+
+
+def test_a_held_external_call_cut_by_a_failed_reply_is_still_started_and_ended() -> None:
+    spec = {"worker": "scout", "path": ["scout"], "tool": "locate", "arguments": "{}"}
+    events = _run(
+        [
+            ToolCallStartEvent(reply_id=R, call_id="x1", name="external_scout"),
+            ToolCallDeltaEvent(reply_id=R, call_id="x1", delta=json.dumps(spec)),
+            _end("error", error=ReplyError(reason="MODEL_ERROR", message="cut")),
+        ]
+    )
+    assert [(e["type"], e.get("toolCallName")) for e in events[2:]] == [
+        ("TOOL_CALL_START", "locate"),
+        ("TOOL_CALL_ARGS", None),
+        ("TOOL_CALL_END", None),
+        ("RUN_ERROR", None),
+    ]
     assert_valid_agui(events, max_warnings=0)

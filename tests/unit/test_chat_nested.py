@@ -3,6 +3,7 @@ require_user_confirm, forwarded as a nested event, is shown but never answered."
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -84,3 +85,20 @@ def test_who_asks_is_read_only_from_a_call_standing_for_a_nested_ask() -> None:
     ]
     assert asked_by(ToolCall(id="c", name="copy_files", arguments=path)) == []  # its own call
     assert asked_by(ToolCall(id="d", name="confirm_ops", arguments="not json")) == []
+
+
+def test_who_asks_is_read_from_a_sub_agents_external_call_passed_up() -> None:
+    """An ``external_<name>`` call stands for a sub-agent's external call when its arguments
+    name the path, the tool and its arguments; a client's own ``external_…`` tool does not."""
+    from hookmesh.schema import asked_by
+
+    spec = {"worker": "desk", "path": ["desk", "scout"], "tool": "locate", "arguments": "{}"}
+    passed_up = ToolCall(id="a", name="external_desk", arguments=json.dumps(spec))
+    assert asked_by(passed_up) == ["desk", "scout"]
+    for name in ("external_step", "external_skill"):
+        assert asked_by(ToolCall(id="b", name=name, arguments=json.dumps(spec))) == spec["path"]
+    own = {"path": ["a", "b"]}  # a client's tool external_lookup taking a path
+    assert asked_by(ToolCall(id="c", name="external_lookup", arguments=json.dumps(own))) == []
+    bad = {**spec, "arguments": {"precision": "city"}}  # not JSON text: not a passed-up call
+    assert asked_by(ToolCall(id="d", name="external_desk", arguments=json.dumps(bad))) == []
+    assert asked_by(ToolCall(id="e", name="locate", arguments=json.dumps(spec))) == []

@@ -219,6 +219,7 @@ async def _turn(
     recorder = SpeechRecorder(WavWriter(speak)) if speak is not None else None
     end = None
     paused: list[Any] = []
+    external: list[Any] = []
     try:
         events = (
             client.watch(state["session"])
@@ -235,10 +236,13 @@ async def _turn(
                 state["session"] = event.session_id
             elif event.type == "require_user_confirm":
                 paused = event.tool_calls
+            elif event.type == "require_external_execution":
+                external = event.tool_calls
             elif event.type == "reply_end":
                 end = event
-        if paused:
-            end = await _review(client, state["session"], paused, printer.show, callee) or end
+        if paused or external:
+            pending = (paused, external)
+            end = await _review(client, state["session"], pending, printer.show, callee) or end
     except AgentClientError as exc:
         printer.flush()
         if recorder is not None:
@@ -255,42 +259,36 @@ async def _turn(
     return EXIT_OK
 
 
-async def _review(client: Any, session_id: str, calls: list[Any], show: Any, callee: Any) -> Any:
-    """While the reply waits for confirmation, ask about each call (approve, edit its
-    arguments, or reject with a reason) and resume; a refused edit is asked again. Prompts
-    go to stderr (stdout may be JSON lines); at end of input the reply stays paused."""
-    from hookmesh.agent import Confirmation
+async def _review(
+    client: Any, session_id: str, pending: tuple[list[Any], list[Any]], show: Any, callee: Any
+) -> Any:
+    """While the reply waits for the user, answer it and resume, until it waits no more:
+    for confirmations (the first of `pending`), ask about each call (approve, edit its
+    arguments, or reject with a reason), a refused edit asked again; for external calls
+    (the second), ask for each call's result. Prompts go to stderr (stdout may be JSON
+    lines); at end of input the reply stays paused."""
     from hookmesh.cli._errors import failure_line
     from hookmesh.client import AgentClientError
     from hookmesh.schema import is_nested
 
     end = None
-    while calls:
-        answers = []
-        for call in calls:
-            choice = _ask(
-                f"{_asker(call)}{call.name} {call.arguments}: [a]pprove, [e]dit or [r]eject? "
-            )
-            while choice not in (None, "a", "e", "r"):
-                choice = _ask("type a, e or r: ")
-            if choice is None:
-                return end
-            if choice == "r":
-                reason = _ask("reason (the model reads it): ") or ""
-                answers.append(Confirmation(call_id=call.id, confirmed=False, reason=reason))
-                continue
-            edited = _ask("arguments (a JSON object): ") if choice == "e" else None
-            if choice == "e" and edited is None:
-                return end
-            answers.append(Confirmation(call_id=call.id, confirmed=True, arguments=edited))
+    confirm, external = pending
+    while confirm or external:
+        answers = _confirmations(confirm) if confirm else _results(external)
+        if answers is None:
+            return end
         paused: list[Any] = []
+        waiting: list[Any] = []
+        kind = "confirmations" if confirm else "external_results"
         try:
-            async for event in client.resume(session_id, confirmations=answers):
+            async for event in client.resume(session_id, **{kind: answers}):
                 show(event)
                 if is_nested(event):
                     continue
                 if event.type == "require_user_confirm":
                     paused = event.tool_calls
+                elif event.type == "require_external_execution":
+                    waiting = event.tool_calls
                 elif event.type == "reply_end":
                     end = event
         except AgentClientError as exc:
@@ -299,27 +297,79 @@ async def _review(client: Any, session_id: str, calls: list[Any], show: Any, cal
             line, _ = await failure_line(exc, callee)
             print(f"refused: {line.removeprefix('error: ')}", file=sys.stderr)
             continue
-        calls = paused
+        confirm, external = paused, waiting
     return end
 
 
+def _confirmations(calls: list[Any]) -> list[Any] | None:
+    """The user's answer to each call awaiting confirmation; None at end of input."""
+    from hookmesh.agent import Confirmation
+
+    answers = []
+    for call in calls:
+        choice = _ask(
+            f"{_asker(call)}{call.name} {call.arguments}: [a]pprove, [e]dit or [r]eject? "
+        )
+        while choice not in (None, "a", "e", "r"):
+            choice = _ask("type a, e or r: ")
+        if choice is None:
+            return None
+        if choice == "r":
+            reason = _ask("reason (the model reads it): ") or ""
+            answers.append(Confirmation(call_id=call.id, confirmed=False, reason=reason))
+            continue
+        edited = _ask("arguments (a JSON object): ") if choice == "e" else None
+        if choice == "e" and edited is None:
+            return None
+        answers.append(Confirmation(call_id=call.id, confirmed=True, arguments=edited))
+    return answers
+
+
+def _results(calls: list[Any]) -> list[Any] | None:
+    """The user's result for each call awaiting external execution (a sub-agent's, passed up
+    as ``external_<name>``, is asked as the tool it stands for, with who asks); a line
+    starting with ``!`` is an error result. None at end of input."""
+    import json
+
+    from hookmesh.agent import ExternalResult
+
+    answers = []
+    for call in calls:
+        tool, arguments = call.name, call.arguments
+        if _asker(call):
+            spec = json.loads(call.arguments)
+            tool, arguments = spec["tool"], spec["arguments"]
+        line = _ask(
+            f"{_asker(call)}{tool} {arguments or '{}'}: its result ('!' first: an error)? ", False
+        )
+        if line is None:
+            return None
+        failed = line.startswith("!")
+        output = line.removeprefix("!").strip() if failed else line
+        answers.append(
+            ExternalResult(call_id=call.id, output=output, state="error" if failed else "success")
+        )
+    return answers
+
+
 def _asker(call: Any) -> str:
-    """``asked by a/b: `` when `call` stands for a sub-agent's ask; empty for the reply's own
-    call."""
+    """``asked by a/b: `` when `call` stands for a sub-agent's ask (a confirmation, or an
+    external call passed up); empty for the reply's own call."""
     from hookmesh.schema import asked_by
 
     path = asked_by(call)
     return f"asked by {'/'.join(path)}: " if path else ""
 
 
-def _ask(prompt: str) -> str | None:
-    """One answer line (stripped, lowercased for single letters); None at end of input."""
+def _ask(prompt: str, fold: bool = True) -> str | None:
+    """One answer line (stripped; single letters lowercased, unless not `fold`); None at end
+    of input."""
     print(prompt, end="", file=sys.stderr, flush=True)
     line = sys.stdin.readline()
     if not line:
         return None
     answer = line.strip()
-    return answer.lower() if len(answer) == 1 else answer
+    return answer.lower() if fold and len(answer) == 1 else answer
 
 
 def _save_speech(recorder: Any) -> None:

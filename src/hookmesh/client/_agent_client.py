@@ -267,6 +267,15 @@ def _reply_request(
     return request
 
 
+def _set_limits(pb: _agent_pb2.ReplyLimits, limits: Limits | None) -> None:
+    """Put `limits` in a request's `pb` (left unset for None or no limit set)."""
+    if limits is not None and limits.any():
+        # NOTE(imports): imported when used: `hookmesh.a2a` pulls in the A2A SDK.
+        from hookmesh.client._limits import limits_to_proto
+
+        pb.CopyFrom(limits_to_proto(limits))
+
+
 def _resume_request(
     session_id: str,
     confirmations: Sequence[Confirmation],
@@ -446,10 +455,7 @@ class AgentClient:
             durability,
             output,
         )
-        if limits is not None and limits.any():
-            from hookmesh.client._limits import limits_to_proto
-
-            request.options.limits.CopyFrom(limits_to_proto(limits))
+        _set_limits(request.options.limits, limits)
         request.reply_id = reply_id or _new_id()
         metadata = self._call_metadata(token)
 
@@ -507,10 +513,7 @@ class AgentClient:
         INVALID_ARGUMENT (``INVALID_SCHEMA``) and leave the reply paused.
         """
         request = _resume_request(session_id, confirmations, external_results, client_tools)
-        if limits is not None and limits.any():
-            from hookmesh.client._limits import limits_to_proto
-
-            request.limits.CopyFrom(limits_to_proto(limits))
+        _set_limits(request.limits, limits)
         metadata = self._call_metadata(token)
         return self._streamed(
             lambda t: self._stub.Resume(request, timeout=t, metadata=metadata),
@@ -679,8 +682,10 @@ class SyncAgentClient:
         timeout: float | None = None,
         durability: Durability = "",
         output: Output | None = None,
+        limits: Limits | None = None,
     ) -> Iterator[AgentEvent]:
-        """Stream one reply's events (re-attached as `AgentClient.reply` is)."""
+        """Stream one reply's events (re-attached as `AgentClient.reply` is; `limits` as
+        there)."""
         request = _reply_request(
             messages,
             session_id or _new_id(),
@@ -691,6 +696,7 @@ class SyncAgentClient:
             durability,
             output,
         )
+        _set_limits(request.options.limits, limits)
         request.reply_id = _new_id()
 
         def send(left: float) -> Any:
@@ -728,9 +734,12 @@ class SyncAgentClient:
         external_results: Sequence[ExternalResult] = (),
         client_tools: Sequence[Tool] = (),
         timeout: float | None = None,
+        limits: Limits | None = None,
     ) -> Iterator[AgentEvent]:
-        """Continue a paused reply."""
+        """Continue a paused reply, as `AgentClient.resume`: `limits` replace the paused
+        reply's limits in full; None: it goes on with what it had left."""
         request = _resume_request(session_id, confirmations, external_results, client_tools)
+        _set_limits(request.limits, limits)
         return self._events(
             lambda t: self._stub.Resume(request, timeout=t, metadata=self._metadata),
             Reattach(session_id),

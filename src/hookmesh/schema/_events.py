@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
@@ -357,30 +358,50 @@ def nest(event: AgentEvent, step: EventSource, reply_id: str) -> AgentEvent:
 
 def asked_by(call: ToolCall) -> list[str]:
     """The agents from the sub-agent down to the one that asks, when `call` stands for a
-    nested ask (a supervisor's ``confirm_<worker>``, a remote agent's ``<name>__confirm``:
-    their arguments carry this ``path``); empty for a call of the reply's own."""
+    nested ask (a supervisor's ``confirm_<worker>``, a remote agent's ``<name>__confirm``, a
+    sub-agent's call of an external tool passed up as ``external_<name>``: their arguments
+    carry this ``path``); empty for a call of the reply's own."""
     return ask_path(call.name, call.arguments)
 
 
 def ask_path(tool_name: str, arguments: str | Mapping[str, Any] | None) -> list[str]:
     """`asked_by` for a call given by its tool's name and its arguments (JSON object text,
     or the object): the one place the ``path`` of a nested ask is read, by the clients and
-    by every level that passes an ask up (which puts its own name in front)."""
-    import json
-
-    if not (tool_name.startswith("confirm_") or tool_name.endswith("__confirm")):
+    by every level that passes an ask up (which puts its own name in front). An
+    ``external_<name>`` call is a nested ask only when its arguments also name the ``tool``
+    to run and its ``arguments`` (JSON text): a client's own tool may be named so."""
+    parsed = _ask_arguments(tool_name, arguments)
+    path = parsed.get("path") if parsed is not None else None
+    if not isinstance(path, list) or not all(isinstance(p, str) for p in path):
         return []
+    return list(path)
+
+
+_EXTERNAL_PREFIX = "external_"
+
+
+def _ask_arguments(
+    tool_name: str, arguments: str | Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """The arguments (an object) of a call that may stand for a nested ask; None for any
+    other call."""
+    external = tool_name.startswith(_EXTERNAL_PREFIX)
+    if not (external or tool_name.startswith("confirm_") or tool_name.endswith("__confirm")):
+        return None
     if isinstance(arguments, Mapping):
         parsed: Any = arguments
     else:
         try:
             parsed = json.loads(arguments or "{}")
         except ValueError:
-            return []
-    path = parsed.get("path") if isinstance(parsed, Mapping) else None
-    if not isinstance(path, list) or not all(isinstance(p, str) for p in path):
-        return []
-    return list(path)
+            return None
+    if not isinstance(parsed, Mapping):
+        return None
+    if external and not (
+        isinstance(parsed.get("tool"), str) and isinstance(parsed.get("arguments"), str)
+    ):
+        return None
+    return parsed
 
 
 def path_names(event: AgentEvent) -> list[str]:

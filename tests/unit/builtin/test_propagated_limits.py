@@ -316,3 +316,140 @@ async def test_a_configured_limit_keeps_its_remainder_whatever_caller_limits_sur
     resumed = await collect(again.resume(Resume(confirmations=[ok])))
     assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
     assert _states(rest, 1)[-4:] == ["success", "denied", "denied", "denied"]
+
+
+async def _cut_after_first_results(agent: Agent, prompt: str) -> str:
+    """Run `agent`'s reply until the checkpoint after its first tool results, save the state
+    there and stop, as a replica that dies right after saving: the saved state."""
+    from hookmesh.agent import ReplyHandedOver, StepPoint
+
+    saved = ""
+
+    async def checkpoint(point: StepPoint) -> None:
+        nonlocal saved
+        saved = agent.checkpoint_state().model_dump_json()
+        if point.kind == "results":
+            raise ReplyHandedOver
+
+    with pytest.raises(ReplyHandedOver):
+        await collect(agent.reply(prompt, checkpoint=checkpoint))
+    return saved
+
+
+async def test_a_reply_continued_after_a_cut_keeps_what_is_left_of_its_limits(
+    kind: MessageKind,
+) -> None:
+    """Four calls: the first step's two lookups ran and were saved before the replica died;
+    the continued reply (another agent, from the saved state) has two left, not four."""
+    from hookmesh.agent import AgentState
+
+    def agent(model: Recorded) -> Agent:
+        limit = PropagatedLimitMiddleware(4, tokens=10_000, deadline_seconds=600)
+        return Agent(model.model, kind=kind, tools=[lookup], middlewares=[limit])
+
+    first = Recorded([_lookups(2), _lookups(3), "Done."])
+    saved = await _cut_after_first_results(agent(first), "Check the orders.")
+
+    rest = Recorded([_lookups(3), "Done."])
+    again = agent(rest)
+    again.state = AgentState.model_validate_json(saved)
+    events = await collect(again.redrive())
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert _states(rest, 1)[-3:] == ["success", "success", "denied"]
+
+
+async def test_a_continued_reply_reports_to_its_caller_what_it_spent_before_the_cut(
+    kind: MessageKind,
+) -> None:
+    """The caller was sent no report before the cut (a report comes with the reply's end), so
+    the continued reply's report holds the calls of both runs: two and two (a third denied)."""
+    from hookmesh.agent import AgentState
+    from hookmesh.middleware.builtin.propagated_limits import SPENT_EVENT, RequestLimitMiddleware
+
+    def agent(model: Recorded) -> Agent:
+        limit = RequestLimitMiddleware(Limits(tool_calls=4))
+        return Agent(model.model, kind=kind, tools=[lookup], middlewares=[limit])
+
+    saved = await _cut_after_first_results(
+        agent(Recorded([_lookups(2), _lookups(3), "Done."])), "Check the orders."
+    )
+    rest = Recorded([_lookups(3), "Done."])
+    again = agent(rest)
+    again.state = AgentState.model_validate_json(saved)
+    events = await collect(again.redrive())
+    assert _states(rest, 1)[-3:] == ["success", "success", "denied"]
+    (report,) = [e for e in events if e.type == "custom" and e.name == SPENT_EVENT]
+    assert report.value["toolCalls"] == 4  # type: ignore[union-attr]
+
+
+async def test_a_continued_reply_keeps_what_is_left_of_a_limit_inside_a_callers(
+    kind: MessageKind,
+) -> None:
+    """A configured limit of four inside a caller's of five: after the cut each goes on from
+    what it had left (the configured one's calls given back to the caller's as at a pause),
+    so the configured limit still allows two more, and the caller's report counts four."""
+    from hookmesh.agent import AgentState
+    from hookmesh.middleware.builtin.propagated_limits import SPENT_EVENT, RequestLimitMiddleware
+
+    def agent(model: Recorded) -> Agent:
+        limits = [RequestLimitMiddleware(Limits(tool_calls=5)), PropagatedLimitMiddleware(4)]
+        return Agent(model.model, kind=kind, tools=[lookup], middlewares=limits)
+
+    saved = await _cut_after_first_results(
+        agent(Recorded([_lookups(2), _lookups(3), "Done."])), "Check the orders."
+    )
+    rest = Recorded([_lookups(3), "Done."])
+    again = agent(rest)
+    again.state = AgentState.model_validate_json(saved)
+    events = await collect(again.redrive())
+    assert _states(rest, 1)[-3:] == ["success", "success", "denied"]
+    (report,) = [e for e in events if e.type == "custom" and e.name == SPENT_EVENT]
+    assert report.value["toolCalls"] == 4  # type: ignore[union-attr]
+
+
+async def test_a_new_reply_after_a_cut_one_was_given_up_gets_its_full_limits(
+    kind: MessageKind,
+) -> None:
+    """The cut-off reply's remainder is for its own continuation only: with that reply given
+    up (its position cleared) the next reply of the session starts with all four calls."""
+    from hookmesh.agent import AgentState
+
+    def agent(model: Recorded) -> Agent:
+        limit = PropagatedLimitMiddleware(4)
+        return Agent(model.model, kind=kind, tools=[lookup], middlewares=[limit])
+
+    saved = await _cut_after_first_results(
+        agent(Recorded([_lookups(2), _lookups(3), "Done."])), "Check the orders."
+    )
+    rest = Recorded([_lookups(5), "Done."])
+    again = agent(rest)
+    again.state = AgentState.model_validate_json(saved)
+    again.state.pending = None
+    events = await collect(again.reply("And the other orders?"))
+    assert events[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    assert _states(rest, 1)[-5:] == ["success"] * 4 + ["denied"]
+
+
+async def test_the_time_a_reply_was_cut_off_counts_toward_its_deadline(
+    kind: MessageKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unlike a pause (waiting for the user), a cut is the reply running late: continued 700 s
+    later, a reply with a 600 s deadline ends at once with DEADLINE_EXCEEDED."""
+    import time
+
+    from hookmesh.agent import AgentState
+    from hookmesh.middleware.builtin import propagated_limits
+
+    def agent(model: Recorded) -> Agent:
+        limit = PropagatedLimitMiddleware(deadline_seconds=600)
+        return Agent(model.model, kind=kind, tools=[lookup], middlewares=[limit])
+
+    saved = await _cut_after_first_results(
+        agent(Recorded([_lookups(2), "Done."])), "Check the orders."
+    )
+    later = time.time() + 700
+    monkeypatch.setattr(propagated_limits.time, "time", lambda: later)
+    again = agent(Recorded(["Done."]))
+    again.state = AgentState.model_validate_json(saved)
+    end = (await collect(again.redrive()))[-1]
+    assert end.error is not None and end.error.reason == "DEADLINE_EXCEEDED"  # type: ignore[union-attr]

@@ -18,6 +18,14 @@ from hookmesh.errors import HookmeshError
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext, ReplyArgs, ReplyNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
+from hookmesh.middleware.builtin._support._external import (
+    EXTERNAL_PREFIX,
+    answered,
+    external_parameters,
+    pause_calls,
+    resume_call,
+    resuming,
+)
 from hookmesh.middleware.builtin._support._nested import (
     CONFIRM_PREFIX,
     ForkOutcome,
@@ -25,7 +33,6 @@ from hookmesh.middleware.builtin._support._nested import (
     approved,
     asks_of,
     can_pause,
-    confirm_call,
     confirm_parameters,
     parent_context,
     pause_step,
@@ -36,7 +43,7 @@ from hookmesh.middleware.builtin._support._remote_handoff import (
     HISTORY_PREFIX,
     OPEN_FAILURES,
     RemoteHandoff,
-    approval_parts,
+    answer_parts,
     check_handoff,
     run_remote,
     transfer_parts,
@@ -56,7 +63,7 @@ from hookmesh.schema import (
     tool_calls,
     tool_results,
 )
-from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
+from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, external_tool, tool
 
 InputFilter = Literal["all", "last", "summary", "none"]
 """What history the receiving agent sees: all of it, the last N messages, a model-written
@@ -155,6 +162,15 @@ class HandoffMiddleware(Lifecycle, Middleware):
     receiver with its calls approved; its answer is that call's result, the reply's final
     answer without `hand_back`. Rejecting it drops the receiver's run.
 
+    A receiver that calls external tools (its reply ends ``awaiting_external_execution``;
+    a remote one's task stops ``input-required`` awaiting ``external_execution``) pauses
+    the reply the same way, on calls of the external ``external_<name>`` (hidden from the
+    model; one per call of the receiver's, ``{"agent", "path", "tool", "arguments"}``). The
+    caller resumes with their results; the next model call is replaced by a transfer call
+    that gives them to the receiver (a remote one's task gets ``{"external_results":
+    [...]}``) as its calls' results, and its answer is that call's result, as after a
+    transfer. In a sidecar (no toolkit to pause with) it is an error result.
+
     A remote receiver (`RemoteHandoff`) gets one A2A task per transfer, in a new remote
     context: a text part with the filtered history as ``[role] text`` lines
     (`HISTORY_PREFIX`; none when the filter leaves nothing), then the
@@ -196,7 +212,17 @@ class HandoffMiddleware(Lifecycle, Middleware):
         self.failure_mode = check.failure(failure_mode)
         self._tools = [self._build_tool(h) for h in handoffs]
         self._tools += [self._build_confirm(h) for h in handoffs]
-        self._hidden = frozenset(f"{CONFIRM_PREFIX}{h.name}" for h in handoffs)
+        self._tools += [
+            external_tool(
+                f"{EXTERNAL_PREFIX}{h.name}",
+                f"The results of the external calls {h.name} makes.",
+                external_parameters("agent"),
+            )
+            for h in handoffs
+        ]
+        self._hidden = frozenset(
+            f"{prefix}{h.name}" for h in handoffs for prefix in (CONFIRM_PREFIX, EXTERNAL_PREFIX)
+        )
         self._remotes = [h for h in handoffs if isinstance(h, RemoteHandoff)]
         self._opening: asyncio.Lock | None = None
 
@@ -246,7 +272,15 @@ class HandoffMiddleware(Lifecycle, Middleware):
             Args:
                 message: The request in a sentence, and anything the conversation omits.
             """
-            async for piece in self._transfer(context, handoff, message):
+            given = resuming(self.state(context.agent), context.call.id)
+            if given is not None:  # stands in for a model call: the receiver's results came
+                entry, resume = given
+                pieces = self._transfer(
+                    context, handoff, entry["message"], (entry["state"], resume)
+                )
+            else:
+                pieces = self._transfer(context, handoff, message)
+            async for piece in pieces:
                 yield piece
 
         after = (
@@ -271,7 +305,8 @@ class HandoffMiddleware(Lifecycle, Middleware):
             if entry is None:
                 raise ToolError("Error: no receiver waits for this confirmation")
             resume = approved(entry["asks"])
-            async for piece in self._transfer(context, handoff, "", (entry["state"], resume)):
+            message = entry.get("message", "")
+            async for piece in self._transfer(context, handoff, message, (entry["state"], resume)):
                 yield piece
 
         return Tool(
@@ -286,10 +321,11 @@ class HandoffMiddleware(Lifecycle, Middleware):
     async def on_model_call(
         self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
-        """While receivers wait for the user, replace the model call by ``confirm_<name>``
-        calls (this reply then pauses); once the user rejected a remote receiver's ask,
-        replace it by a transfer call telling its task why; otherwise call the model without
-        the hidden tools."""
+        """While receivers wait for the user (or the caller), replace the model call by
+        ``confirm_<name>`` (``external_<name>``) calls, so this reply pauses; once the user
+        rejected a remote receiver's ask, by a transfer call telling its task why; once the
+        caller gave a receiver's results, by a transfer call giving them to it; otherwise
+        call the model without the hidden tools."""
         state = self.state(agent)
         denied = _rejected(state.get("confirming", {}), kwargs["messages"])
         if denied:
@@ -305,12 +341,15 @@ class HandoffMiddleware(Lifecycle, Middleware):
             return pause_step(agent, calls)
         waiting = state.pop("waiting", [])
         if waiting:
-            calls = []
-            for entry in waiting:
-                name = entry["agent"]
-                call = confirm_call(f"{CONFIRM_PREFIX}{name}", "agent", name, entry["asks"])
-                state.setdefault("confirming", {})[call.id] = entry
-                calls.append(call)
+            return pause_step(agent, pause_calls(state, waiting, "agent"))
+        given = answered(state, kwargs["messages"])
+        if given:
+            calls = [
+                resume_call(
+                    state, f"transfer_to_{e['agent']}", {"message": e["message"]}, e, resume
+                )
+                for e, resume in given
+            ]
             return pause_step(agent, calls)
         return await next_handler(
             tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
@@ -336,12 +375,14 @@ class HandoffMiddleware(Lifecycle, Middleware):
             self.state(agent).setdefault("waiting", []).append(
                 {
                     "agent": handoff.name,
+                    "message": message,
+                    "awaiting": outcome.awaiting,
                     "state": outcome.saved,
                     "asks": asks,
                     "remote": isinstance(handoff, RemoteHandoff),
                 }
             )
-            waits = waits_text(handoff.name, asks)
+            waits = waits_text(handoff.name, asks, outcome.awaiting)
             if not handoff.hand_back:
                 raise ToolError(waits)  # a success would end the reply with it
             yield waits
@@ -377,7 +418,10 @@ class HandoffMiddleware(Lifecycle, Middleware):
             state=AgentState.model_validate(resumed[0]) if resumed is not None else None,
         )
         resume = resumed[1] if resumed is not None else None
-        async for event in run_nested(agent, context.call, sub, inputs, outcome, resume=resume):
+        external = can_pause(agent, f"{EXTERNAL_PREFIX}{handoff.name}")
+        async for event in run_nested(
+            agent, context.call, sub, inputs, outcome, resume=resume, external=external
+        ):
             yield event
 
     async def _remote(
@@ -388,8 +432,9 @@ class HandoffMiddleware(Lifecycle, Middleware):
         outcome: ForkOutcome,
         resumed: tuple[dict[str, Any], Resume] | None,
     ) -> AsyncIterator[AgentEvent]:
-        """The remote receiver's task step: the transfer, or the approval of its ask (its
-        paused task in `resumed`); an ask the reply cannot pause on is an error result."""
+        """The remote receiver's task step: the transfer, or the answer to its ask (its
+        paused task and the answer in `resumed`: an approval, or its external calls'
+        results); an ask the reply cannot pause on is an error result."""
         agent, call = context.agent, context.call
         try:
             await self._open(handoff)
@@ -398,7 +443,7 @@ class HandoffMiddleware(Lifecycle, Middleware):
             return
         task = self.state(agent).get("continue", {}).pop(call.id, None)
         if resumed is not None:
-            parts, task = approval_parts(), resumed[0]
+            parts, task = answer_parts(resumed[1]), resumed[0]
         elif task is not None:  # the user rejected its ask: tell its task why
             parts = [a2a_pb2.Part(text=message)]
         else:
@@ -407,10 +452,16 @@ class HandoffMiddleware(Lifecycle, Middleware):
             agent, call, handoff, parts, outcome, task=task, message_id=context.idempotency_key
         ):
             yield event
-        if outcome.paused and not can_pause(agent, f"{CONFIRM_PREFIX}{handoff.name}"):
+        external = outcome.awaiting == "external"
+        prefix = EXTERNAL_PREFIX if external else CONFIRM_PREFIX
+        if outcome.paused and not can_pause(agent, f"{prefix}{handoff.name}"):
             outcome.paused, outcome.ok = False, False
-            outcome.text = f"Error: the remote agent {handoff.name} asks the user to confirm "
-            outcome.text += "calls, and this reply cannot pause (a sidecar)"
+            outcome.text = f"Error: the remote agent {handoff.name} " + (
+                "waits for the results of external calls"
+                if external
+                else "asks the user to confirm calls"
+            )
+            outcome.text += ", and this reply cannot pause (a sidecar)"
 
     async def on_reply(
         self, agent: AgentView, kwargs: ReplyArgs, next_handler: ReplyNext

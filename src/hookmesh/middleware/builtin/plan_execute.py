@@ -15,6 +15,14 @@ from hookmesh.agent import Agent, AgentState, new_id
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
+from hookmesh.middleware.builtin._support._external import (
+    EXTERNAL_PREFIX,
+    answered,
+    external_parameters,
+    pause_calls,
+    resume_call,
+    resuming,
+)
 from hookmesh.middleware.builtin._support._nested import (
     CONFIRM_PREFIX,
     ForkOutcome,
@@ -22,7 +30,6 @@ from hookmesh.middleware.builtin._support._nested import (
     approved,
     asks_of,
     can_pause,
-    confirm_call,
     confirm_parameters,
     pause_step,
     run_nested,
@@ -40,7 +47,7 @@ from hookmesh.schema import (
     make_user_text,
     text_of,
 )
-from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
+from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, external_tool, tool
 
 EXECUTE_TOOL = "execute_plan"
 """The tool the reply's first step calls (hidden from the model): planning and the steps run
@@ -48,6 +55,10 @@ inside it, their events nested under it."""
 CONFIRM_TOOL = f"{CONFIRM_PREFIX}step"
 """The call (hidden from the model, needing confirmation) the reply pauses on while a step's
 worker waits for the user; confirming it continues the worker, then the plan."""
+EXTERNAL_TOOL = f"{EXTERNAL_PREFIX}step"
+"""The external tool (hidden from the model) the reply pauses on, one call per external call
+a step's worker (or the planner) waits on; their results continue the worker, then the
+plan."""
 PLANNER_NAME = "planner"
 """The planner's agent name on the events' path."""
 
@@ -113,6 +124,13 @@ class PlanExecuteMiddleware(Middleware):
     needs confirmation (``worker`` and ``path`` then name ``planner``): confirming it
     continues the planner, and the plan it gives then runs.
 
+    A step's worker (or the planner) that calls external tools (its reply ends
+    ``awaiting_external_execution``) pauses the reply the same way, on calls of the external
+    `EXTERNAL_TOOL` (one per call of the worker's, ``{"worker", "path", "tool",
+    "arguments"}``): the caller resumes with their results, the next model call is replaced
+    by an `EXECUTE_TOOL` call that gives them to the worker as its calls' results, and the
+    plan goes on inside it. In a sidecar it is an error result.
+
     Example:
         >>> steps = PlanExecuteMiddleware([Worker("research", model, "Finds facts.")])
         >>> agent = Agent(model, middlewares=[steps])
@@ -147,24 +165,36 @@ class PlanExecuteMiddleware(Middleware):
         self.failure_mode = check.failure(failure_mode)
         self._tool = self._build_tool()
         self._confirm = self._build_confirm()
+        self._external = external_tool(
+            EXTERNAL_TOOL,
+            "The results of the external calls a step's worker makes.",
+            external_parameters("worker"),
+        )
 
     def middleware_key(self) -> str:
         return "plan_execute"
 
     def list_tools(self) -> list[Tool]:
-        return [self._tool, self._confirm]
+        return [self._tool, self._confirm, self._external]
 
     async def on_model_call(
         self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
-        """The reply's first model call becomes the plan's execution; later ones go to the
-        model without `EXECUTE_TOOL`."""
+        """The reply's first model call becomes the plan's execution; while a step waits
+        for the user (or the caller), a call of `CONFIRM_TOOL` (`EXTERNAL_TOOL`), so the
+        reply pauses; once the caller gave its results, an `EXECUTE_TOOL` call that goes on
+        with them; later ones go to the model without the hidden tools."""
         state = self.state(agent)
         waiting = state.pop("waiting", None)
         if waiting is not None:
-            call = confirm_call(CONFIRM_TOOL, "worker", waiting["worker"], waiting["asks"])
-            state.setdefault("confirming", {})[call.id] = waiting
-            return pause_step(agent, [call])
+            return pause_step(agent, pause_calls(state, [waiting], "worker", "step"))
+        given = answered(state, kwargs["messages"])
+        if given:
+            calls = [
+                resume_call(state, EXECUTE_TOOL, {"request": e["request"]}, e, resume)
+                for e, resume in given
+            ]
+            return pause_step(agent, calls)
         if not state.get("executed"):
             state["executed"] = True
             request = next((text_of(m) for m in reversed(kwargs["messages"]) if is_user(m)), "")
@@ -172,7 +202,7 @@ class PlanExecuteMiddleware(Middleware):
                 id=new_id(), name=EXECUTE_TOOL, arguments=json.dumps({"request": request})
             )
             return ModelResponse(message=make_assistant(agent.kind, "", [call]))
-        hidden = (EXECUTE_TOOL, CONFIRM_TOOL)
+        hidden = (EXECUTE_TOOL, CONFIRM_TOOL, EXTERNAL_TOOL)
         return await next_handler(tools=[t for t in kwargs["tools"] if t["name"] not in hidden])
 
     def _build_tool(self) -> Tool:
@@ -184,7 +214,12 @@ class PlanExecuteMiddleware(Middleware):
             Args:
                 request: What the user asked.
             """
-            async for piece in self._execute(context, request):
+            given = resuming(self.state(context.agent), context.call.id)
+            if given is not None:  # stands in for a model call: the step's results came
+                pieces = self._go_on(context, *given)
+            else:
+                pieces = self._execute(context, request)
+            async for piece in pieces:
                 yield piece
 
         return tool(
@@ -201,16 +236,7 @@ class PlanExecuteMiddleware(Middleware):
             entry = self.state(context.agent).get("confirming", {}).pop(context.call.id, None)
             if entry is None:
                 raise ToolError("Error: no step waits for this confirmation")
-            resumed = (entry["state"], approved(entry["asks"]))
-            steps = entry["steps"]
-            async for piece in self._execute(
-                context,
-                entry["request"],
-                done=[_Done(**d) for d in entry["done"]],
-                steps=None if steps is None else [PlanStep.model_validate(d) for d in steps],
-                replans=entry["replans"],
-                resumed=resumed,
-            ):
+            async for piece in self._go_on(context, entry, approved(entry["asks"])):
                 yield piece
 
         return Tool(
@@ -219,6 +245,21 @@ class PlanExecuteMiddleware(Middleware):
             parameters=confirm_parameters("worker"),
             func=confirm,
             needs_confirmation=True,
+        )
+
+    def _go_on(
+        self, context: ToolContext[AgentView], entry: dict[str, Any], resume: Resume
+    ) -> AsyncIterator[ToolPiece]:
+        """The plan of a paused step (`entry`, as `_wait` kept it), its waiting sub-agent
+        continued by `resume`."""
+        steps = entry["steps"]
+        return self._execute(
+            context,
+            entry["request"],
+            done=[_Done(**d) for d in entry["done"]],
+            steps=None if steps is None else [PlanStep.model_validate(d) for d in steps],
+            replans=entry["replans"],
+            resumed=(entry["state"], resume),
         )
 
     async def _execute(
@@ -273,6 +314,7 @@ class PlanExecuteMiddleware(Middleware):
                     inputs,
                     outcome,
                     pausable=can_pause(agent, CONFIRM_TOOL),
+                    external=can_pause(agent, EXTERNAL_TOOL),
                     saved=saved,
                     resume=resume,
                 ):
@@ -311,11 +353,12 @@ class PlanExecuteMiddleware(Middleware):
             "steps": None if steps is None else [s.model_dump() for s in steps],
             "replans": replans,
             "worker": who,
+            "awaiting": outcome.awaiting,
             "state": outcome.saved,
             "asks": asks,
         }
         waits = "The planner" if steps is None else f"The step's worker {who}"
-        return waits_text(waits, asks)
+        return waits_text(waits, asks, outcome.awaiting)
 
     async def _plan(
         self,
@@ -354,8 +397,9 @@ class PlanExecuteMiddleware(Middleware):
         )
         inputs = [] if resumed is not None else [make_user_text(agent.kind, text)]
         resume = resumed[1] if resumed is not None else None
+        external = can_pause(agent, EXTERNAL_TOOL)
         async for event in run_nested(
-            agent, call, planner, inputs, outcome, output=Plan, resume=resume
+            agent, call, planner, inputs, outcome, output=Plan, resume=resume, external=external
         ):
             yield event
 
@@ -403,6 +447,7 @@ def plan_execute(
 __all__ = [
     "CONFIRM_TOOL",
     "EXECUTE_TOOL",
+    "EXTERNAL_TOOL",
     "PLANNER_NAME",
     "PLANNER_PROMPT",
     "Plan",

@@ -209,6 +209,9 @@ class _Open:
     configured: int = 0
     """How many configured limits (not a caller's) of the same reply are open at this one,
     itself included: the next configured limit inside is that deep among them."""
+    unfinished: set[str] = field(default_factory=set)
+    """The reply's tool calls that took a call and have no result yet (shared by every
+    limit of the reply): a continuation after a cut runs them again, and takes again."""
 
 
 _OPEN: dict[str, _Open] = {}
@@ -250,7 +253,10 @@ class PropagatedLimitMiddleware(Middleware):
     second limit on the same reply (say one a caller sent and one configured) nests inside
     the first. A reply that pauses and resumes goes on with what it had left (kept in its
     middleware state, so also on another replica; every limit of the reply keeps its own
-    remainder). Not supported: a sidecar (pools are in the agent's process).
+    remainder). So does a reply continued after a cut (`Agent.redrive`: its replica died):
+    the checkpoint holds its remainder as of its last model call or tool result, the calls
+    then without a result not counted (they run again), and the time it was cut off counts
+    toward its deadline. Not supported: a sidecar (pools are in the agent's process).
 
     Example:
         >>> agent = Agent(model, middlewares=[PropagatedLimitMiddleware(20), handoffs])
@@ -331,6 +337,11 @@ class PropagatedLimitMiddleware(Middleware):
         else:
             self._resume_nested(pool, left)
 
+    def _continue(self, pool: Pool, left: dict[str, Any], outer: _Open | None) -> None:
+        """Go on from what this reply had left at its last checkpoint before it was cut off
+        (a replica died; `Agent.redrive`): as after a pause."""
+        self._go_on(pool, left, outer)
+
     def _resume(self, pool: Pool, left: dict[str, Any]) -> None:
         """Go on from what this reply had left at its pause, and count what it had spent
         (nobody above it counted that)."""
@@ -362,19 +373,30 @@ class PropagatedLimitMiddleware(Middleware):
         kept = self.state(agent)
         slot, configured = self._slot(outer)
         saved = kept.get(slot)
+        running = f"{slot}{RUNNING}"
         if saved is not None:
             self._go_on(pool, saved, outer)
+        elif (cut := kept.get(running)) is not None:
+            self._continue(pool, _cut_left(cut), outer)
         top = self._top(outer, pool)
-        _OPEN[rid] = _Open(pool, self.per_child, top, self, configured)
+        opened = _Open(pool, self.per_child, top, self, configured)
+        if outer is not None:
+            opened.unfinished = outer.unfinished
+        _OPEN[rid] = opened
         try:
             async for event in next_handler():
                 if not event.source_path:
-                    if event.type == "model_call_end" and event.usage is not None:
+                    if event.type == "model_call_end":
                         # Only the innermost limit of the reply charges: its charge goes up
                         # through every enclosing pool already.
-                        if _OPEN[rid].pool is pool:
+                        if event.usage is not None and _OPEN[rid].pool is pool:
                             pool.charge_usage(event.usage.input_tokens, event.usage.output_tokens)
+                        kept[running] = _running(pool, _OPEN[rid])
+                    elif event.type == "tool_result_end":
+                        opened.unfinished.discard(event.call_id)
+                        kept[running] = _running(pool, _OPEN[rid])
                     elif event.type == "reply_end":
+                        kept.pop(running, None)
                         if event.finish_reason.startswith("awaiting"):
                             kept[slot] = _kept(pool)
                         else:
@@ -397,7 +419,10 @@ class PropagatedLimitMiddleware(Middleware):
     ) -> PermissionDecision:
         decision = await next_handler()
         pool = self._mine(agent)
-        if decision.behavior == "deny" or pool is None or pool.take():
+        if decision.behavior == "deny" or pool is None:
+            return decision
+        if pool.take():
+            _OPEN[agent.reply_id].unfinished.add(kwargs["tool_call"].id)
             return decision
         top = _OPEN[agent.reply_id].top
         return PermissionDecision(
@@ -458,6 +483,38 @@ def _kept(pool: Pool) -> dict[str, Any]:
         "seconds": seconds,
         "used": [pool.used_calls, pool.used_tokens, pool.used_cost],
     }
+
+
+RUNNING = ".running"
+"""Suffix of the slot where a running reply keeps its remainder as of its last model call
+or tool result, so the checkpoint saved at the next step boundary holds it: a reply
+continued after a cut goes on from there instead of from its full limits."""
+
+
+def _running(pool: Pool, innermost: _Open) -> dict[str, Any]:
+    """What a running reply's `pool` would keep if the reply paused now, for a continuation
+    after a cut: the limits of the same reply inside it given back (as they are when it
+    pauses), and the calls without a result not counted (the continuation runs them again).
+    The deadline is an instant: the time the reply was cut off counts, unlike a pause's."""
+    kept = _kept(pool)
+    left, used = pool.left, pool.used_calls
+    inner: Pool | None = innermost.pool
+    while inner is not None and inner is not pool:
+        if left is not None and inner.left is not None:
+            left += inner.left
+        used += inner.used_calls
+        inner = inner.parent
+    unfinished = len(innermost.unfinished)
+    kept["tool_calls"] = None if left is None else left + unfinished
+    kept["used"][0] = used - unfinished
+    return {**kept, "seconds": None, "deadline": pool.deadline}
+
+
+def _cut_left(cut: dict[str, Any]) -> dict[str, Any]:
+    """A running snapshot as a pause's remainder: the seconds left until its deadline."""
+    deadline = cut.get("deadline")
+    seconds = None if deadline is None else max(0.0, deadline - time.time())
+    return {**cut, "seconds": seconds}
 
 
 def _restore(pool: Pool, left: dict[str, Any]) -> None:
@@ -608,6 +665,12 @@ class RequestLimitMiddleware(PropagatedLimitMiddleware):
         limits are the caller's own count of what is left: nothing to restore."""
         if not self.fresh:
             _restore(pool, left)
+
+    def _continue(self, pool: Pool, left: dict[str, Any], outer: _Open | None) -> None:
+        """A cut-off reply sent its caller no report (one comes with the reply's end), so
+        what it spent before the cut is counted in the report it will send."""
+        _restore(pool, left)
+        pool.used_calls, pool.used_tokens, pool.used_cost = left["used"]
 
 
 def inherited(agent: AgentView, call_id: str = "") -> list[Middleware]:

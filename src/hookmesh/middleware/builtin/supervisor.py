@@ -13,6 +13,14 @@ from hookmesh.agent import Agent, AgentState
 from hookmesh.middleware import AgentView, ModelCallArgs, ModelCallNext
 from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware.builtin._support import _checks as check
+from hookmesh.middleware.builtin._support._external import (
+    EXTERNAL_PREFIX,
+    answered,
+    external_parameters,
+    pause_calls,
+    resume_call,
+    resuming,
+)
 from hookmesh.middleware.builtin._support._nested import (
     CONFIRM_PREFIX,
     ForkOutcome,
@@ -21,7 +29,6 @@ from hookmesh.middleware.builtin._support._nested import (
     asker_path,
     asks_of,
     can_pause,
-    confirm_call,
     confirm_parameters,
     pause_step,
     run_nested,
@@ -30,7 +37,7 @@ from hookmesh.middleware.builtin._support._nested import (
 from hookmesh.middleware.builtin.propagated_limits import inherited
 from hookmesh.models import ChatModel, ModelResult
 from hookmesh.schema import AgentEvent, Message, Resume, ToolCall, make_user_text
-from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
+from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, external_tool, tool
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
@@ -97,13 +104,15 @@ async def run_worker(
     outcome: ForkOutcome,
     *,
     pausable: bool = False,
+    external: bool = False,
     saved: dict[str, Any] | None = None,
     resume: Resume | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """One reply of `worker` on `inputs` inside `call` of `agent`'s reply (or, from its
     `saved` state, the continuation of its paused reply by `resume`), its events nested
     under the call, bound by the reply's propagated limits; `outcome` says how it went.
-    Unless `pausable`, a call of the worker's that needs confirmation is denied."""
+    Unless `pausable`, a call of the worker's that needs confirmation is denied; unless
+    `external`, a worker that waits for external calls' results ends as an error."""
     guard = [] if pausable else [NoPause()]
     sub = Agent(
         worker.model,
@@ -115,7 +124,9 @@ async def run_worker(
         max_iters=worker.max_iters,
         state=AgentState.model_validate(saved) if saved is not None else None,
     )
-    async for event in run_nested(agent, call, sub, inputs, outcome, resume=resume):
+    async for event in run_nested(
+        agent, call, sub, inputs, outcome, resume=resume, external=external
+    ):
         yield event
 
 
@@ -143,6 +154,14 @@ class SupervisorMiddleware(Middleware):
     state is JSON in the session, so the resume may run in another process. Without a
     toolkit to pause with (in a sidecar), a worker's ask is denied instead.
 
+    A worker that calls external tools (its reply ends ``awaiting_external_execution``)
+    pauses this reply the same way, on calls of the external ``external_<name>`` (hidden
+    from the model; one per call of the worker's, ``{"worker", "path", "tool",
+    "arguments"}`` naming the tool to run): the caller resumes with their results, the next
+    model call is replaced by an ``ask_<name>`` call that resumes the worker with them as
+    its calls' results, and the worker's answer is that call's result. In a sidecar such a
+    worker is an error result.
+
     Example:
         >>> team = SupervisorMiddleware([Worker("research", model, "Finds facts.")])
         >>> agent = Agent(model, middlewares=[team])
@@ -167,7 +186,17 @@ class SupervisorMiddleware(Middleware):
         self.failure_mode = check.failure(failure_mode)
         self._tools = [self._build_tool(w) for w in workers]
         self._tools += [self._build_confirm(w) for w in workers]
-        self._hidden = frozenset(f"{CONFIRM_PREFIX}{w.name}" for w in workers)
+        self._tools += [
+            external_tool(
+                f"{EXTERNAL_PREFIX}{w.name}",
+                f"The results of the external calls the worker {w.name} makes.",
+                external_parameters("worker"),
+            )
+            for w in workers
+        ]
+        self._hidden = frozenset(
+            f"{prefix}{w.name}" for w in workers for prefix in (CONFIRM_PREFIX, EXTERNAL_PREFIX)
+        )
 
     def middleware_key(self) -> str:
         return "supervisor"
@@ -178,17 +207,20 @@ class SupervisorMiddleware(Middleware):
     async def on_model_call(
         self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
-        """While workers wait for the user, replace the model call by ``confirm_<name>``
-        calls (this reply then pauses); otherwise call the model without those tools."""
+        """While workers wait for the user (or the caller), replace the model call by
+        ``confirm_<name>`` (``external_<name>``) calls, so this reply pauses; once the
+        caller gave a waiting worker's results, by an ``ask_<name>`` call that resumes it
+        with them; otherwise call the model without the hidden tools."""
         state = self.state(agent)
         waiting = state.pop("waiting", [])
         if waiting:
-            calls = []
-            for entry in waiting:
-                name = entry["worker"]
-                call = confirm_call(f"{CONFIRM_PREFIX}{name}", "worker", name, entry["asks"])
-                state.setdefault("confirming", {})[call.id] = entry
-                calls.append(call)
+            return pause_step(agent, pause_calls(state, waiting, "worker"))
+        given = answered(state, kwargs["messages"])
+        if given:
+            calls = [
+                resume_call(state, f"ask_{e['worker']}", {"task": e["task"]}, e, resume)
+                for e, resume in given
+            ]
             return pause_step(agent, calls)
         return await next_handler(
             tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
@@ -198,12 +230,13 @@ class SupervisorMiddleware(Middleware):
         self,
         context: ToolContext[AgentView],
         worker: Worker,
-        inputs: list[Message],
+        task: str,
         saved: dict[str, Any] | None = None,
         resume: Resume | None = None,
     ) -> AsyncIterator[ToolPiece]:
         agent = context.agent
         outcome = ForkOutcome()
+        inputs: list[Message] = [] if saved is not None else [make_user_text(agent.kind, task)]
         async for event in run_worker(
             agent,
             context.call,
@@ -211,6 +244,7 @@ class SupervisorMiddleware(Middleware):
             inputs,
             outcome,
             pausable=can_pause(agent, f"{CONFIRM_PREFIX}{worker.name}"),
+            external=can_pause(agent, f"{EXTERNAL_PREFIX}{worker.name}"),
             saved=saved,
             resume=resume,
         ):
@@ -218,9 +252,15 @@ class SupervisorMiddleware(Middleware):
         if outcome.paused:
             asks = asks_of(outcome.asks)
             self.state(agent).setdefault("waiting", []).append(
-                {"worker": worker.name, "state": outcome.saved, "asks": asks}
+                {
+                    "worker": worker.name,
+                    "task": task,
+                    "awaiting": outcome.awaiting,
+                    "state": outcome.saved,
+                    "asks": asks,
+                }
             )
-            yield waits_text(f"The worker {worker.name}", asks)
+            yield waits_text(f"The worker {worker.name}", asks, outcome.awaiting)
             return
         if not outcome.ok:
             raise ToolError(outcome.text)
@@ -235,7 +275,8 @@ class SupervisorMiddleware(Middleware):
             if entry is None:
                 raise ToolError("Error: no worker waits for this confirmation")
             resume = approved(entry["asks"])
-            async for piece in self._run(context, worker, [], entry["state"], resume):
+            task = entry.get("task", "")
+            async for piece in self._run(context, worker, task, entry["state"], resume):
                 yield piece
 
         return Tool(
@@ -257,8 +298,13 @@ class SupervisorMiddleware(Middleware):
             Args:
                 task: The whole task: the worker sees nothing else.
             """
-            inputs: list[Message] = [make_user_text(context.agent.kind, task)]
-            async for piece in self._run(context, worker, inputs):
+            given = resuming(self.state(context.agent), context.call.id)
+            if given is not None:  # stands in for a model call: the worker's results came
+                entry, resume = given
+                pieces = self._run(context, worker, entry["task"], entry["state"], resume)
+            else:
+                pieces = self._run(context, worker, task)
+            async for piece in pieces:
                 yield piece
 
         return tool(

@@ -4,6 +4,7 @@ docs/services/agui.md)."""
 from __future__ import annotations
 
 import base64
+import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -69,6 +70,9 @@ DATA_START_EVENT = "hookmesh.data_block_start"
 DATA_DELTA_EVENT = "hookmesh.data_block_delta"
 DATA_END_EVENT = "hookmesh.data_block_end"
 NESTED_EVENT = "hookmesh.nested"
+_EXTERNAL_PREFIX = "external_"
+"""Name prefix of the hidden calls through which a sub-agent's external calls are passed up
+(docs/multi-agent.md, Nested external calls)."""
 
 
 def _now() -> int:
@@ -109,6 +113,26 @@ def confirmation_interrupt(call: ToolCall) -> Interrupt:
     )
 
 
+def front_end_call(call: ToolCall) -> tuple[str, str, list[str]]:
+    """What a front-end runs for `call` the reply waits on: the tool's name, its arguments
+    (JSON text) and who asks. A sub-agent's external call passed up (a hidden
+    ``external_<name>`` call naming the ``tool`` to run, its ``arguments`` and the ``path``
+    of agents down to the one that called) is the tool it stands for, asked by that path;
+    any other call is itself, asked by no one."""
+    path = asked_by(call)
+    if not path:
+        return call.name, call.arguments, []
+    spec = json.loads(call.arguments)  # asked_by read it: an object naming tool and arguments
+    return str(spec["tool"]), str(spec["arguments"]), path
+
+
+def front_end_metadata(call: ToolCall) -> dict[str, Any] | None:
+    """``{"hookmesh": {"askedBy", "via"}}`` for a sub-agent's external call passed up (who
+    asks, and the hidden call it came through); None for any other call."""
+    path = asked_by(call)
+    return {"hookmesh": {"askedBy": path, "via": call.name}} if path else None
+
+
 class RunEvents:
     """Translates one run's hookmesh events into AG-UI events, keeping what spans events
     (open messages, the step, tool output, usage) so every run ends well-formed.
@@ -127,6 +151,7 @@ class RunEvents:
         self._open_texts: set[str] = set()
         self._open_reasoning: set[str] = set()
         self._open_calls: set[str] = set()
+        self._held: dict[str, tuple[str, str | None, list[str]]] = {}
         self._text_id = ""
         self._step = 0
         self._step_open = False
@@ -224,6 +249,9 @@ class RunEvents:
 
     def _call_start(self, event: Any) -> Iterator[BaseEvent]:
         self._open_calls.add(event.call_id)
+        if event.name.startswith(_EXTERNAL_PREFIX):  # may stand for a sub-agent's call
+            self._held[event.call_id] = (event.name, self._text_id or None, [])
+            return
         yield ToolCallStartEvent(
             tool_call_id=event.call_id,
             tool_call_name=event.name,
@@ -232,12 +260,36 @@ class RunEvents:
         )
 
     def _call_delta(self, event: Any) -> Iterator[BaseEvent]:
-        if event.delta:
+        held = self._held.get(event.call_id)
+        if held is not None:
+            held[2].append(event.delta)
+        elif event.delta:
             yield ToolCallArgsEvent(tool_call_id=event.call_id, delta=event.delta, timestamp=_now())
 
     def _call_end(self, event: Any) -> Iterator[BaseEvent]:
         self._open_calls.discard(event.call_id)
+        yield from self._release(event.call_id)
         yield ToolCallEndEvent(tool_call_id=event.call_id, timestamp=_now())
+
+    def _release(self, call_id: str) -> Iterator[BaseEvent]:
+        """TOOL_CALL_START and TOOL_CALL_ARGS of a held ``external_…`` call, now that its
+        arguments are whole: a sub-agent's external call passed up is sent as the tool the
+        front-end runs (with who asks in its metadata), any other as it came."""
+        held = self._held.pop(call_id, None)
+        if held is None:
+            return
+        name, parent, deltas = held
+        call = ToolCall(id=call_id, name=name, arguments="".join(deltas))
+        tool, arguments, _ = front_end_call(call)
+        yield ToolCallStartEvent(
+            tool_call_id=call_id,
+            tool_call_name=tool,
+            parent_message_id=parent,
+            metadata=front_end_metadata(call),
+            timestamp=_now(),
+        )
+        if arguments:
+            yield ToolCallArgsEvent(tool_call_id=call_id, delta=arguments, timestamp=_now())
 
     def _result_start(self, event: Any) -> Iterator[BaseEvent]:
         if event.call_id not in self._answered:
@@ -356,6 +408,7 @@ class RunEvents:
             yield ReasoningMessageEndEvent(message_id=message_id, timestamp=_now())
             yield ReasoningEndEvent(message_id=message_id, timestamp=_now())
         for call_id in sorted(self._open_calls):
+            yield from self._release(call_id)
             yield ToolCallEndEvent(tool_call_id=call_id, timestamp=_now())
         self._open_texts.clear()
         self._open_reasoning.clear()
@@ -378,7 +431,7 @@ def _nested(event: AgentEvent) -> Iterator[BaseEvent]:
             value |= {"toolCallId": event.call_id, "toolName": event.name}
         case "tool_result_end":
             value |= {"toolCallId": event.call_id, "state": event.state}
-        case "require_user_confirm":
+        case "require_user_confirm" | "require_external_execution":
             calls = [
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in event.tool_calls
             ]

@@ -14,10 +14,10 @@ from starlette.routing import Route
 
 from hookmesh.client import AgentClient, AgentClientError, SessionInfo
 from hookmesh.errors import SchemaError
-from hookmesh.schema import is_hint, is_system, tool_results
+from hookmesh.schema import ToolCall, is_hint, is_system, tool_results
 from hookmesh.schema.agui import messages_to_agui
 from hookmesh.services.agui._config import AguiGatewayConfig
-from hookmesh.services.agui._events import RunEvents, confirmation_interrupt
+from hookmesh.services.agui._events import RunEvents, confirmation_interrupt, front_end_call
 from hookmesh.services.agui._input import THREAD_ID
 from hookmesh.services.agui._relay import messages_snapshot, relay
 from hookmesh.services.agui._request import HttpError, bearer_token, refusal
@@ -51,15 +51,23 @@ def _history(session: SessionInfo) -> list[dict[str, Any]]:
             state = states.get(item.get("toolCallId", ""), "success")
             if item["role"] == "tool" and state != "success":  # as TOOL_CALL_RESULT says it
                 item["metadata"] = {"hookmesh": {"state": state}}
+            for call in item.get("toolCalls") or ():  # as TOOL_CALL_START names it
+                function = call["function"]
+                tool = ToolCall(
+                    id=call["id"], name=function["name"], arguments=function["arguments"]
+                )
+                function["name"], function["arguments"], _ = front_end_call(tool)
         out.extend(encoded)
     return out
 
 
 def thread_json(session: SessionInfo) -> dict[str, Any]:
     """What ``GET /agui/threads/{threadId}`` answers: the thread's status, its history, and
-    what a paused reply waits for (the open interrupts, or the front-end calls)."""
+    what a paused reply waits for (the open interrupts, or the front-end calls: their ids,
+    and each as the tool to run with who asks)."""
     interrupts = []
     pending: list[str] = []
+    calls: list[dict[str, Any]] = []
     if session.status == "awaiting_confirmation":
         interrupts = [
             confirmation_interrupt(c).model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -67,6 +75,7 @@ def thread_json(session: SessionInfo) -> dict[str, Any]:
         ]
     elif session.status == "awaiting_external_execution":
         pending = [c.id for c in session.pending_calls]
+        calls = [_pending_call(c) for c in session.pending_calls]
     return {
         "threadId": session.session_id,
         "status": session.status,
@@ -76,7 +85,18 @@ def thread_json(session: SessionInfo) -> dict[str, Any]:
         "messages": _history(session),
         "interrupts": interrupts,
         "pendingToolCallIds": pending,
+        "pendingToolCalls": calls,
     }
+
+
+def _pending_call(call: ToolCall) -> dict[str, Any]:
+    """A front-end call the reply waits on, as TOOL_CALL_START gave it: ``{toolCallId,
+    toolName, arguments}``, and ``askedBy`` for a sub-agent's call passed up."""
+    tool, arguments, path = front_end_call(call)
+    out: dict[str, Any] = {"toolCallId": call.id, "toolName": tool, "arguments": arguments}
+    if path:
+        out["askedBy"] = path
+    return out
 
 
 def _thread_id(request: Request) -> str:

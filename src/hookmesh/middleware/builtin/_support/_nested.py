@@ -1,13 +1,13 @@
 """A nested run: one reply of a fresh `Agent` inside a tool call of its parent, its events
-nested under the call, and the pause it may leave for the user; shared by skill forks,
-handoffs, the supervisor and plan-execute."""
+nested under the call, and the pause it may leave for the user (confirmations) or the caller
+(external calls); shared by skill forks, handoffs, the supervisor and plan-execute."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from hookmesh.agent import Agent, Output, new_id
 from hookmesh.middleware import AgentView, PermissionArgs, PermissionNext
@@ -45,9 +45,12 @@ class ForkOutcome:
     value: Any = None
     """The structured answer, when the run asked for one and completed."""
     paused: bool = False
-    """Whether it paused for the user to confirm calls (`asks`), its state in `saved`."""
+    """Whether it paused for the user to confirm calls or for the caller to run external
+    calls (`asks`, per `awaiting`), its state in `saved`."""
+    awaiting: Literal["confirmation", "external"] = "confirmation"
+    """What a paused run waits for."""
     asks: list[ToolCall] = field(default_factory=list)
-    """The calls it waits to have confirmed."""
+    """The calls it waits to have confirmed, or to have the results of."""
     saved: dict[str, Any] = field(default_factory=dict)
     """Its state (JSON), to continue it with `run_nested(..., resume=...)`."""
 
@@ -83,14 +86,18 @@ async def run_nested(
     outcome: ForkOutcome,
     output: Output | None = None,
     resume: Resume | None = None,
+    *,
+    external: bool = False,
 ) -> AsyncIterator[AgentEvent]:
     """One reply of `sub` on `inputs` inside `call` (asking for `output`, if given; or the
     continuation of its paused reply by `resume`), its events nested under the call (the
     sub-agent's name on the path), then `outcome` filled in; shared by forks, handoffs,
-    workers and planners."""
+    workers and planners. Unless `external` (the parent can pause for the sub-agent's
+    external calls), a sub-agent that waits for them ends as an error."""
     step: EventSource | None = None
     end: ReplyEndEvent | None = None
     asks: list[ToolCall] = []
+    runs: list[ToolCall] = []
     stream = sub.resume(resume) if resume is not None else sub.reply(inputs, output=output)
     try:
         async for event in stream:
@@ -105,6 +112,8 @@ async def run_nested(
                 end = event
             elif event.type == "require_user_confirm" and not event.source_path:
                 asks = list(event.tool_calls)
+            elif event.type == "require_external_execution" and not event.source_path:
+                runs = list(event.tool_calls)
             yield nest(event, step, agent.reply_id)
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
@@ -118,6 +127,16 @@ async def run_nested(
         outcome.text = f"the sub-agent {sub.name} waits for the user to confirm " + ", ".join(
             c.name for c in asks
         )
+        return
+    if end is not None and end.finish_reason == "awaiting_external_execution" and runs:
+        names = ", ".join(c.name for c in runs)
+        if not external:
+            outcome.text = f"Error: the sub-agent {sub.name} waits for the results of external "
+            outcome.text += f"calls ({names}), and this reply cannot pause for them (a sidecar)"
+            return
+        outcome.paused, outcome.awaiting, outcome.asks = True, "external", runs
+        outcome.saved = sub.state.model_dump(mode="json")
+        outcome.text = f"the sub-agent {sub.name} waits for the results of {names}"
         return
     reason = end.finish_reason if end is not None else "interrupted"
     detail = f": {end.error.message}" if end is not None and end.error is not None else ""
@@ -136,9 +155,12 @@ def asks_of(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
     return [{"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in calls]
 
 
-def waits_text(who: str, asks: Sequence[dict[str, Any]]) -> str:
-    """The result of the call whose sub-agent waits for the user."""
+def waits_text(who: str, asks: Sequence[dict[str, Any]], awaiting: str = "confirmation") -> str:
+    """The result of the call whose sub-agent waits for the user (or, `awaiting` external
+    execution, for the caller's results)."""
     named = ", ".join(f"{a['tool']}({a['arguments']})" for a in asks)
+    if awaiting == "external":
+        return f"{who} waits for the results of external calls: {named}"
     return f"{who} waits for the user to confirm: {named}"
 
 

@@ -23,7 +23,7 @@ from hookmesh.middleware.builtin._support._tool_io import output_text
 from hookmesh.middleware.builtin.propagated_limits import remote_share
 from hookmesh.middleware.builtin.remote_agent import RemoteAgent, RemoteAgentConfig, TaskOutcome
 from hookmesh.models import ChatModel
-from hookmesh.schema import AgentEvent, EventSource, ToolCall, nest
+from hookmesh.schema import AgentEvent, EventSource, Resume, ToolCall, nest
 
 HISTORY_PREFIX = "The conversation so far:\n"
 """What the text part carrying the history starts with (``[role] text`` lines)."""
@@ -105,9 +105,21 @@ def transfer_parts(history: str, message: str) -> list[a2a_pb2.Part]:
     return [*parts, a2a_pb2.Part(text=message)]
 
 
-def approval_parts() -> list[a2a_pb2.Part]:
-    """The message approving what a paused remote receiver asked to run."""
-    return [data_part({"confirmed": True})]
+def answer_parts(resume: Resume) -> list[a2a_pb2.Part]:
+    """The message answering a paused remote receiver: ``{"confirmed": true}`` approving
+    what it asked to run, or, for its external calls, ``{"external_results": [{"call_id",
+    "output", "state"}]}`` (each output's text; media is left out)."""
+    if not resume.external_results:
+        return [data_part({"confirmed": True})]
+    results = [
+        {
+            "call_id": r.call_id,
+            "output": r.output if isinstance(r.output, str) else output_text(r.output),
+            "state": r.state,
+        }
+        for r in resume.external_results
+    ]
+    return [data_part({"external_results": results})]
 
 
 async def run_remote(
@@ -161,24 +173,27 @@ def _fill(handoff: RemoteHandoff, got: TaskOutcome, outcome: ForkOutcome) -> Non
         outcome.text, outcome.ok = said, True
         return
     data = got.status_data[0] if got.status_data else {}
-    asks = _asks(data) if got.state == "input_required" else []
+    awaiting, asks = _asks(data) if got.state == "input_required" else ("", [])
     if asks:
         outcome.paused, outcome.asks = True, asks
+        outcome.awaiting = "external" if awaiting == "external_execution" else "confirmation"
         outcome.saved = {"task_id": got.task_id, "context_id": got.context_id}
         return
     ended = got.state or "an unfinished stream"
     if got.state == "input_required":
-        ended = "a question (only confirmations are passed up)"
+        ended = "a question (only confirmations and external calls are passed up)"
     outcome.text = f"Error: the remote agent {handoff.name} ended with {ended}" + (
         f": {said}" if said else ""
     )
 
 
-def _asks(data: Any) -> list[ToolCall]:
-    """The calls a paused hookmesh agent asks to have confirmed (its input-required data
-    part ``{"awaiting": "confirmation", "tool_calls": [{"id", "name", "arguments"}]}``)."""
-    if not isinstance(data, dict) or data.get("awaiting") != "confirmation":
-        return []
+def _asks(data: Any) -> tuple[str, list[ToolCall]]:
+    """What a paused hookmesh agent waits for and the calls it waits on (its input-required
+    data part ``{"awaiting": "confirmation" | "external_execution", "tool_calls": [{"id",
+    "name", "arguments"}]}``); no calls for any other input-required task."""
+    awaiting = data.get("awaiting") if isinstance(data, dict) else None
+    if awaiting not in ("confirmation", "external_execution"):
+        return "", []
     calls: Sequence[Any] = data.get("tool_calls") or []
     out = []
     for c in calls:
@@ -186,7 +201,7 @@ def _asks(data: Any) -> list[ToolCall]:
             arguments = c.get("arguments", {})
             text = arguments if isinstance(arguments, str) else json.dumps(arguments)
             out.append(ToolCall(id=c["id"], name=c["name"], arguments=text))
-    return out
+    return str(awaiting), out
 
 
 __all__ = ["HISTORY_PREFIX", "RemoteHandoff"]

@@ -50,12 +50,14 @@ async def run_fork(
     outcome: ForkOutcome,
     *,
     pausable: bool = False,
+    external: bool = False,
     resumed: tuple[dict[str, Any], Resume] | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """Run the sub-agent for `call` (or continue, from its saved state, its paused run with
     the user's answer: `resumed`), yielding its events nested under the call, then fill
     `outcome`. It is bound by the parent reply's propagated limits. Unless `pausable`, a call
-    of its that needs confirmation is denied."""
+    of its that needs confirmation is denied; unless `external`, a sub-agent that waits for
+    external calls' results ends as an error."""
     guard: list[Middleware] = [] if pausable else [NoPause()]
     middlewares: list[Middleware] = [*guard, *inherited(agent, call.id)]
     if fork.token_budget is not None:
@@ -75,5 +77,7 @@ async def run_fork(
         inputs = parent_context(agent.state.context, call) if fork.with_context else []
         inputs.append(make_user_text(agent.kind, fork.task))
     resume = resumed[1] if resumed is not None else None
-    async for event in run_nested(agent, call, sub, inputs, outcome, resume=resume):
+    async for event in run_nested(
+        agent, call, sub, inputs, outcome, resume=resume, external=external
+    ):
         yield event

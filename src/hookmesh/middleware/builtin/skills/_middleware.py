@@ -15,13 +15,20 @@ from hookmesh.middleware._base import FailureMode, Middleware
 from hookmesh.middleware._description import MiddlewareDescription
 from hookmesh.middleware.builtin._support import _checks as check
 from hookmesh.middleware.builtin._support._confine import ConfinedRoot
+from hookmesh.middleware.builtin._support._external import (
+    EXTERNAL_PREFIX,
+    answered,
+    external_parameters,
+    pause_calls,
+    resume_call,
+    resuming,
+)
 from hookmesh.middleware.builtin._support._nested import (
     CONFIRM_PREFIX,
     ForkOutcome,
     approved,
     asks_of,
     can_pause,
-    confirm_call,
     confirm_parameters,
     pause_step,
     waits_text,
@@ -39,7 +46,7 @@ from hookmesh.middleware.builtin.skills._catalog import (
 from hookmesh.middleware.builtin.skills._fork import Fork, run_fork
 from hookmesh.models import ChatModel, ModelResult
 from hookmesh.schema import Resume
-from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, tool
+from hookmesh.tools import Tool, ToolContext, ToolError, ToolPiece, external_tool, tool
 
 log = logging.getLogger("hookmesh.middleware.skills")
 
@@ -89,6 +96,13 @@ class SkillsMiddleware(Middleware):
     call's result; rejecting it drops the sub-agent's run. In a sidecar (no toolkit to pause
     with) such a call is denied in the sub-agent instead.
 
+    A sub-agent's call of an external tool (one of `tools` made with ``external_tool``)
+    pauses the reply the same way, on calls of the external ``external_<tool_name>``
+    (hidden from the model; one per call of the sub-agent's, ``{"skill", "path", "tool",
+    "arguments"}``): the caller resumes with their results, the next model call is replaced
+    by a call of the skill tool that resumes the sub-agent with them as its calls' results,
+    and its answer is that call's result. In a sidecar it is an error result.
+
     Hooks: `on_system_prompt` (the list, rescanned each reply), `on_model_call` (the pause;
     otherwise it hides the confirmation tool; in process only: a sidecar serves neither
     it nor ``confirm_skill``, see `describe`). The tool's run does the rest (loads, files
@@ -101,7 +115,7 @@ class SkillsMiddleware(Middleware):
         >>> import tempfile
         >>> mw = SkillsMiddleware(tempfile.mkdtemp())
         >>> [t.name for t in mw.list_tools()]
-        ['skill', 'confirm_skill']
+        ['skill', 'confirm_skill', 'external_skill']
 
     Args:
         root: The folder holding one sub-folder per skill.
@@ -143,9 +157,6 @@ class SkillsMiddleware(Middleware):
             if value is not None and not isinstance(value, ChatModel):
                 raise ValueError(f"{key} must be a ChatModel, not {type(value).__name__}")
         self.tools = {t.name: t for t in tools}
-        external = [t.name for t in self.tools.values() if t.external]
-        if external:
-            raise ValueError(f"a sub-agent cannot pause for external tools: {external}")
         self.max_iters = check.whole("max_iters", max_iters)
         self.fork_token_budget = check.optional_whole("fork_token_budget", fork_token_budget)
         self.context_forks = check.flag("context_forks", context_forks)
@@ -157,6 +168,12 @@ class SkillsMiddleware(Middleware):
         self.intro = intro.replace("{tool}", tool_name)
         self._tool = self._build_tool()
         self._confirm = self._build_confirm()
+        self._external = external_tool(
+            f"{EXTERNAL_PREFIX}{tool_name}",
+            "The results of the external calls a skill's sub-agent makes.",
+            external_parameters("skill"),
+        )
+        self._hidden = frozenset((self._confirm.name, self._external.name))
         self._warned: set[str] = set()
         self._sections: dict[str, str] = {}
         """The listing of each recent reply (by reply id), oldest first."""
@@ -165,7 +182,7 @@ class SkillsMiddleware(Middleware):
         return "skills"
 
     def list_tools(self) -> list[Tool]:
-        return [self._tool, self._confirm]
+        return [self._tool, self._confirm, self._external]
 
     def describe(self) -> MiddlewareDescription:
         """What a sidecar serving it offers: not the pause hook nor its hidden tool. A
@@ -178,19 +195,25 @@ class SkillsMiddleware(Middleware):
     async def on_model_call(
         self, agent: AgentView, kwargs: ModelCallArgs, next_handler: ModelCallNext
     ) -> ModelResult:
-        """While forks wait for the user, replace the model call by calls of the hidden
-        confirmation tool (this reply then pauses); otherwise call the model without it."""
+        """While forks wait for the user (or the caller), replace the model call by calls
+        of the hidden confirmation (external) tool, so this reply pauses; once the caller
+        gave a fork's results, by a call of the skill tool that resumes it with them;
+        otherwise call the model without the hidden tools."""
         state = self.state(agent)
         waiting = state.pop("waiting", [])
         if waiting:
-            calls = []
-            for entry in waiting:
-                call = confirm_call(self._confirm.name, "skill", entry["skill"], entry["asks"])
-                state.setdefault("confirming", {})[call.id] = entry
-                calls.append(call)
+            return pause_step(agent, pause_calls(state, waiting, "skill", self.tool_name))
+        given = answered(state, kwargs["messages"])
+        if given:
+            calls = [
+                resume_call(
+                    state, self.tool_name, {"name": e["skill"], "task": e["task"]}, e, resume
+                )
+                for e, resume in given
+            ]
             return pause_step(agent, calls)
         return await next_handler(
-            tools=[t for t in kwargs["tools"] if t["name"] != self._confirm.name]
+            tools=[t for t in kwargs["tools"] if t["name"] not in self._hidden]
         )
 
     # --- system prompt ---------------------------------------------------------------------
@@ -253,6 +276,16 @@ class SkillsMiddleware(Middleware):
                 task: For a sub-agent skill: the task, with everything it needs to know.
                 file: A file of the skill to read instead, as the skill lists it.
             """
+            given = resuming(self.state(context.agent), context.call.id)
+            if given is not None:  # stands in for a model call: the fork's results came
+                entry, resume = given
+                found, body = await asyncio.to_thread(
+                    find_skill, self.skills_root, entry["skill"], self.max_chars
+                )
+                resumed = (entry["state"], resume)
+                async for piece in self._fork(context, found, body, entry["task"], resumed):
+                    yield piece
+                return
             found, body = await asyncio.to_thread(
                 find_skill, self.skills_root, name, self.max_chars
             )
@@ -305,17 +338,29 @@ class SkillsMiddleware(Middleware):
         except SkillError as exc:
             raise ToolError(f"Error: {exc}") from None
         outcome = ForkOutcome()
-        pausable = can_pause(agent, self._confirm.name)
         async for event in run_fork(
-            agent, context.call, fork, instructions, outcome, pausable=pausable, resumed=resumed
+            agent,
+            context.call,
+            fork,
+            instructions,
+            outcome,
+            pausable=can_pause(agent, self._confirm.name),
+            external=can_pause(agent, self._external.name),
+            resumed=resumed,
         ):
             yield event
         if outcome.paused:
             asks = asks_of(outcome.asks)
             self.state(agent).setdefault("waiting", []).append(
-                {"skill": skill.name, "task": task, "state": outcome.saved, "asks": asks}
+                {
+                    "skill": skill.name,
+                    "task": task,
+                    "awaiting": outcome.awaiting,
+                    "state": outcome.saved,
+                    "asks": asks,
+                }
             )
-            yield waits_text(f"The skill {skill.name}'s sub-agent", asks)
+            yield waits_text(f"The skill {skill.name}'s sub-agent", asks, outcome.awaiting)
             return
         if not outcome.ok:
             raise ToolError(outcome.text)
