@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import fcntl
 import hashlib
 import os
 import shutil
@@ -277,6 +278,21 @@ def report(module: Module, session: Path, seconds: float) -> float:
     return score
 
 
+_LOCK: list[object] = []
+"""The open lock file, kept for the whole run."""
+
+
+def hold(path: Path) -> None:
+    """Take the checkout's run lock: two runs would share one copied tree, each applying
+    its mutants to the other's tests (mutants judged alive that are not)."""
+    lock = path.open("w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit(f"another mutation run is going on in this checkout ({path} is locked)")
+    _LOCK.append(lock)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("modules", nargs="*", help="module paths (default: every configured)")
@@ -285,6 +301,7 @@ def main() -> None:
     args = parser.parse_args()
     modules = load(args.modules)
     WORK.mkdir(exist_ok=True)
+    hold(WORK / "lock")
     tree = WORK / "tree"
     copy_tree(tree)
     scores: dict[str, float] = {}
