@@ -38,8 +38,11 @@ that breaks (the connection, the replica, a proxy's reset) is re-attached by its
                       the file); it is printed as "[output NAME] json" before "end:"
 When the reply pauses for confirmation, each call is asked about on stderr: "a" approves it,
 "e" edits it (the next line is its arguments, a JSON object), "r" rejects it (the next line is
-the reason the model reads); then the reply resumes. A refused edit is asked again; at the end
-of standard input the reply stays paused.
+the reason the model reads); then the reply resumes. A refused edit is asked again. When it
+pauses for external execution, each call's result is asked for on stderr: the next line is
+its output, or, starting with "!", its error (a sub-agent's call passed up is asked as the
+tool it stands for, "asked by AGENT/...: " first); then the reply resumes. Further pauses are
+asked about in turn; at the end of standard input the reply stays paused.
 Exit status: 0 when the reply ends (completed, paused, interrupted or out of steps),
 1 when the call or the reply fails ("error: ..." on stderr), 2 on bad usage, 130 on Ctrl-C.`;
 
@@ -343,46 +346,64 @@ class Lines {
 }
 
 /**
- * `asked by a/b: ` when the call stands for a sub-agent's ask (a supervisor's
- * `confirm_<worker>` or a remote agent's `<name>__confirm`, whose arguments carry the `path`
- * of agents down to the one that asks); empty for the reply's own call.
+ * The agents from the sub-agent down to the one that asks, when the call stands for a nested
+ * ask (a supervisor's `confirm_<worker>`, a remote agent's `<name>__confirm`, a sub-agent's
+ * call of an external tool passed up as `external_<name>`: their arguments carry this `path`);
+ * empty for the reply's own call. An `external_<name>` call is a nested ask only when its
+ * arguments also name the `tool` to run and its `arguments` (JSON text), as
+ * `hookmesh.schema.ask_path` reads it.
  */
-function asker(call) {
-  if (!call.name.startsWith('confirm_') && !call.name.endsWith('__confirm')) return '';
+function askedBy(call) {
+  const external = call.name.startsWith('external_');
+  if (!external && !call.name.startsWith('confirm_') && !call.name.endsWith('__confirm')) {
+    return [];
+  }
   let args;
   try {
     args = JSON.parse(call.arguments || '{}');
   } catch {
-    return '';
+    return [];
   }
-  const path = args && typeof args === 'object' ? args.path : undefined;
-  return Array.isArray(path) && path.length ? `asked by ${path.join('/')}: ` : '';
+  if (args === null || typeof args !== 'object' || Array.isArray(args)) return [];
+  if (external && (typeof args.tool !== 'string' || typeof args.arguments !== 'string')) {
+    return [];
+  }
+  const { path } = args;
+  return Array.isArray(path) && path.every((p) => typeof p === 'string') ? path : [];
+}
+
+/** `asked by a/b: ` when the call stands for a sub-agent's ask; empty for the reply's own. */
+function asker(call) {
+  const path = askedBy(call);
+  return path.length ? `asked by ${path.join('/')}: ` : '';
+}
+
+/** One answer line from `lines`, trimmed, after `prompt` on stderr; null at end of input. */
+async function ask(prompt, lines) {
+  process.stderr.write(prompt);
+  const line = await lines.next();
+  return line === null ? null : line.trim();
 }
 
 /** Asks about each paused call; the confirmations, or null when input ends. */
 async function review(calls, lines) {
-  const ask = async (prompt) => {
-    process.stderr.write(prompt);
-    const line = await lines.next();
-    return line === null ? null : line.trim();
-  };
   const confirmations = [];
   for (const call of calls) {
     const prompt = `${asker(call)}${call.name} ${oneLine(call.arguments)}`;
-    let choice = await ask(`${prompt}: [a]pprove, [e]dit or [r]eject? `);
+    let choice = await ask(`${prompt}: [a]pprove, [e]dit or [r]eject? `, lines);
     while (choice !== null && !['a', 'e', 'r'].includes(choice.toLowerCase())) {
-      choice = await ask('type a, e or r: ');
+      choice = await ask('type a, e or r: ', lines);
     }
     if (choice === null) return null;
     choice = choice.toLowerCase();
     if (choice === 'a') {
       confirmations.push({ callId: call.id, confirmed: true });
     } else if (choice === 'e') {
-      const edited = await ask('arguments (a JSON object): ');
+      const edited = await ask('arguments (a JSON object): ', lines);
       if (edited === null) return null;
       confirmations.push({ callId: call.id, confirmed: true, arguments: edited });
     } else {
-      const reason = await ask('reason (the model reads it): ');
+      const reason = await ask('reason (the model reads it): ', lines);
       confirmations.push({ callId: call.id, confirmed: false, reason: reason ?? '' });
     }
   }
@@ -390,21 +411,50 @@ async function review(calls, lines) {
 }
 
 /**
- * Prints a reply's events; its reply_end and the calls it paused on. The session id of its
+ * Asks for the result of each call awaiting external execution (a sub-agent's, passed up as
+ * `external_<name>`, is asked as the tool it stands for, with who asks): the line is its
+ * output; a line starting with `!` is an error result. The results, or null when input ends.
+ */
+async function results(calls, lines) {
+  const answers = [];
+  for (const call of calls) {
+    let tool = call.name;
+    let args = call.arguments;
+    if (askedBy(call).length) ({ tool, arguments: args } = JSON.parse(call.arguments));
+    const line = await ask(
+      `${asker(call)}${tool} ${args || '{}'}: its result ('!' first: an error)? `,
+      lines,
+    );
+    if (line === null) return null;
+    const failed = line.startsWith('!');
+    answers.push({
+      callId: call.id,
+      output: failed ? line.slice(1).trim() : line,
+      state: failed ? 'TOOL_RESULT_STATE_ERROR' : 'TOOL_RESULT_STATE_SUCCESS',
+    });
+  }
+  return answers;
+}
+
+/**
+ * Prints a reply's events; its reply_end, the calls it paused on for confirmation (`paused`)
+ * and those it paused on for external execution (`external`). The session id of its
  * reply_start goes into `where.session` as soon as it arrives (Ctrl-C names it).
  */
 async function show(events, printer, where) {
   let end;
   let paused = [];
+  let external = [];
   for await (const event of events) {
     if (printer) printer.print(event);
     else process.stdout.write(`${jsonLine(event)}\n`);
     if (event.source_path?.length) continue; // a sub-agent's pause or end is not the reply's
     if (event.type === 'require_user_confirm') paused = event.tool_calls;
+    if (event.type === 'require_external_execution') external = event.tool_calls;
     if (event.type === 'reply_start' && event.session_id) where.session = event.session_id;
     if (event.type === 'reply_end') end = event;
   }
-  return { end, paused };
+  return { end, paused, external };
 }
 
 /**
@@ -478,13 +528,17 @@ async function main() {
       ? client.watch(opts.attach, { signal: abort.signal })
       : client.reply(opts.text, { ...opts.reply, signal: abort.signal });
     let paused;
-    ({ end, paused } = await show(events, printer, where));
-    while (paused.length) {
-      const confirmations = await review(paused, lines);
-      if (confirmations === null) break;
+    let external;
+    ({ end, paused, external } = await show(events, printer, where));
+    // Confirmations first, then external results, until the reply waits no more.
+    while (paused.length || external.length) {
+      const kind = paused.length ? 'confirmations' : 'externalResults';
+      const given = paused.length ? await review(paused, lines) : await results(external, lines);
+      if (given === null) break; // the end of input: the reply stays paused
+      const answers = { [kind]: given };
       try {
-        ({ end, paused } = await show(
-          client.resume(where.session, { confirmations, signal: abort.signal }),
+        ({ end, paused, external } = await show(
+          client.resume(where.session, { ...answers, signal: abort.signal }),
           printer,
           where,
         ));
