@@ -732,3 +732,47 @@ async def test_a_leased_write_refused_for_another_reason_is_not_a_lost_lease(
     await postgres_backend._execute(f"DROP TRIGGER refuse ON {ns}.sessions")
     await first.put("alice", "s", "agent", AgentState(), lease=lease)
     assert await second.acquire("alice", "s") is None
+
+
+async def _lock_waiters(url: str, at_least: int) -> None:
+    """Wait until `at_least` statements wait on a row lock."""
+    import psycopg
+
+    async with (
+        asyncio.timeout(SHORT_TIMEOUT),
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as conn,
+    ):
+        while True:  # each poll is a round trip; bounded by the timeout
+            cursor = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            )
+            [(waiting,)] = await cursor.fetchall()
+            if waiting >= at_least:
+                return
+
+
+async def test_a_lease_released_while_its_renewal_waits_is_not_reported_lost(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """The renewal's UPDATE waits on the lease's row; meanwhile the reply ends and releases
+    the lease, and the row is gone when the UPDATE goes on: nothing is lost, nothing
+    raised."""
+    import psycopg
+
+    first, second, _ = replicas
+    lease = await first.acquire("alice", "s")
+    assert lease is not None
+    ns = postgres_backend.namespace
+    async with await psycopg.AsyncConnection.connect(postgres_backend.url) as locker:
+        await locker.execute(
+            f"DELETE FROM {ns}.session_leases WHERE owner = 'alice' AND session_id = 's'"
+        )  # in a transaction: the row stays locked until the commit
+        renewal = asyncio.create_task(first.renew())
+        await _lock_waiters(postgres_backend.url, 1)  # the renewal's UPDATE
+        release = asyncio.create_task(first.release(lease))
+        await _lock_waiters(postgres_backend.url, 2)  # and the release's DELETE
+        await locker.commit()
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        assert await renewal == []
+        await release
+    assert await second.acquire("alice", "s") is not None
