@@ -26,7 +26,7 @@ from hookmesh.services.agent import (
     load_config,
     start_agent_service,
 )
-from hookmesh.services.agent._store import JournalStep
+from hookmesh.services.agent._store import JournalStep, Lease, LeaseLostError
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.mesh_app import PARK, Gate
 from tests.service_tools import GateState
@@ -198,6 +198,7 @@ async def test_a_late_release_of_an_old_lease_keeps_the_newer_one(
     new = await first.acquire("alice", "s")
     assert new is not None and new.token > old.token
     await first.release(old)
+    await postgres_backend.expire_leases()  # only the holder's renewal keeps it now
     assert await first.renew() == []
     assert await second.acquire("alice", "s") is None
 
@@ -605,9 +606,10 @@ async def test_a_renewal_whose_holder_connection_hangs_fails_in_time(
     import signal
 
     store = await PostgresSessionStore.open(
-        postgres_backend.url, namespace=postgres_backend.namespace, lease_seconds=1.5
+        postgres_backend.url, namespace=postgres_backend.namespace, lease_seconds=3.0
     )
     try:
+        assert await store.acquire("alice", "s") is not None
         cursor = await store._lock_conn.execute("SELECT pg_backend_pid()")
         [(pid,)] = await cursor.fetchall()
         os.kill(pid, signal.SIGSTOP)
@@ -619,6 +621,9 @@ async def test_a_renewal_whose_holder_connection_hangs_fails_in_time(
             assert done == {renewal}, "the renewal waited on the hung connection"
             assert isinstance(renewal.exception(), TimeoutError)
             assert store._lock_conn.closed
+            # It gave up while its lease still held: before another replica could take
+            # the session, as the database's own clock tells.
+            assert await _lease_still_valid(postgres_backend, "alice", "s")
         finally:
             os.kill(pid, signal.SIGCONT)
     finally:
@@ -667,3 +672,107 @@ async def test_a_start_leaves_an_existing_fence_function_alone(
 def test_a_namespace_that_is_not_a_plain_schema_name_is_refused(namespace: str) -> None:
     with pytest.raises(ValueError, match="namespace is 1-63 characters"):
         PostgresSessionStore("postgresql://unused", namespace=namespace)
+
+
+async def _lease_still_valid(backend: SessionBackend, owner: str, session_id: str) -> bool:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(backend.url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            f"SELECT expire_time > now() FROM {backend.namespace}.session_leases"
+            " WHERE owner = %s AND session_id = %s",
+            (owner, session_id),
+        )
+        [(valid,)] = await cursor.fetchall()
+    return bool(valid)
+
+
+async def test_a_release_of_a_lease_the_store_does_not_hold_keeps_its_own(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """A release naming a token the store does not hold for that session (a newer one from
+    a forged or mixed-up lease) gives up nothing: the held lease is still renewed."""
+    first, second, _ = replicas
+    held = await first.acquire("alice", "s")
+    assert held is not None
+    await first.release(Lease("alice", "s", held.token + 1))
+    await postgres_backend.expire_leases()
+    assert await first.renew() == []
+    assert await second.acquire("alice", "s") is None
+    await first.put("alice", "s", "agent", AgentState(), lease=held)
+
+
+@pytest.mark.parametrize(
+    "sqlstate",
+    ["23514", "P0001"],  # a check violation and a raised exception: below and above HMLST
+)
+async def test_a_leased_write_refused_for_another_reason_is_not_a_lost_lease(
+    replicas: Replicas, postgres_backend: SessionBackend, sqlstate: str
+) -> None:
+    """Only the fence's own SQLSTATE means the lease is gone: any other refusal of a leased
+    write reaches the caller as the database error it is, and the lease stays usable."""
+    import psycopg
+
+    first, second, _ = replicas
+    lease = await first.acquire("alice", "s")
+    assert lease is not None
+    ns = postgres_backend.namespace
+    await postgres_backend._execute(
+        f"CREATE FUNCTION {ns}.refuse_{sqlstate.lower()}() RETURNS trigger LANGUAGE plpgsql"
+        f" AS $$ BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '{sqlstate}'; END $$"
+    )
+    await postgres_backend._execute(
+        f"CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON {ns}.sessions"
+        f" FOR EACH ROW EXECUTE FUNCTION {ns}.refuse_{sqlstate.lower()}()"
+    )
+    with pytest.raises(psycopg.Error) as refused:
+        await first.put("alice", "s", "agent", AgentState(), lease=lease)
+    assert not isinstance(refused.value, LeaseLostError)
+    assert refused.value.sqlstate == sqlstate
+    await postgres_backend._execute(f"DROP TRIGGER refuse ON {ns}.sessions")
+    await first.put("alice", "s", "agent", AgentState(), lease=lease)
+    assert await second.acquire("alice", "s") is None
+
+
+async def _lock_waiters(url: str, at_least: int) -> None:
+    """Wait until `at_least` statements wait on a row lock."""
+    import psycopg
+
+    async with (
+        asyncio.timeout(SHORT_TIMEOUT),
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as conn,
+    ):
+        while True:  # each poll is a round trip; bounded by the timeout
+            cursor = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            )
+            [(waiting,)] = await cursor.fetchall()
+            if waiting >= at_least:
+                return
+
+
+async def test_a_lease_released_while_its_renewal_waits_is_not_reported_lost(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """The renewal's UPDATE waits on the lease's row; meanwhile the reply ends and releases
+    the lease, and the row is gone when the UPDATE goes on: nothing is lost, nothing
+    raised."""
+    import psycopg
+
+    first, second, _ = replicas
+    lease = await first.acquire("alice", "s")
+    assert lease is not None
+    ns = postgres_backend.namespace
+    async with await psycopg.AsyncConnection.connect(postgres_backend.url) as locker:
+        await locker.execute(
+            f"DELETE FROM {ns}.session_leases WHERE owner = 'alice' AND session_id = 's'"
+        )  # in a transaction: the row stays locked until the commit
+        renewal = asyncio.create_task(first.renew())
+        await _lock_waiters(postgres_backend.url, 1)  # the renewal's UPDATE
+        release = asyncio.create_task(first.release(lease))
+        await _lock_waiters(postgres_backend.url, 2)  # and the release's DELETE
+        await locker.commit()
+    async with asyncio.timeout(SHORT_TIMEOUT):
+        assert await renewal == []
+        await release
+    assert await second.acquire("alice", "s") is not None

@@ -282,17 +282,22 @@ class PostgresSessionStore(SessionStore):
         conn = self._lock_conn
         if conn is None or conn.closed:
             return False
+        probe = asyncio.ensure_future(conn.execute("SELECT 1"))
         try:
-            await conn.execute("SELECT 1")
+            await asyncio.shield(probe)
         except psycopg.OperationalError:
             with contextlib.suppress(Exception):
                 await conn.close()
             return False
         except BaseException:
-            # Cut off mid-query (a timeout): the connection's state is unknown, so the next
-            # renewal makes a new one.
+            # NOTE(sessions): cut off mid-query (the renewal's bound): psycopg, cancelled,
+            # would first spend up to 10 s asking the server to cancel the query, well past
+            # a short lease. The connection's state is unknown anyway: it is closed at once
+            # (the next renewal makes a new one), and the probe, cancelled, finds it closed.
             with contextlib.suppress(Exception):
                 await conn.close()
+            probe.cancel()
+            probe.add_done_callback(_retrieve)
             raise
         return True
 
@@ -509,3 +514,9 @@ class PostgresSessionStore(SessionStore):
         for conn in conns:
             if conn is not None:
                 await conn.close()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Read an abandoned probe's outcome, so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
