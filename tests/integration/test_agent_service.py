@@ -13,6 +13,7 @@ import pytest
 from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from hookmesh.a2a import Limits
 from hookmesh.agent import Confirmation
 from hookmesh.client import AgentClient, AgentClientError, SyncAgentClient, text_of_events
 from hookmesh.schema import (
@@ -587,3 +588,44 @@ async def test_every_session_rpc_bounds_its_id_before_answering(start: Start) ->
         with pytest.raises(AgentClientError) as exc:
             [e async for e in client.resume(long_id, confirmations=[])]
         assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+LIMITED_TURNS = [
+    {"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}] * 2},
+    {"tool_calls": [{"name": "delete_file", "arguments": {"path": "/tmp/x"}}]},
+    {"tool_calls": [{"name": "echo", "arguments": {"text": "b"}}] * 3},
+    "done",
+]
+
+
+async def _resumed_states(start: Start, session_id: str, limits: Limits | None) -> list[str]:
+    """The states of the tool results after resuming, with `limits` on the resume, a reply
+    sent with 4 tool calls that made 3 (two echoes and the call it paused on)."""
+    service = await start(LIMITED_TURNS)
+    async with AgentClient(target(service), timeout=SHORT_TIMEOUT) as client:
+        events = [
+            e async for e in client.reply("go", session_id=session_id, limits=Limits(tool_calls=4))
+        ]
+        assert events[-1].finish_reason == "awaiting_confirmation"  # type: ignore[union-attr]
+        (call,) = (await client.get_session(session_id)).pending_calls
+        yes = Confirmation(call_id=call.id, confirmed=True)
+        resumed = [e async for e in client.resume(session_id, confirmations=[yes], limits=limits)]
+    assert resumed[-1].finish_reason == "completed"  # type: ignore[union-attr]
+    return [e.state for e in resumed if e.type == "tool_result_end"]  # type: ignore[union-attr]
+
+
+async def test_a_resume_without_limits_keeps_what_the_reply_had_left(start: Start) -> None:
+    """The reply's caller limits hold across the pause: one call was left, so after the
+    approved call runs only one of the three echoes may."""
+    states = await _resumed_states(start, "left", None)
+    assert states == ["success", "success", "denied", "denied"]
+
+
+async def test_limits_sent_with_a_resume_replace_the_replys_in_full(start: Start) -> None:
+    """Calls sent with the resume are the caller's own count of what is left (not the
+    reply's 4 again, nor the one it had left); the approved call took its call before the
+    pause, so they all go to the echoes."""
+    states = await _resumed_states(start, "sent", Limits(tool_calls=2))
+    assert states == ["success", "success", "success", "denied"]
+    more = await _resumed_states(start, "more", Limits(tool_calls=3))
+    assert more == ["success"] * 4
