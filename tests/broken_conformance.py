@@ -1216,6 +1216,31 @@ class IgnoresCancel(Tampered):
         return not request.HasField("cancel")
 
 
+class AnswersAtTheDeadline(Tampered):
+    """Ends each invocation with a done when its message_timeout passes, though the agent,
+    not the sidecar, acts on a missed deadline (with a cancel)."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("invocation"):
+            seconds = request.invocation.message_timeout.ToTimedelta().total_seconds()
+            late = pb.InterceptResponse(invocation_id=request.invocation_id, done={})
+            asyncio.get_running_loop().call_later(seconds, send, late)
+
+
+class AnswersUnknownInvocations(Tampered):
+    """Answers an outcome for an invocation it never saw with a done of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: set[str] = set()
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("invocation"):
+            self.started.add(request.invocation_id)
+        elif request.HasField("outcome") and request.invocation_id not in self.started:
+            send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))
+
+
 class EmitsBeforeEachCallNext(Tampered):
     """Emits an event of its own before each call_next (unasked, without a marker)."""
 
@@ -1308,6 +1333,23 @@ class EchoesTwice(ToolTampered):
         self, text: str | None, real: list[pb.CallToolResponse]
     ) -> list[pb.CallToolResponse]:
         return [*real[:-1], *real[:-1], real[-1]]
+
+
+class StreamsInPieces(ToolTampered):
+    """Not broken: streams each text in two pieces (the echo's and the failure's)."""
+
+    def pieces(
+        self, text: str | None, real: list[pb.CallToolResponse]
+    ) -> list[pb.CallToolResponse]:
+        out: list[pb.CallToolResponse] = []
+        for piece in real:
+            if piece.WhichOneof("piece") != "text":
+                out.append(piece)
+                continue
+            half = len(piece.text) // 2
+            out.append(pb.CallToolResponse(text=piece.text[:half]))
+            out.append(pb.CallToolResponse(text=piece.text[half:]))
+        return out
 
 
 class EchoEndsWithAnEmptyPiece(ToolTampered):

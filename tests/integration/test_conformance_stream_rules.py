@@ -79,6 +79,12 @@ BROKEN: list[tuple[Callable[[], Middleware | MiddlewareServicer], str, str]] = [
         "stream.cancel_mid_invocation",
         "expected silence (a cancelled invocation gets no answer; for invocation '1'), got done",
     ),
+    (broken.AnswersAtTheDeadline, "stream.deadline_then_cancel", "got done"),
+    (
+        broken.AnswersUnknownInvocations,
+        "stream.unknown_invocations_ignored",
+        "sent done for invocation 'ghost', which the agent never started on this stream",
+    ),
     (broken.EmitsBeforeEachCallNext, "stream.interleaved_invocations", "answers for ['"),
     (broken.IgnoresOverride, "stream.interleaved_invocations", "b's override lost"),
     (broken.OverridesWrongly, "stream.interleaved_invocations", "b's override lost"),
@@ -143,6 +149,10 @@ ALLOWED: list[tuple[Callable[[], Middleware | MiddlewareServicer], str]] = [
     # A sidecar that never answers a cancelled hook passes the rule that never sends it
     # anything more, and breaks only the one that does.
     (broken.IgnoresCancel, "stream.deadline_then_cancel"),
+    # An emit before call_next is allowed by the protocol: the rule reads the call_next.
+    (broken.EmitsBeforeEachCallNext, "stream.ids_restart_per_stream"),
+    # A tool streams its text in as many pieces as it likes: the last one ends it.
+    (broken.StreamsInPieces, "call_tool"),
 ]
 
 
