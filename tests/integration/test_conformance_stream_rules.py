@@ -95,6 +95,7 @@ BROKEN: list[tuple[Callable[[], Middleware | MiddlewareServicer], str, str]] = [
         "the answer to the second stream's invocation 1 came on the first stream",
     ),
     (broken.IgnoresOverride, "stream.ids_restart_per_stream", "the second stream's override"),
+    (broken.OverridesWrongly, "stream.ids_restart_per_stream", "the second stream's override"),
     (broken.FailsAtClose, "stream.ids_restart_per_stream", "stream ended with INTERNAL"),
     (
         broken.FailsAtClose,
