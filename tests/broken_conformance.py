@@ -12,6 +12,8 @@ import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+import grpc
+
 from hookmesh.agent import tool
 from hookmesh.conformance import ConformanceMiddleware, ObservingConformanceMiddleware
 from hookmesh.conformance._middleware import ConformanceError, marker
@@ -744,6 +746,10 @@ class Tampered(MiddlewareServicer):
     def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
         """Sees each agent message; `send` adds an answer of its own."""
 
+    def passes(self, request: pb.InterceptRequest) -> bool:
+        """Whether the reference sees the agent message (all pass here)."""
+        return True
+
     def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
         """What is sent for each answer of the reference."""
         return [response]
@@ -760,7 +766,8 @@ class Tampered(MiddlewareServicer):
         async def tap() -> AsyncIterator[pb.InterceptRequest]:
             async for request in requests:
                 self.requested(request, out.put_nowait)
-                yield request
+                if self.passes(request):
+                    yield request
             await self.after_close()
 
         async def pump() -> None:
@@ -1115,3 +1122,338 @@ class PlainDones(Tampered):
             if response.done.WhichOneof("result") in ("model_response", "permission"):
                 response.done.Clear()
         return [response]
+
+
+# --- broken where the stream rules look: the description, the stream's ends, the unary RPCs
+# and the tool ---------------------------------------------------------------------------------
+
+
+class Redescribed(MiddlewareServicer):
+    """The Python host serving the reference, its description edited by `edit`."""
+
+    def __init__(self) -> None:
+        super().__init__(ConformanceMiddleware())
+        edited = pb.DescribeResponse()
+        edited.CopyFrom(self.description)
+        self.edit(edited)
+        self.description = edited
+
+    def edit(self, d: pb.DescribeResponse) -> None:
+        """Changes the reference's description in place (nothing here)."""
+
+
+class SpeaksVersion2(Redescribed):
+    """Answers Describe with protocol version 2, which the kit does not speak."""
+
+    def edit(self, d: pb.DescribeResponse) -> None:
+        d.protocol_version = 2
+
+
+class SpeaksNoVersion(Redescribed):
+    """Leaves the protocol version unset (0)."""
+
+    def edit(self, d: pb.DescribeResponse) -> None:
+        d.protocol_version = 0
+
+
+class KeyBeforeConformance(Redescribed):
+    """Describes itself under a key that sorts before ``conformance``."""
+
+    def edit(self, d: pb.DescribeResponse) -> None:
+        d.middleware_key = "agent"
+
+
+class LeavesTheFailureModeUnset(Redescribed):
+    """Not broken: an unset failure mode reads as FAILURE_MODE_CLOSED."""
+
+    def edit(self, d: pb.DescribeResponse) -> None:
+        d.failure_mode = pb.FAILURE_MODE_UNSPECIFIED
+
+
+class DescribesAnotherTool(Redescribed):
+    """Describes a tool of its own after conformance_echo."""
+
+    def edit(self, d: pb.DescribeResponse) -> None:
+        d.tools.add(name="extra_tool", read_only=True)
+
+
+class WritableEcho(Redescribed):
+    """Describes conformance_echo as a tool that changes things (not read_only)."""
+
+    def edit(self, d: pb.DescribeResponse) -> None:
+        d.tools[0].read_only = False
+
+
+class ReplyPreOnly(Redescribed):
+    """Describes on_reply as PRE_ONLY."""
+
+    def edit(self, d: pb.DescribeResponse) -> None:
+        for h in d.hooks:
+            if h.hook == pb.HOOK_ON_REPLY:
+                h.mode = pb.HOOK_MODE_PRE_ONLY
+
+
+class Negotiating(MiddlewareServicer):
+    """Not broken: speaks protocol versions 1 and 2, answers Describe with the highest the
+    agent speaks too, and refuses an agent that names no version it knows."""
+
+    def __init__(self) -> None:
+        super().__init__(ConformanceMiddleware())
+
+    async def Describe(self, request: Any, context: Any) -> pb.DescribeResponse:
+        if request.protocol_version < 1:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no protocol version")
+        answer = pb.DescribeResponse()
+        answer.CopyFrom(self.description)
+        answer.protocol_version = min(request.protocol_version, 2)
+        return answer
+
+
+class IgnoresCancel(Tampered):
+    """Never hands a cancel to the hook: a cancelled invocation runs on to its answers."""
+
+    def passes(self, request: pb.InterceptRequest) -> bool:
+        return not request.HasField("cancel")
+
+
+class AnswersAtTheDeadline(Tampered):
+    """Ends each invocation with a done when its message_timeout passes, though the agent,
+    not the sidecar, acts on a missed deadline (with a cancel)."""
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("invocation"):
+            seconds = request.invocation.message_timeout.ToTimedelta().total_seconds()
+            late = pb.InterceptResponse(invocation_id=request.invocation_id, done={})
+            asyncio.get_running_loop().call_later(seconds, send, late)
+
+
+class AnswersUnknownInvocations(Tampered):
+    """Answers an outcome for an invocation it never saw with a done of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: set[str] = set()
+
+    def requested(self, request: pb.InterceptRequest, send: Callable[[Any], None]) -> None:
+        if request.HasField("invocation"):
+            self.started.add(request.invocation_id)
+        elif request.HasField("outcome") and request.invocation_id not in self.started:
+            send(pb.InterceptResponse(invocation_id=request.invocation_id, done={}))
+
+
+class EmitsBeforeEachCallNext(Tampered):
+    """Emits an event of its own before each call_next (unasked, without a marker)."""
+
+    def answers(self, response: pb.InterceptResponse) -> list[pb.InterceptResponse]:
+        if not response.HasField("call_next"):
+            return [response]
+        emitted = ev.AgentEvent(custom=ev.CustomEvent(name="unasked"))
+        return [pb.InterceptResponse(invocation_id=response.invocation_id, emit=emitted), response]
+
+
+class FailsAtClose(Tampered):
+    """Ends the stream with INTERNAL, not OK, once the agent closed its side."""
+
+    async def Intercept(self, requests: Any, context: Any) -> AsyncIterator[Any]:
+        async for answer in super().Intercept(requests, context):
+            yield answer
+        await context.abort(grpc.StatusCode.INTERNAL, "closing")
+
+
+class PromptsTwice(ConformanceMiddleware):
+    """Appends its suffix to the system prompt twice."""
+
+    async def on_system_prompt(self, agent: Any, prompt: str) -> str:
+        once = await super().on_system_prompt(agent, prompt)
+        return await super().on_system_prompt(agent, once)
+
+
+class AfterAgentWithoutFinal(MiddlewareServicer):
+    """Answers AfterAgent without a final message with no mutation, instead of refusing it."""
+
+    def __init__(self) -> None:
+        super().__init__(ConformanceMiddleware())
+
+    async def AfterAgent(self, request: Any, context: Any) -> pb.AfterAgentResponse:
+        if not request.HasField("final_message"):
+            return pb.AfterAgentResponse()
+        return await super().AfterAgent(request, context)
+
+
+class AfterAgentFailsOtherwise(MiddlewareServicer):
+    """Refuses AfterAgent without a final message with FAILED_PRECONDITION."""
+
+    def __init__(self) -> None:
+        super().__init__(ConformanceMiddleware())
+
+    async def AfterAgent(self, request: Any, context: Any) -> pb.AfterAgentResponse:
+        if not request.HasField("final_message"):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no final message")
+        return await super().AfterAgent(request, context)
+
+
+class ToolTampered(MiddlewareServicer):
+    """The reference's CallTool, its pieces changed by `pieces` (for the echo's text as
+    parsed; None when the arguments are bad) and unknown tools answered by `unknown`."""
+
+    def __init__(self) -> None:
+        super().__init__(ConformanceMiddleware())
+
+    def pieces(
+        self, text: str | None, real: list[pb.CallToolResponse]
+    ) -> list[pb.CallToolResponse]:
+        return real
+
+    async def unknown(self, context: Any) -> list[pb.CallToolResponse]:
+        await context.abort(grpc.StatusCode.NOT_FOUND, "no such tool")
+        return []
+
+    async def CallTool(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        if request.name != "conformance_echo":
+            for piece in await self.unknown(context):
+                yield piece
+            return
+        try:
+            text = json.loads(request.arguments)["text"]
+        except (ValueError, KeyError, TypeError):
+            text = None
+        real = [piece async for piece in super().CallTool(request, context)]
+        for piece in self.pieces(text if isinstance(text, str) else None, real):
+            yield piece
+
+
+def _ended(real: list[pb.CallToolResponse], end: int) -> list[pb.CallToolResponse]:
+    return [*real[:-1], pb.CallToolResponse(end=end)]  # type: ignore[arg-type]
+
+
+class EchoesTwice(ToolTampered):
+    """Streams the echoed text twice."""
+
+    def pieces(
+        self, text: str | None, real: list[pb.CallToolResponse]
+    ) -> list[pb.CallToolResponse]:
+        return [*real[:-1], *real[:-1], real[-1]]
+
+
+class StreamsInPieces(ToolTampered):
+    """Not broken: streams each text in two pieces (the echo's and the failure's)."""
+
+    def pieces(
+        self, text: str | None, real: list[pb.CallToolResponse]
+    ) -> list[pb.CallToolResponse]:
+        out: list[pb.CallToolResponse] = []
+        for piece in real:
+            if piece.WhichOneof("piece") != "text":
+                out.append(piece)
+                continue
+            half = len(piece.text) // 2
+            out.append(pb.CallToolResponse(text=piece.text[:half]))
+            out.append(pb.CallToolResponse(text=piece.text[half:]))
+        return out
+
+
+class EchoEndsWithAnEmptyPiece(ToolTampered):
+    """Ends the echo with an empty piece (no arm set) in place of `end`."""
+
+    def pieces(
+        self, text: str | None, real: list[pb.CallToolResponse]
+    ) -> list[pb.CallToolResponse]:
+        return [*real[:-1], pb.CallToolResponse()] if text != "fail" else real
+
+
+class EchoEndsWithText(ToolTampered):
+    """Ends the echo with its text, never sending `end`."""
+
+    def pieces(
+        self, text: str | None, real: list[pb.CallToolResponse]
+    ) -> list[pb.CallToolResponse]:
+        return real[:-1] if text != "fail" else real
+
+
+class EchoEndsWithError(ToolTampered):
+    """Ends every echo with ERROR."""
+
+    def pieces(
+        self, text: str | None, real: list[pb.CallToolResponse]
+    ) -> list[pb.CallToolResponse]:
+        return _ended(real, content_pb2.TOOL_RESULT_STATE_ERROR)
+
+
+class FailEndsWithSuccess(ToolTampered):
+    """Ends the failing echo ("fail") with SUCCESS."""
+
+    def pieces(
+        self, text: str | None, real: list[pb.CallToolResponse]
+    ) -> list[pb.CallToolResponse]:
+        if text == "fail":
+            return _ended(real, content_pb2.TOOL_RESULT_STATE_SUCCESS)
+        return real
+
+
+class FailEndsInterrupted(ToolTampered):
+    """Ends the failing echo ("fail") with INTERRUPTED, not ERROR."""
+
+    def pieces(
+        self, text: str | None, real: list[pb.CallToolResponse]
+    ) -> list[pb.CallToolResponse]:
+        if text == "fail":
+            return _ended(real, content_pb2.TOOL_RESULT_STATE_INTERRUPTED)
+        return real
+
+
+class BadArgumentsCrash(ToolTampered):
+    """Fails a call with bad arguments with INTERNAL, not INVALID_ARGUMENT."""
+
+    async def CallTool(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        try:
+            json.loads(request.arguments)
+        except ValueError:
+            await context.abort(grpc.StatusCode.INTERNAL, "crashed")
+        async for piece in super().CallTool(request, context):
+            yield piece
+
+
+class EchoesNumbers(ToolTampered):
+    """Echoes a number given as the text instead of refusing it."""
+
+    async def CallTool(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        try:
+            text = json.loads(request.arguments).get("text")
+        except ValueError:
+            text = None
+        if isinstance(text, int):
+            yield pb.CallToolResponse(text=str(text))
+            yield pb.CallToolResponse(end=content_pb2.TOOL_RESULT_STATE_SUCCESS)
+            return
+        async for piece in super().CallTool(request, context):
+            yield piece
+
+
+class UnknownToolUnimplemented(ToolTampered):
+    """Fails a call of an unknown tool with UNIMPLEMENTED, not NOT_FOUND."""
+
+    async def unknown(self, context: Any) -> list[pb.CallToolResponse]:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no such tool")
+        return []
+
+
+class UnknownToolAnswered(ToolTampered):
+    """Answers a call of an unknown tool with an error result instead of NOT_FOUND."""
+
+    async def unknown(self, context: Any) -> list[pb.CallToolResponse]:
+        return [
+            pb.CallToolResponse(text="no such tool"),
+            pb.CallToolResponse(end=content_pb2.TOOL_RESULT_STATE_ERROR),
+        ]
+
+
+class RefusesWithoutTokenOtherwise(MiddlewareServicer):
+    """Refuses a call without the bearer token with PERMISSION_DENIED, not UNAUTHENTICATED."""
+
+    def __init__(self) -> None:
+        super().__init__(ConformanceMiddleware())
+
+    async def Describe(self, request: Any, context: Any) -> pb.DescribeResponse:
+        if ("authorization", "Bearer s3cret") not in tuple(context.invocation_metadata()):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "who are you")
+        return self.description
