@@ -11,6 +11,7 @@ import stat
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,7 @@ from hookmesh.services.agent import (
     open_store,
     start_agent_service,
 )
+from hookmesh.services.agent._store import JournalStep
 from tests.agent_helpers import SHORT_TIMEOUT
 from tests.session_backends import SessionBackend
 
@@ -306,3 +308,37 @@ async def test_an_interrupt_goes_to_the_live_holder_only(
     await first.close()  # the holder dies: its lease is there, but nobody to tell
     await _wait_until_gone(postgres_backend.url, first.holder)
     assert await second.signal_interrupt("alice", "s") is False
+
+
+async def _pages(store: SessionStore, owner: str, table: str, page: int) -> list[list[Any]]:
+    return [[tuple(r) for r in rows] async for rows in store.export(owner, table, page)]
+
+
+@pytest.mark.parametrize("count", [5, 4])  # a short last page, and none: an exact fit
+async def test_an_export_pages_every_row_once_in_key_order(store: SessionStore, count: int) -> None:
+    """Keyset paging: each page goes on after the last row's key, a short page is the last,
+    and a page count that divides the rows exactly ends without an empty page."""
+    names = [f"s{i}" for i in range(count)]
+    for sid in reversed(names):
+        await store.put("alice", sid, "agent", AgentState())
+        step = JournalStep(
+            reply_id="r1",
+            status="completed",
+            last_seq=3,
+            step_seq=3,
+            durability="step",
+            request=b"req",
+            events=[(seq, f"{sid}#{seq}".encode()) for seq in (1, 2, 3)],
+        )
+        await store.put("alice", sid, "agent", AgentState(), step=step)
+    await store.put("bob", "s9", "agent", AgentState())  # another user's rows stay out
+
+    sessions = await _pages(store, "alice", "agent.sessions", 2)
+    assert [len(p) for p in sessions] == [2] * (count // 2) + [1] * (count % 2)
+    assert [r[0] for p in sessions for r in p] == names
+    replies = await _pages(store, "alice", "agent.replies", 3)
+    assert [(r[0], r[1]) for p in replies for r in p] == [(s, "r1") for s in names]
+    events = await _pages(store, "alice", "agent.reply_events", 2)
+    keys = [(r[0], r[1], r[2]) for p in events for r in p]
+    assert keys == [(s, "r1", seq) for s in names for seq in (1, 2, 3)]
+    assert all(len(p) == 2 for p in events[:-1])
