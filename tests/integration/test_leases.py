@@ -776,3 +776,38 @@ async def test_a_lease_released_while_its_renewal_waits_is_not_reported_lost(
         assert await renewal == []
         await release
     assert await second.acquire("alice", "s") is not None
+
+
+async def test_a_drain_waits_for_every_claimed_reply(replicas: Replicas) -> None:
+    """Shutdown's drain returns only once the last claim of the replica has ended."""
+    from hookmesh.services.agent._claims import SessionClaims
+
+    first, _, _ = replicas
+    claims = SessionClaims(first.leases)
+    await claims.claim(("alice", "a"))
+    await claims.claim(("alice", "b"))
+    await claims.release(("alice", "a"))
+    with pytest.raises(TimeoutError):  # "b" still runs: the drain must not end
+        await claims.drain(0.05)
+    await claims.release(("alice", "b"))
+    await claims.drain(SHORT_TIMEOUT)
+    assert claims.busy() == set()
+
+
+async def test_a_claim_ends_even_when_its_lease_cannot_be_released(
+    replicas: Replicas, postgres_backend: SessionBackend
+) -> None:
+    """The store went away under the reply: the release of its lease fails, the claim ends
+    anyway (no error reaches the reply's caller, the drain is not held up), and the lease
+    frees itself on expiry."""
+    from hookmesh.services.agent._claims import SessionClaims
+
+    first, second, _ = replicas
+    claims = SessionClaims(first.leases)
+    await claims.claim(("alice", "s"))
+    await first.close()
+    await claims.release(("alice", "s"))
+    assert ("alice", "s") not in claims
+    await claims.drain(SHORT_TIMEOUT)
+    await postgres_backend.expire_leases()
+    assert await second.acquire("alice", "s") is not None
