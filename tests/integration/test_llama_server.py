@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -88,6 +90,8 @@ def base_url() -> Iterator[str]:
         try:
             _wait_until_up(proc, url, log)
             yield url
+            if proc.poll() is not None:  # it died under the tests: say how, with its log
+                pytest.fail(f"llama_cpp.server died during the tests: {_ended(proc, log)}")
         finally:
             proc.terminate()
             try:
@@ -97,13 +101,20 @@ def base_url() -> Iterator[str]:
                 proc.wait(timeout=10)
 
 
+def _ended(proc: subprocess.Popen, log: Any) -> str:
+    """How the server process ended (a signal by name: SIGILL or SIGSEGV in the model's
+    kernels, SIGKILL from the OOM killer) and the tail of its log."""
+    code = proc.returncode
+    how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    log.seek(0)
+    return f"{how}; its log ends:\n{log.read().decode(errors='replace')[-3000:]}"
+
+
 def _wait_until_up(proc: subprocess.Popen, url: str, log) -> None:
     deadline = time.monotonic() + STARTUP_DEADLINE
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            log.seek(0)
-            tail = log.read().decode(errors="replace")[-2000:]
-            pytest.fail(f"llama_cpp.server exited with {proc.returncode}:\n{tail}")
+            pytest.fail(f"llama_cpp.server did not start: {_ended(proc, log)}")
         try:
             if httpx.get(f"{url}/models", timeout=1.0).status_code == 200:
                 return
