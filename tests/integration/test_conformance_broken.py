@@ -7,8 +7,6 @@ the break, not for being wrong itself."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import grpc
 import pytest
 
@@ -26,18 +24,18 @@ from hookmesh.schema import MessageKind
 from hookmesh.server import Service, start_server
 from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
 from tests import broken_conformance as broken
+from tests.conformance_target import TIMEOUT, target
+
+__all__ = ["target"]  # the served-sidecar fixture, shared by the conformance tests
 
 pytestmark = pytest.mark.timeout(120)
-
-_TIMEOUT = 2.0
-"""Seconds a rule waits for each expected message (the broken ones time out on purpose)."""
 
 
 async def _failures(middleware: Middleware) -> dict[str, str]:
     """Rule name → why, for every rule the sidecar serving `middleware` fails."""
     running = await serve_middleware(middleware)
     try:
-        results = await run_conformance(f"127.0.0.1:{running.port}", timeout=_TIMEOUT)
+        results = await run_conformance(f"127.0.0.1:{running.port}", timeout=TIMEOUT)
     finally:
         await running.stop(None)
     return {r.name: r.detail for r in results if not r.passed}
@@ -56,29 +54,6 @@ async def test_a_sidecar_that_drops_events_fails_the_pass_through_rule() -> None
     assert failed["on_reasoning.pass_through[flat]"] == (
         "verdict drop=True, expected False (docs/remote-protocol.md § Conformance)"
     )
-
-
-@pytest.fixture
-async def target() -> AsyncIterator[object]:
-    """Serves a middleware in process; yields a function from it to the runner's target."""
-    servers: list[object] = []
-    channels: list[grpc.aio.Channel] = []
-
-    async def serve(middleware: Middleware, token: str | None = None) -> Target:
-        running = await serve_middleware(middleware, token=token)
-        servers.append(running)
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
-        channels.append(channel)
-        metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        return Target(pb_grpc.MiddlewareServiceStub(channel), metadata, _TIMEOUT, bool(token))
-
-    try:
-        yield serve
-    finally:
-        for channel in channels:
-            await channel.close()
-        for running in servers:
-            await running.stop(None)  # type: ignore[attr-defined]
 
 
 KIND_CASES: list[tuple[type[Middleware], str, str]] = [
@@ -209,7 +184,7 @@ async def test_a_broken_sidecar_fails_the_stream_rule_it_breaks(
 async def test_a_sidecar_without_a_token_fails_the_token_rule(target: object) -> None:
     """The runner was given a token, but the sidecar answers without one."""
     open_one = await target(ConformanceMiddleware())  # type: ignore[operator]
-    t = Target(open_one.stub, (("authorization", "Bearer s3cret"),), _TIMEOUT, True)
+    t = Target(open_one.stub, (("authorization", "Bearer s3cret"),), TIMEOUT, True)
     with pytest.raises(RuleFailure, match="a call without the bearer token succeeded"):
         await token_required(t)
     secured = await target(ConformanceMiddleware(), token="s3cret")  # type: ignore[operator]
@@ -257,7 +232,7 @@ async def _servicer_failures(servicer: object, *, generic: bool = False) -> dict
     )
     try:
         results = await run_conformance(
-            f"127.0.0.1:{running.port}", timeout=_TIMEOUT, generic=generic
+            f"127.0.0.1:{running.port}", timeout=TIMEOUT, generic=generic
         )
     finally:
         await running.stop(None)
@@ -424,7 +399,7 @@ async def test_the_observing_reference_passes_the_observe_rules() -> None:
     every marker (and its unary hooks and tool as usual)."""
     running = await serve_middleware(ObservingConformanceMiddleware())
     try:
-        results = await run_conformance(f"127.0.0.1:{running.port}", timeout=_TIMEOUT)
+        results = await run_conformance(f"127.0.0.1:{running.port}", timeout=TIMEOUT)
     finally:
         await running.stop(None)
     assert [(r.name, r.detail) for r in results if not r.passed] == []
@@ -465,7 +440,7 @@ async def test_emits_before_an_error_and_plain_dones_pass() -> None:
         running = await serve_middleware(middleware)
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
-                t = Target(pb_grpc.MiddlewareServiceStub(channel), (), _TIMEOUT, False)
+                t = Target(pb_grpc.MiddlewareServiceStub(channel), (), TIMEOUT, False)
                 await KIND_RULES[rule](t, "flat")
         finally:
             await running.stop(None)
@@ -475,7 +450,7 @@ async def test_emits_before_an_error_and_plain_dones_pass() -> None:
     running = await start_server([service], "127.0.0.1:0")
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
-            t = Target(pb_grpc.MiddlewareServiceStub(channel), (), _TIMEOUT, False)
+            t = Target(pb_grpc.MiddlewareServiceStub(channel), (), TIMEOUT, False)
             for rule in (
                 "on_model_call.emit",
                 "on_check_permission.emit",

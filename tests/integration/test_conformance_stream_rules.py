@@ -8,9 +8,8 @@ test_conformance_broken.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 
-import grpc
 import pytest
 
 from hookmesh.conformance import ConformanceMiddleware
@@ -18,49 +17,13 @@ from hookmesh.conformance._rules import Target
 from hookmesh.conformance._session import RuleFailure
 from hookmesh.conformance._stream_rules import STREAM_RULES, token_required
 from hookmesh.middleware import Middleware
-from hookmesh.remote import SERVICE_NAME, serve_middleware
 from hookmesh.remote._host import MiddlewareServicer
-from hookmesh.server import Service, start_server
-from hookmesh.v1 import middleware_pb2_grpc as pb_grpc
 from tests import broken_conformance as broken
+from tests.conformance_target import TIMEOUT, Serve, target
+
+__all__ = ["target"]  # the served-sidecar fixture, shared by the conformance tests
 
 pytestmark = pytest.mark.timeout(120)
-
-_TIMEOUT = 2.0
-"""Seconds a rule waits for each expected message (the broken ones time out on purpose)."""
-
-Serve = Callable[..., Awaitable[Target]]
-
-
-@pytest.fixture
-async def target() -> AsyncIterator[Serve]:
-    """Serves a middleware (through the Python host) or a servicer of its own, in process;
-    yields a function from it to the runner's target."""
-    servers: list[object] = []
-    channels: list[grpc.aio.Channel] = []
-
-    async def serve(sidecar: Middleware | MiddlewareServicer, token: str | None = None) -> Target:
-        if isinstance(sidecar, MiddlewareServicer):
-            service = Service(
-                SERVICE_NAME, sidecar, pb_grpc.add_MiddlewareServiceServicer_to_server
-            )
-            running = await start_server([service], "127.0.0.1:0")
-        else:
-            running = await serve_middleware(sidecar, token=token)
-        servers.append(running)
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
-        channels.append(channel)
-        metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        return Target(pb_grpc.MiddlewareServiceStub(channel), metadata, _TIMEOUT, bool(token))
-
-    try:
-        yield serve
-    finally:
-        for channel in channels:
-            await channel.close()
-        for running in servers:
-            await running.stop(None)  # type: ignore[attr-defined]
-
 
 BROKEN: list[tuple[Callable[[], Middleware | MiddlewareServicer], str, str]] = [
     # describe
@@ -177,7 +140,7 @@ async def test_a_late_answer_after_cancel_fails_both_cancel_rules(target: Serve)
 async def test_a_sidecar_without_a_token_fails_the_token_rule(target: Serve) -> None:
     """The runner was given a token, but the sidecar answers without one."""
     open_one = await target(ConformanceMiddleware())
-    t = Target(open_one.stub, (("authorization", "Bearer s3cret"),), _TIMEOUT, True)
+    t = Target(open_one.stub, (("authorization", "Bearer s3cret"),), TIMEOUT, True)
     with pytest.raises(RuleFailure, match="a call without the bearer token succeeded"):
         await token_required(t)
     await token_required(await target(ConformanceMiddleware(), token="s3cret"))
